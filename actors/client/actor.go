@@ -1,0 +1,182 @@
+package client
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// Config configures one client-grant actor.
+type Config struct {
+	ID     string
+	Label  string
+	Access string // memdb.AccessReadOnly or memdb.AccessReadWrite
+	Store  *memdb.Store
+	Now    func() time.Time
+	// TTL is how long a token authenticates after it is issued. Zero or
+	// negative: forever.
+	TTL time.Duration
+	// RevokedKept bounds the revoked or expired token rows kept per grant.
+	RevokedKept int
+	Logger      *slog.Logger
+}
+
+// Namespace returns the namespace shared by every token of grant id.
+func Namespace(id string) string { return "client:" + id }
+
+// Props returns the props of a client-grant actor.
+func Props(cfg Config) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &grantActor{cfg: cfg} })
+}
+
+type grantActor struct {
+	cfg     Config
+	revoked bool
+}
+
+func (a *grantActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.start()
+	case *IssueToken:
+		if a.revoked {
+			ctx.Respond(&TokenIssued{Err: fmt.Errorf("client %s: %w", a.cfg.ID, ErrNotFound)})
+			return
+		}
+		tok, id, err := a.issue(msg.RevokePrevious)
+		ctx.Respond(&TokenIssued{Token: tok, CredentialID: id, Err: err})
+	case *Revoke:
+		if a.revoked {
+			ctx.Respond(&Revoked{Err: fmt.Errorf("client %s: %w", a.cfg.ID, ErrNotFound)})
+			return
+		}
+		n, err := a.revoke()
+		ctx.Respond(&Revoked{Tokens: n, Err: err})
+		if err == nil {
+			a.revoked = true
+			ctx.Stop(ctx.Self())
+		}
+	case *GetGrant:
+		if a.revoked {
+			ctx.Respond(&GrantInfo{Err: fmt.Errorf("client %s: %w", a.cfg.ID, ErrNotFound)})
+			return
+		}
+		g, err := a.cfg.Store.Read().ClientGrant(nil, a.cfg.ID)
+		ctx.Respond(&GrantInfo{Grant: g, Err: err})
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	default:
+		a.cfg.Logger.Warn("client actor: unexpected message", "client", a.cfg.ID, "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+func (a *grantActor) start() {
+	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		if _, err := w.ClientGrant(nil, a.cfg.ID); err == nil {
+			return nil // a restart
+		}
+		return w.PutClientGrant(&memdb.ClientGrant{
+			ID: a.cfg.ID, Label: a.cfg.Label, Access: a.cfg.Access,
+			State: memdb.StateLive, Created: a.cfg.Now(),
+		})
+	})
+	if err != nil {
+		a.cfg.Logger.Error("write client grant", "client", a.cfg.ID, "err", err)
+	}
+}
+
+func (a *grantActor) issue(revokePrevious bool) (tok, id string, err error) {
+	now := a.cfg.Now()
+	err = a.cfg.Store.Write(func(w *memdb.Writer) error {
+		olds, err := w.CredentialsByNamespace(nil, Namespace(a.cfg.ID))
+		if err != nil {
+			return err
+		}
+		for _, c := range olds {
+			switch {
+			case c.State != memdb.StateLive:
+			case !c.LiveAt(now):
+				c.State, c.RevokeReason, c.Revoked = memdb.StateRevoked, "expired", now
+			case revokePrevious:
+				c.State, c.RevokeReason, c.Revoked = memdb.StateRevoked, "refreshed", now
+			default:
+				continue
+			}
+			if err := w.PutCredential(c); err != nil {
+				return err
+			}
+		}
+		var hash string
+		tok, hash = token.New()
+		id = token.NewID("ctok_")
+		c := &memdb.Credential{
+			ID:        id,
+			TokenHash: hash,
+			Kind:      memdb.KindClient,
+			Namespace: Namespace(a.cfg.ID),
+			Client:    a.cfg.ID,
+			Access:    a.cfg.Access,
+			Issued:    now,
+			LastLive:  now,
+			State:     memdb.StateLive,
+		}
+		if a.cfg.TTL > 0 {
+			c.Expires = now.Add(a.cfg.TTL)
+		}
+		if err := w.PutCredential(c); err != nil {
+			return err
+		}
+		return a.prune(w)
+	})
+	if err != nil {
+		return "", "", err
+	}
+	return tok, id, nil
+}
+
+// prune drops the oldest revoked token rows beyond RevokedKept.
+func (a *grantActor) prune(w *memdb.Writer) error {
+	creds, err := w.CredentialsByNamespace(nil, Namespace(a.cfg.ID))
+	if err != nil {
+		return err
+	}
+	revoked := slices.DeleteFunc(creds, func(c *memdb.Credential) bool { return c.State != memdb.StateRevoked })
+	if len(revoked) <= a.cfg.RevokedKept {
+		return nil
+	}
+	slices.SortFunc(revoked, func(x, y *memdb.Credential) int { return x.Revoked.Compare(y.Revoked) })
+	for _, c := range revoked[:len(revoked)-a.cfg.RevokedKept] {
+		if err := w.DeleteCredential(c.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// revoke removes every token row and the grant in one transaction: a
+// removed token authenticates exactly like a revoked one (not at all).
+func (a *grantActor) revoke() (int, error) {
+	n := 0
+	now := a.cfg.Now()
+	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		creds, err := w.CredentialsByNamespace(nil, Namespace(a.cfg.ID))
+		if err != nil {
+			return err
+		}
+		for _, c := range creds {
+			if c.LiveAt(now) {
+				n++
+			}
+			if err := w.DeleteCredential(c.ID); err != nil {
+				return err
+			}
+		}
+		return w.DeleteClientGrant(a.cfg.ID)
+	})
+	return n, err
+}

@@ -1,0 +1,301 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// Config configures one provider instance actor.
+type Config struct {
+	Instance *memdb.Instance // the instance's record, written when the actor starts
+	Driver   Driver
+	Store    *memdb.Store
+	Now      func() time.Time
+	// OpTimeout bounds every driver call (Open, Attach, Detach, Close).
+	OpTimeout time.Duration
+	// Work counts driver goroutines, so the runtime can wait for them on
+	// shutdown.
+	Work *sync.WaitGroup
+	// Base is cancelled when the runtime closes; driver calls derive from it.
+	Base   context.Context
+	Logger *slog.Logger
+}
+
+// Props returns the props of a provider instance actor.
+func Props(cfg Config) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &instanceActor{cfg: cfg, children: map[string]*child{}}
+	})
+}
+
+// child is the instance actor's view of one provider session actor.
+type child struct {
+	id        string
+	pid       *actor.PID
+	binding   Binding    // first binding, the one Open got
+	openReply *actor.PID // requester of the OpenSession that created it
+	record    *memdb.ProviderSession
+	closed    bool // closed (or aborted); waiting for the actor to stop
+}
+
+type instanceActor struct {
+	cfg      Config
+	children map[string]*child
+	stopping bool
+	// closeAllWaiters are answered once every child has stopped.
+	closeAllWaiters []*actor.PID
+	closedByAll     []*memdb.ProviderSession
+}
+
+func (a *instanceActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.start()
+	case *OpenSession:
+		a.open(ctx, msg)
+	case *AttachThread:
+		a.attach(ctx, msg)
+	case *DetachThread:
+		a.detach(ctx, msg)
+	case *CloseSession:
+		c := a.children[msg.SessionID]
+		if c == nil || c.closed {
+			ctx.Respond(&CloseSessionResult{Err: fmt.Errorf("close %s: %w", msg.SessionID, ErrUnknownSession)})
+			return
+		}
+		ctx.Respond(&CloseSessionResult{Session: a.close(ctx, c, msg.Reason, nil)})
+	case *CloseAll:
+		a.stopping = true
+		for _, id := range a.sortedChildren() {
+			if c := a.children[id]; !c.closed {
+				a.closedByAll = append(a.closedByAll, a.close(ctx, c, msg.Reason, nil))
+			}
+		}
+		a.closeAllWaiters = append(a.closeAllWaiters, ctx.Sender())
+		a.answerCloseAll(ctx)
+	case *GetSessions:
+		sessions, err := a.cfg.Store.Read().ProviderSessionsByInstance(nil, a.cfg.Instance.ID)
+		if err != nil {
+			a.cfg.Logger.Error("list provider sessions", "instance", a.cfg.Instance.ID, "err", err)
+		}
+		ctx.Respond(&Sessions{Sessions: sessions})
+	case *childOpened:
+		a.opened(ctx, msg)
+	case *childAttached:
+		a.attached(ctx, msg)
+	case *childDied:
+		if c := a.children[msg.id]; c != nil && !c.closed {
+			a.close(ctx, c, ReasonDied, msg.err)
+		}
+	case *actor.Terminated:
+		for id, c := range a.children {
+			if c.pid.Equal(msg.Who) {
+				delete(a.children, id)
+				if !c.closed {
+					// The child stopped without being closed (a failed open or a
+					// crash): whatever it recorded is released.
+					a.close(ctx, c, ReasonDied, errors.New("provider session actor stopped"))
+					delete(a.children, id)
+				}
+			}
+		}
+		a.answerCloseAll(ctx)
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	default:
+		a.cfg.Logger.Warn("provider actor: unexpected message", "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+func (a *instanceActor) start() {
+	inst := a.cfg.Instance
+	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		if _, err := w.Instance(nil, inst.ID); err == nil {
+			return nil // a restart: the record is already there
+		}
+		return w.PutInstance(inst)
+	})
+	if err != nil {
+		a.cfg.Logger.Error("write instance", "instance", inst.ID, "err", err)
+	}
+}
+
+func (a *instanceActor) sortedChildren() []string {
+	ids := make([]string, 0, len(a.children))
+	for id := range a.children {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (a *instanceActor) open(ctx actor.Context, msg *OpenSession) {
+	if a.stopping {
+		ctx.Respond(&OpenSessionResult{Err: ErrStopping})
+		return
+	}
+	b := msg.Binding.Clone()
+	if a.cfg.Driver.MultiThread() {
+		// One session serves every thread: attach to the oldest live one.
+		for _, id := range a.sortedChildren() {
+			if c := a.children[id]; !c.closed {
+				ctx.Send(c.pid, &opAttach{binding: b, replyTo: ctx.Sender(), fromOpen: true})
+				return
+			}
+		}
+	}
+	id := msg.SessionID
+	if id == "" {
+		id = token.NewID("ps_")
+	}
+	props := actor.PropsFromProducer(func() actor.Actor {
+		return &sessionActor{id: id, instance: a.cfg.Instance.ID, first: b, cfg: a.cfg}
+	})
+	pid, err := ctx.SpawnNamed(props, id)
+	if err != nil {
+		ctx.Respond(&OpenSessionResult{Err: fmt.Errorf("spawn provider session: %w", err)})
+		return
+	}
+	a.children[id] = &child{id: id, pid: pid, binding: b, openReply: ctx.Sender()}
+}
+
+func (a *instanceActor) opened(ctx actor.Context, msg *childOpened) {
+	c := a.children[msg.id]
+	if c == nil {
+		return
+	}
+	switch {
+	case msg.err != nil:
+		c.closed = true // the child stops itself
+		ctx.Send(c.openReply, &OpenSessionResult{Err: msg.err})
+	case c.closed:
+		ctx.Send(c.openReply, &OpenSessionResult{Err: fmt.Errorf("open %s: %w", c.id, ErrUnknownSession)})
+	default:
+		now := a.cfg.Now()
+		c.record = &memdb.ProviderSession{
+			ID:          c.id,
+			Instance:    a.cfg.Instance.ID,
+			MultiThread: a.cfg.Driver.MultiThread(),
+			Threads:     []string{c.binding.Thread},
+			Credentials: []string{c.binding.CredentialID},
+			State:       memdb.SessionOpen,
+			Opened:      now,
+		}
+		a.put(c.record)
+		ctx.Send(c.openReply, &OpenSessionResult{SessionID: c.id})
+	}
+}
+
+func (a *instanceActor) attach(ctx actor.Context, msg *AttachThread) {
+	c := a.children[msg.SessionID]
+	if c == nil || c.closed || c.record == nil {
+		ctx.Respond(&AttachThreadResult{Err: fmt.Errorf("attach to %s: %w", msg.SessionID, ErrUnknownSession)})
+		return
+	}
+	if !c.record.MultiThread {
+		for _, t := range c.record.Threads {
+			if t != msg.Binding.Thread {
+				ctx.Respond(&AttachThreadResult{Err: fmt.Errorf("attach %s to %s: %w", msg.Binding.Thread, c.id, ErrExclusive)})
+				return
+			}
+		}
+	}
+	ctx.Send(c.pid, &opAttach{binding: msg.Binding.Clone(), replaces: msg.Replaces, replyTo: ctx.Sender()})
+}
+
+func (a *instanceActor) attached(ctx actor.Context, msg *childAttached) {
+	c := a.children[msg.id]
+	err := msg.err
+	if err == nil && (c == nil || c.closed || c.record == nil) {
+		err = fmt.Errorf("attach to %s: %w", msg.id, ErrUnknownSession)
+	}
+	if err == nil {
+		r := c.record
+		if !slices.Contains(r.Threads, msg.binding.Thread) {
+			r.Threads = append(r.Threads, msg.binding.Thread)
+		}
+		if msg.replaces != "" {
+			r.Credentials = slices.DeleteFunc(r.Credentials, func(id string) bool { return id == msg.replaces })
+		}
+		if !slices.Contains(r.Credentials, msg.binding.CredentialID) {
+			r.Credentials = append(r.Credentials, msg.binding.CredentialID)
+		}
+		a.put(r)
+	}
+	if msg.fromOpen {
+		res := &OpenSessionResult{Err: err}
+		if err == nil {
+			res.SessionID = msg.id
+		}
+		ctx.Send(msg.replyTo, res)
+		return
+	}
+	ctx.Send(msg.replyTo, &AttachThreadResult{Err: err})
+}
+
+func (a *instanceActor) detach(ctx actor.Context, msg *DetachThread) {
+	var from []string
+	for _, id := range a.sortedChildren() {
+		c := a.children[id]
+		if c.closed || c.record == nil || !slices.Contains(c.record.Threads, msg.Thread) {
+			continue
+		}
+		c.record.Threads = slices.DeleteFunc(c.record.Threads, func(t string) bool { return t == msg.Thread })
+		a.put(c.record)
+		ctx.Send(c.pid, &opDetach{thread: msg.Thread})
+		from = append(from, id)
+	}
+	ctx.Respond(&DetachThreadResult{Sessions: from})
+}
+
+// close removes the session's record, tells the world, and has the child
+// close the driver session and stop. It returns the record as it was.
+func (a *instanceActor) close(ctx actor.Context, c *child, reason string, cause error) *memdb.ProviderSession {
+	c.closed = true
+	rec := c.record
+	if rec == nil {
+		// Still opening: nothing was recorded yet, but the open's binding
+		// is what it will hold.
+		rec = &memdb.ProviderSession{
+			ID:          c.id,
+			Instance:    a.cfg.Instance.ID,
+			Threads:     []string{c.binding.Thread},
+			Credentials: []string{c.binding.CredentialID},
+		}
+	} else if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteProviderSession(c.id) }); err != nil {
+		a.cfg.Logger.Error("delete provider session", "session", c.id, "err", err)
+	}
+	rec = rec.Clone()
+	rec.State = memdb.SessionClosed
+	rec.Closed = a.cfg.Now()
+	rec.CloseReason = reason
+	ctx.Send(c.pid, &opClose{})
+	ctx.ActorSystem().EventStream.Publish(&SessionClosed{Session: rec.Clone(), Reason: reason, Err: cause})
+	a.cfg.Logger.Info("provider session closed", "instance", a.cfg.Instance.ID, "session", c.id, "reason", reason, "err", cause)
+	return rec
+}
+
+func (a *instanceActor) answerCloseAll(ctx actor.Context) {
+	if len(a.closeAllWaiters) == 0 || len(a.children) > 0 {
+		return
+	}
+	for _, w := range a.closeAllWaiters {
+		ctx.Send(w, &CloseAllResult{Sessions: a.closedByAll})
+	}
+	a.closeAllWaiters, a.closedByAll = nil, nil
+}
+
+func (a *instanceActor) put(r *memdb.ProviderSession) {
+	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.PutProviderSession(r) }); err != nil {
+		a.cfg.Logger.Error("write provider session", "session", r.ID, "err", err)
+	}
+}

@@ -1,0 +1,136 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Binding is what a provider session needs to call back into the runtime on
+// behalf of one thread: the MCP endpoint and the credential minted for the
+// pair (thread, instance).
+type Binding struct {
+	Thread       string
+	Instance     string
+	CredentialID string
+	Endpoint     string // MCP endpoint URL
+	// Authorization is the value of the HTTP Authorization header,
+	// "Bearer <token>". It is empty when the session is re-attached to a
+	// thread whose credential it already holds: the runtime keeps no tokens,
+	// only their hashes, so it cannot hand the same token out twice.
+	Authorization string
+	Capabilities  []string
+}
+
+// Clone returns a deep copy.
+func (b Binding) Clone() Binding {
+	b.Capabilities = slices.Clone(b.Capabilities)
+	return b
+}
+
+// OpenRequest is given to [Driver.Open].
+type OpenRequest struct {
+	SessionID string  // provider session id the runtime assigned
+	Instance  string  // provider instance id
+	Binding   Binding // the first thread the session serves
+	// Events reports on the session for as long as it lives. Safe to call
+	// from any goroutine, at any time, any number of times.
+	Events Events
+}
+
+// Events is how a driver reports what happens to a session it opened.
+type Events interface {
+	// Died says the session ended on its own (a process exited, a connection
+	// dropped). The runtime releases the session: its credentials are
+	// revoked unless another live provider session holds them. Calls after
+	// the first, or after Close, are ignored.
+	Died(err error)
+}
+
+// Session is one live provider process or connection.
+type Session interface {
+	// Attach binds another thread to the session (multi-thread drivers), or
+	// re-binds a thread it serves with a new credential after a rotation
+	// (any driver). A Binding with an empty Authorization re-attaches a
+	// thread whose token the session already holds.
+	Attach(ctx context.Context, b Binding) error
+	// Detach unbinds a thread. The thread's credential stays live: a plain
+	// detach is a handoff, and the session may be re-attached later.
+	Detach(ctx context.Context, thread string) error
+	// Close ends the session and releases everything it holds. It is called
+	// exactly once, last.
+	Close(ctx context.Context) error
+}
+
+// Driver is a provider kind: it knows how to start a session of one
+// provider instance. It is built once per instance by its [Factory].
+//
+// Concurrency contract: the runtime calls Open and every Session method from
+// a goroutine of its own, never from inside an actor, so a driver may block
+// (start a process, dial, wait for a handshake) until ctx is done. For one
+// session the calls are serialized: Open, then Attach/Detach in order, then
+// Close; never two at once. Calls for different sessions of one instance
+// may run concurrently. A driver must return promptly once ctx is done.
+type Driver interface {
+	// MultiThread reports whether one session serves several threads
+	// (Attach binds more). An exclusive driver gets a session per thread.
+	MultiThread() bool
+	// Open starts a session for req.Binding's thread.
+	Open(ctx context.Context, req OpenRequest) (Session, error)
+}
+
+// Factory builds the driver of one provider instance from its
+// configuration. It validates config and returns a clear error if it is
+// wrong; nothing is started until Open.
+type Factory func(instance string, config json.RawMessage) (Driver, error)
+
+// ErrUnknownDriver is returned when an instance names a driver kind that is
+// not registered.
+var ErrUnknownDriver = errors.New("unknown driver kind")
+
+// Registry maps driver kind names ("inproc", "exec", …) to factories. The
+// zero value is empty and ready to use; it is safe for concurrent use.
+type Registry struct {
+	mu        sync.RWMutex // guards factories
+	factories map[string]Factory
+}
+
+// Register adds a driver kind. Registering a name twice replaces it.
+func (r *Registry) Register(kind string, f Factory) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.factories == nil {
+		r.factories = map[string]Factory{}
+	}
+	r.factories[kind] = f
+}
+
+// Build returns the driver for an instance of kind.
+func (r *Registry) Build(kind, instance string, config json.RawMessage) (Driver, error) {
+	r.mu.RLock()
+	f, ok := r.factories[kind]
+	r.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("driver %q: %w", kind, ErrUnknownDriver)
+	}
+	d, err := f(instance, config)
+	if err != nil {
+		return nil, fmt.Errorf("driver %q for instance %q: %w", kind, instance, err)
+	}
+	return d, nil
+}
+
+// Kinds returns the registered kind names, sorted.
+func (r *Registry) Kinds() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	kinds := make([]string, 0, len(r.factories))
+	for k := range r.factories {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	return kinds
+}

@@ -1,0 +1,122 @@
+package provider
+
+import (
+	"errors"
+
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// Errors returned in the provider actor's replies.
+var (
+	// ErrUnknownSession is returned for a provider session id that is not
+	// open on this instance.
+	ErrUnknownSession = errors.New("unknown provider session")
+	// ErrExclusive is returned when a thread is attached to an exclusive
+	// session that already serves another thread.
+	ErrExclusive = errors.New("provider session serves another thread")
+	// ErrStopping is returned once the instance is shutting down.
+	ErrStopping = errors.New("provider instance stopping")
+)
+
+// Close reasons, in SessionClosed events and memdb.ProviderSession.CloseReason.
+const (
+	ReasonReleased = "released" // the host released it
+	ReasonDied     = "died"     // the driver reported that it ended
+	ReasonAborted  = "aborted"  // its open was abandoned by the thread
+	ReasonShutdown = "shutdown" // the runtime is closing
+)
+
+// Message is the provider actor's protocol.
+type Message interface{ providerMessage() }
+
+// OpenSession asks for a provider session serving b.Thread with b's
+// credential: a new session, or, for a multi-thread driver, the instance's
+// open session with the thread attached. Answered by *OpenSessionResult.
+type OpenSession struct {
+	// SessionID is the id a new session gets, chosen by the requester so it
+	// can abort an open whose answer it gave up on. Empty: the actor picks.
+	SessionID string
+	Binding   Binding
+}
+
+// OpenSessionResult answers OpenSession.
+type OpenSessionResult struct {
+	SessionID string
+	Err       error
+}
+
+// AttachThread binds a thread to an open session: a re-attach after a plain
+// detach, or a re-bind with a new credential after a rotation (Replaces
+// names the credential it supersedes). Answered by *AttachThreadResult.
+type AttachThread struct {
+	SessionID string
+	Binding   Binding
+	Replaces  string
+}
+
+// AttachThreadResult answers AttachThread.
+type AttachThreadResult struct {
+	Err error
+}
+
+// DetachThread unbinds a thread from every open session of the instance.
+// Credentials stay recorded (handoff). Answered by *DetachThreadResult.
+type DetachThread struct {
+	Thread string
+}
+
+// DetachThreadResult answers DetachThread.
+type DetachThreadResult struct {
+	Sessions []string // sessions the thread was detached from
+}
+
+// CloseSession ends a provider session. The reply carries the record as it
+// was at close, so the caller can revoke what it held. Answered by
+// *CloseSessionResult.
+type CloseSession struct {
+	SessionID string
+	Reason    string
+}
+
+// CloseSessionResult answers CloseSession.
+type CloseSessionResult struct {
+	Session *memdb.ProviderSession
+	Err     error
+}
+
+// CloseAll ends every session of the instance (shutdown). Answered by
+// *CloseAllResult.
+type CloseAll struct {
+	Reason string
+}
+
+// CloseAllResult answers CloseAll.
+type CloseAllResult struct {
+	Sessions []*memdb.ProviderSession
+}
+
+// GetSessions asks for the instance's open sessions. Answered by *Sessions.
+// Mailboxes are FIFO per sender, so the answer also means every earlier
+// message from the same sender was handled.
+type GetSessions struct{}
+
+// Sessions answers GetSessions.
+type Sessions struct {
+	Sessions []*memdb.ProviderSession
+}
+
+// SessionClosed is published on the actor system's event stream whenever a
+// provider session ends, for whatever reason. Hosts subscribe to it; the
+// runtime uses it to revoke the credentials of sessions that died.
+type SessionClosed struct {
+	Session *memdb.ProviderSession
+	Reason  string
+	Err     error // the driver's error for ReasonDied, else nil
+}
+
+func (*OpenSession) providerMessage()  {}
+func (*AttachThread) providerMessage() {}
+func (*DetachThread) providerMessage() {}
+func (*CloseSession) providerMessage() {}
+func (*CloseAll) providerMessage()     {}
+func (*GetSessions) providerMessage()  {}

@@ -1,0 +1,87 @@
+package mcpruntime
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/agenthost/mcpruntime/actors/provider"
+)
+
+// NoExpiry, as Config.CredentialWindow or Config.ClientTokenTTL, makes
+// credentials or client tokens never expire.
+const NoExpiry time.Duration = -1
+
+// Defaults used where a Config field is zero.
+const (
+	DefaultEndpoint         = "http://127.0.0.1:7331/mcp"
+	DefaultCredentialWindow = 24 * time.Hour
+	DefaultClientTokenTTL   = 24 * time.Hour
+	DefaultMessageLog       = 256
+	DefaultRevokedKept      = 16
+	DefaultActorTimeout     = 5 * time.Second
+	DefaultOpenTimeout      = 30 * time.Second
+)
+
+// Config configures a Runtime. The zero value is a working in-memory
+// runtime with the defaults above.
+type Config struct {
+	// Endpoint is the MCP URL handed to provider sessions. Zero:
+	// DefaultEndpoint.
+	Endpoint string
+	// CredentialWindow is how long a provider credential stays live without
+	// a turn start on its thread (SPEC §3). Zero: DefaultCredentialWindow;
+	// NoExpiry: never.
+	CredentialWindow time.Duration
+	// ClientTokenTTL is how long a client-grant token authenticates after
+	// it is issued. Zero: DefaultClientTokenTTL; NoExpiry: forever.
+	ClientTokenTTL time.Duration
+	// MessageLog is how many messages a thread keeps (oldest dropped).
+	// Zero: DefaultMessageLog.
+	MessageLog int
+	// RevokedKept is how many revoked credential rows a thread or grant
+	// keeps for inspection. Zero: DefaultRevokedKept.
+	RevokedKept int
+	// ActorTimeout bounds each request to an actor. Zero: DefaultActorTimeout.
+	ActorTimeout time.Duration
+	// OpenTimeout bounds each driver call, including opening a provider
+	// session. Zero: DefaultOpenTimeout.
+	OpenTimeout time.Duration
+	// Drivers adds provider kinds to the built-in "inproc", by kind name. A
+	// name given here replaces a built-in one.
+	Drivers map[string]provider.Factory
+	// Now is the clock. Nil: time.Now. Tests move time with it.
+	Now func() time.Time
+	// Logger receives the runtime's logs. Nil: slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Endpoint == "" {
+		c.Endpoint = DefaultEndpoint
+	}
+	if c.CredentialWindow == 0 {
+		c.CredentialWindow = DefaultCredentialWindow
+	}
+	if c.ClientTokenTTL == 0 {
+		c.ClientTokenTTL = DefaultClientTokenTTL
+	}
+	if c.MessageLog <= 0 {
+		c.MessageLog = DefaultMessageLog
+	}
+	if c.RevokedKept <= 0 {
+		c.RevokedKept = DefaultRevokedKept
+	}
+	if c.ActorTimeout <= 0 {
+		c.ActorTimeout = DefaultActorTimeout
+	}
+	if c.OpenTimeout <= 0 {
+		c.OpenTimeout = DefaultOpenTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

@@ -1,0 +1,71 @@
+package token
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNewTokensAreDistinctAndHashed(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		tok, hash := New()
+		if !strings.HasPrefix(tok, Prefix) {
+			t.Fatalf("New() token %q lacks prefix %q", tok, Prefix)
+		}
+		if !Valid(tok) {
+			t.Fatalf("Valid(%q) = false for a minted token", tok)
+		}
+		if hash != Hash(tok) {
+			t.Fatalf("New() hash = %q, want Hash(token) = %q", hash, Hash(tok))
+		}
+		if strings.Contains(hash, tok) || len(hash) != 64 {
+			t.Fatalf("hash %q is not a hex SHA-256", hash)
+		}
+		if seen[tok] {
+			t.Fatalf("New() repeated token %q", tok)
+		}
+		seen[tok] = true
+	}
+}
+
+func TestTokenEntropy(t *testing.T) {
+	tok, _ := New()
+	// 43 base64url characters carry 258 bits of capacity for 256 random bits.
+	if got := len(tok) - len(Prefix); got != 43 {
+		t.Fatalf("token body length = %d, want 43 (256 bits)", got)
+	}
+}
+
+func TestValid(t *testing.T) {
+	good, _ := New()
+	tests := []struct {
+		name string
+		tok  string
+		want bool
+	}{
+		{"minted", good, true},
+		{"empty", "", false},
+		{"no prefix", strings.Repeat("a", len(good)), false},
+		{"short", good[:len(good)-1], false},
+		{"long", good + "a", false},
+		{"bad char", good[:len(good)-1] + "=", false},
+		{"space", good[:len(good)-1] + " ", false},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			if got := Valid(test.tok); got != test.want {
+				t.Errorf("Valid(%q) = %v, want %v", test.tok, got, test.want)
+			}
+		})
+	}
+}
+
+func TestNewID(t *testing.T) {
+	a, b := NewID("x_"), NewID("x_")
+	if a == b {
+		t.Fatalf("NewID repeated %q", a)
+	}
+	if len(a) != 2+32 || !strings.HasPrefix(a, "x_") {
+		t.Fatalf("NewID(%q) = %q, want prefix and 32 hex digits", "x_", a)
+	}
+}

@@ -1,0 +1,182 @@
+package memdb
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// Thread statuses. A deleted thread has no row at all: its id is unknown.
+const (
+	ThreadActive   = "active"
+	ThreadArchived = "archived"
+)
+
+// Credential and provider-session states.
+const (
+	StateLive    = "live"
+	StateRevoked = "revoked"
+
+	SessionOpen   = "open"
+	SessionClosed = "closed"
+)
+
+// Credential kinds.
+const (
+	KindProvider = "provider"
+	KindClient   = "client"
+)
+
+// Client-grant access levels.
+const (
+	AccessReadOnly  = "read-only"
+	AccessReadWrite = "read-write"
+)
+
+// Thread is one conversation. Written only by its thread actor.
+type Thread struct {
+	ID       string
+	Status   string // ThreadActive or ThreadArchived
+	Instance string // current provider instance; "" until one is chosen
+	Run      *Run   // active run, nil when none
+	Messages []Message
+	NextSeq  uint64 // sequence number of the next message
+	Created  time.Time
+}
+
+// Run is a thread's active run. It always belongs to the thread's current
+// instance.
+type Run struct {
+	ID       string
+	Instance string
+	Started  time.Time
+}
+
+// Message is one entry of a thread's bounded message log.
+type Message struct {
+	Seq      uint64
+	Text     string
+	Author   string // namespace of the caller that posted it
+	Instance string // provider instance of the caller, "" for clients
+	At       time.Time
+}
+
+// Clone returns a deep copy.
+func (t *Thread) Clone() *Thread {
+	c := *t
+	if t.Run != nil {
+		r := *t.Run
+		c.Run = &r
+	}
+	c.Messages = slices.Clone(t.Messages)
+	return &c
+}
+
+// Instance is a registered provider instance. Written only by its provider
+// actor.
+type Instance struct {
+	ID           string
+	Driver       string
+	Config       json.RawMessage
+	Capabilities []string // given to every credential minted for the instance
+	Created      time.Time
+}
+
+// Clone returns a deep copy.
+func (i *Instance) Clone() *Instance {
+	c := *i
+	c.Config = slices.Clone(i.Config)
+	c.Capabilities = slices.Clone(i.Capabilities)
+	return &c
+}
+
+// ProviderSession is one live process or connection of a provider instance.
+// Written only by its instance's provider actor.
+type ProviderSession struct {
+	ID          string
+	Instance    string
+	MultiThread bool     // whether the driver serves several threads per session
+	Threads     []string // attached threads
+	Credentials []string // credentials handed to this session (kept across detach)
+	State       string   // SessionOpen or SessionClosed
+	Opened      time.Time
+	Closed      time.Time
+	CloseReason string
+}
+
+// Clone returns a deep copy.
+func (p *ProviderSession) Clone() *ProviderSession {
+	c := *p
+	c.Threads = slices.Clone(p.Threads)
+	c.Credentials = slices.Clone(p.Credentials)
+	return &c
+}
+
+// Credential is a bearer credential, stored only as the SHA-256 of its token.
+// Provider credentials are written by their thread's actor, client tokens by
+// their grant's actor.
+type Credential struct {
+	ID           string
+	TokenHash    string // hex SHA-256 of the token; the token itself is never stored
+	Kind         string // KindProvider or KindClient
+	Namespace    string // "cred:<ID>" for provider credentials, "client:<ClientID>" for clients
+	Thread       string // provider credentials only
+	Instance     string // provider credentials only
+	Client       string // client tokens only
+	Access       string // client tokens only: AccessReadOnly or AccessReadWrite
+	Capabilities []string
+	Issued       time.Time
+	LastLive     time.Time // last liveness refresh (mint or turn start)
+	Expires      time.Time // zero: never
+	State        string    // StateLive or StateRevoked
+	RevokeReason string
+	Revoked      time.Time
+}
+
+// Clone returns a deep copy.
+func (c *Credential) Clone() *Credential {
+	d := *c
+	d.Capabilities = slices.Clone(c.Capabilities)
+	return &d
+}
+
+// LiveAt reports whether the credential authenticates at time now: not
+// revoked, and not past its expiry.
+func (c *Credential) LiveAt(now time.Time) bool {
+	return c.State == StateLive && (c.Expires.IsZero() || now.Before(c.Expires))
+}
+
+// ClientGrant is access for an MCP client the runtime did not launch. Its
+// tokens are rows of the credentials table that share its namespace.
+type ClientGrant struct {
+	ID      string
+	Label   string
+	Access  string
+	State   string // StateLive or StateRevoked
+	Created time.Time
+}
+
+// Clone returns a copy.
+func (g *ClientGrant) Clone() *ClientGrant {
+	c := *g
+	return &c
+}
+
+// MCPSession is the ownership record of one MCP session. Written only by its
+// session actor.
+type MCPSession struct {
+	ID              string
+	Owner           string // namespace that initialized it
+	Credential      string // credential that initialized it
+	ProtocolVersion string
+	ClientName      string
+	ClientVersion   string
+	Created         time.Time
+	LastActive      time.Time
+}
+
+// Clone returns a copy.
+func (m *MCPSession) Clone() *MCPSession {
+	c := *m
+	return &c
+}

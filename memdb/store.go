@@ -1,0 +1,302 @@
+package memdb
+
+import (
+	"errors"
+	"fmt"
+
+	gomemdb "github.com/hashicorp/go-memdb"
+)
+
+// ErrNotFound is returned by every typed read when no record matches.
+var ErrNotFound = errors.New("memdb: not found")
+
+// ErrConflict is returned by a write that would break a unique index.
+var ErrConflict = errors.New("memdb: unique index conflict")
+
+// WatchSet collects the channels a read touched; see [NewWatchSet]. A nil
+// WatchSet is valid and watches nothing.
+type WatchSet = gomemdb.WatchSet
+
+// NewWatchSet returns an empty watch set.
+func NewWatchSet() WatchSet { return gomemdb.NewWatchSet() }
+
+// Store is the runtime's state. Records returned by its reads are copies:
+// they are read-only with respect to the store, and changing one changes
+// nothing until it is written back by the table's owner.
+type Store struct {
+	db *gomemdb.MemDB
+}
+
+// New returns an empty store.
+func New() (*Store, error) {
+	db, err := gomemdb.NewMemDB(Schema())
+	if err != nil {
+		return nil, fmt.Errorf("build memdb schema: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Read returns a consistent, lock-free snapshot of the whole store.
+func (s *Store) Read() *Reader {
+	return &Reader{txn: s.db.Txn(false)}
+}
+
+// Write runs fn in one write transaction and commits it if fn returns nil;
+// otherwise nothing fn wrote is kept. Write transactions are serialized, so
+// what fn reads through w is the latest committed state and cannot change
+// before the commit.
+func (s *Store) Write(fn func(w *Writer) error) error {
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	w := &Writer{Reader: Reader{txn: txn}}
+	if err := fn(w); err != nil {
+		return err
+	}
+	txn.Commit()
+	return nil
+}
+
+// Reader answers typed queries against one snapshot (or, inside
+// [Store.Write], against the transaction being written).
+type Reader struct {
+	txn *gomemdb.Txn
+}
+
+// cloner is a record type with a deep copy.
+type cloner[T any] interface {
+	*T
+	Clone() *T
+}
+
+func first[T any, P cloner[T]](r *Reader, ws WatchSet, table, index string, args ...any) (*T, error) {
+	ch, raw, err := r.txn.FirstWatch(table, index, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read %s by %s: %w", table, index, err)
+	}
+	ws.Add(ch)
+	if raw == nil {
+		return nil, ErrNotFound
+	}
+	return P(raw.(*T)).Clone(), nil
+}
+
+func list[T any, P cloner[T]](r *Reader, ws WatchSet, table, index string, args ...any) ([]*T, error) {
+	it, err := r.txn.Get(table, index, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s by %s: %w", table, index, err)
+	}
+	ws.Add(it.WatchCh())
+	var out []*T
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, P(raw.(*T)).Clone())
+	}
+	return out, nil
+}
+
+func count(r *Reader, ws WatchSet, table, index string, args ...any) (int, error) {
+	it, err := r.txn.Get(table, index, args...)
+	if err != nil {
+		return 0, fmt.Errorf("count %s by %s: %w", table, index, err)
+	}
+	ws.Add(it.WatchCh())
+	n := 0
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		n++
+	}
+	return n, nil
+}
+
+// Thread returns the thread with id.
+func (r *Reader) Thread(ws WatchSet, id string) (*Thread, error) {
+	return first[Thread](r, ws, TableThreads, IndexID, id)
+}
+
+// Threads returns every thread, ordered by id.
+func (r *Reader) Threads(ws WatchSet) ([]*Thread, error) {
+	return list[Thread](r, ws, TableThreads, IndexID)
+}
+
+// ThreadsByStatus returns the threads with status, ordered by id.
+func (r *Reader) ThreadsByStatus(ws WatchSet, status string) ([]*Thread, error) {
+	return list[Thread](r, ws, TableThreads, IndexStatus, status)
+}
+
+// Instance returns the provider instance with id.
+func (r *Reader) Instance(ws WatchSet, id string) (*Instance, error) {
+	return first[Instance](r, ws, TableInstances, IndexID, id)
+}
+
+// Instances returns every provider instance, ordered by id.
+func (r *Reader) Instances(ws WatchSet) ([]*Instance, error) {
+	return list[Instance](r, ws, TableInstances, IndexID)
+}
+
+// InstancesByDriver returns the instances of one driver kind.
+func (r *Reader) InstancesByDriver(ws WatchSet, driver string) ([]*Instance, error) {
+	return list[Instance](r, ws, TableInstances, IndexDriver, driver)
+}
+
+// ProviderSession returns the provider session with id.
+func (r *Reader) ProviderSession(ws WatchSet, id string) (*ProviderSession, error) {
+	return first[ProviderSession](r, ws, TableProviderSessions, IndexID, id)
+}
+
+// ProviderSessionsByThread returns the provider sessions thread is attached to.
+func (r *Reader) ProviderSessionsByThread(ws WatchSet, thread string) ([]*ProviderSession, error) {
+	return list[ProviderSession](r, ws, TableProviderSessions, IndexThread, thread)
+}
+
+// ProviderSessionsByInstance returns every provider session of instance.
+func (r *Reader) ProviderSessionsByInstance(ws WatchSet, instance string) ([]*ProviderSession, error) {
+	return list[ProviderSession](r, ws, TableProviderSessions, IndexInstance, instance)
+}
+
+// ProviderSessionsByCredential returns the provider sessions that recorded credential.
+func (r *Reader) ProviderSessionsByCredential(ws WatchSet, credential string) ([]*ProviderSession, error) {
+	return list[ProviderSession](r, ws, TableProviderSessions, IndexCredential, credential)
+}
+
+// ProviderSessionsByState returns the provider sessions in state.
+func (r *Reader) ProviderSessionsByState(ws WatchSet, state string) ([]*ProviderSession, error) {
+	return list[ProviderSession](r, ws, TableProviderSessions, IndexState, state)
+}
+
+// Credential returns the credential with id.
+func (r *Reader) Credential(ws WatchSet, id string) (*Credential, error) {
+	return first[Credential](r, ws, TableCredentials, IndexID, id)
+}
+
+// CredentialByTokenHash returns the credential whose token hashes to hash
+// (hex SHA-256). It is the only read authentication makes.
+func (r *Reader) CredentialByTokenHash(ws WatchSet, hash string) (*Credential, error) {
+	return first[Credential](r, ws, TableCredentials, IndexTokenHash, hash)
+}
+
+// CredentialsByThread returns every provider credential of thread, any state.
+func (r *Reader) CredentialsByThread(ws WatchSet, thread string) ([]*Credential, error) {
+	return list[Credential](r, ws, TableCredentials, IndexThread, thread)
+}
+
+// CredentialsByThreadInstance returns the credentials of the pair (thread, instance), any state.
+func (r *Reader) CredentialsByThreadInstance(ws WatchSet, thread, instance string) ([]*Credential, error) {
+	return list[Credential](r, ws, TableCredentials, IndexThreadInstance, thread, instance)
+}
+
+// CredentialsByNamespace returns the credentials of one namespace.
+func (r *Reader) CredentialsByNamespace(ws WatchSet, namespace string) ([]*Credential, error) {
+	return list[Credential](r, ws, TableCredentials, IndexNamespace, namespace)
+}
+
+// CountCredentialsByState counts the credentials in state.
+func (r *Reader) CountCredentialsByState(ws WatchSet, state string) (int, error) {
+	return count(r, ws, TableCredentials, IndexState, state)
+}
+
+// ClientGrant returns the client grant with id.
+func (r *Reader) ClientGrant(ws WatchSet, id string) (*ClientGrant, error) {
+	return first[ClientGrant](r, ws, TableClientGrants, IndexID, id)
+}
+
+// ClientGrantsByState returns the client grants in state.
+func (r *Reader) ClientGrantsByState(ws WatchSet, state string) ([]*ClientGrant, error) {
+	return list[ClientGrant](r, ws, TableClientGrants, IndexState, state)
+}
+
+// MCPSession returns the ownership record of MCP session id.
+func (r *Reader) MCPSession(ws WatchSet, id string) (*MCPSession, error) {
+	return first[MCPSession](r, ws, TableMCPSessions, IndexID, id)
+}
+
+// MCPSessions returns every MCP session record, ordered by id.
+func (r *Reader) MCPSessions(ws WatchSet) ([]*MCPSession, error) {
+	return list[MCPSession](r, ws, TableMCPSessions, IndexID)
+}
+
+// MCPSessionsByOwner returns the MCP sessions owned by namespace.
+func (r *Reader) MCPSessionsByOwner(ws WatchSet, owner string) ([]*MCPSession, error) {
+	return list[MCPSession](r, ws, TableMCPSessions, IndexOwner, owner)
+}
+
+// MCPSessionsByCredential returns the MCP sessions initialized with credential.
+func (r *Reader) MCPSessionsByCredential(ws WatchSet, credential string) ([]*MCPSession, error) {
+	return list[MCPSession](r, ws, TableMCPSessions, IndexCredential, credential)
+}
+
+// Writer is a write transaction; see [Store.Write]. Its reads see its own
+// uncommitted writes. Put methods store a copy of the record.
+type Writer struct {
+	Reader
+}
+
+func (w *Writer) insert(table string, obj any) error {
+	if err := w.txn.Insert(table, obj); err != nil {
+		return fmt.Errorf("write %s: %w", table, err)
+	}
+	return nil
+}
+
+func (w *Writer) delete(table, id string) error {
+	raw, err := w.txn.First(table, IndexID, id)
+	if err != nil {
+		return fmt.Errorf("delete %s %q: %w", table, id, err)
+	}
+	if raw == nil {
+		return ErrNotFound
+	}
+	if err := w.txn.Delete(table, raw); err != nil {
+		return fmt.Errorf("delete %s %q: %w", table, id, err)
+	}
+	return nil
+}
+
+// PutThread inserts or replaces a thread.
+func (w *Writer) PutThread(t *Thread) error { return w.insert(TableThreads, t.Clone()) }
+
+// DeleteThread removes a thread.
+func (w *Writer) DeleteThread(id string) error { return w.delete(TableThreads, id) }
+
+// PutInstance inserts or replaces a provider instance.
+func (w *Writer) PutInstance(i *Instance) error { return w.insert(TableInstances, i.Clone()) }
+
+// PutProviderSession inserts or replaces a provider session.
+func (w *Writer) PutProviderSession(p *ProviderSession) error {
+	return w.insert(TableProviderSessions, p.Clone())
+}
+
+// DeleteProviderSession removes a provider session.
+func (w *Writer) DeleteProviderSession(id string) error {
+	return w.delete(TableProviderSessions, id)
+}
+
+// PutCredential inserts or replaces a credential. A token hash that another
+// credential already has is [ErrConflict]: go-memdb does not enforce unique
+// secondary indexes by itself, so this write checks.
+func (w *Writer) PutCredential(c *Credential) error {
+	raw, err := w.txn.First(TableCredentials, IndexTokenHash, c.TokenHash)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", TableCredentials, err)
+	}
+	if raw != nil && raw.(*Credential).ID != c.ID {
+		return fmt.Errorf("write credential %s: token hash: %w", c.ID, ErrConflict)
+	}
+	return w.insert(TableCredentials, c.Clone())
+}
+
+// DeleteCredential removes a credential row.
+func (w *Writer) DeleteCredential(id string) error { return w.delete(TableCredentials, id) }
+
+// PutClientGrant inserts or replaces a client grant.
+func (w *Writer) PutClientGrant(g *ClientGrant) error {
+	return w.insert(TableClientGrants, g.Clone())
+}
+
+// DeleteClientGrant removes a client grant.
+func (w *Writer) DeleteClientGrant(id string) error { return w.delete(TableClientGrants, id) }
+
+// PutMCPSession inserts or replaces an MCP session record.
+func (w *Writer) PutMCPSession(m *MCPSession) error {
+	return w.insert(TableMCPSessions, m.Clone())
+}
+
+// DeleteMCPSession removes an MCP session record.
+func (w *Writer) DeleteMCPSession(id string) error { return w.delete(TableMCPSessions, id) }

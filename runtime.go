@@ -1,0 +1,764 @@
+package mcpruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+
+	"github.com/agenthost/mcpruntime/actors/client"
+	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/thread"
+	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// Runtime is the session runtime: the actors, the store, and the API that
+// drives them. It is safe for concurrent use. Create it with New and end it
+// with Close.
+type Runtime struct {
+	cfg     Config
+	store   *memdb.Store
+	system  *actor.ActorSystem
+	root    *actor.RootContext
+	drivers provider.Registry
+	inproc  *provider.Inproc
+	sub     *eventstream.Subscription
+	base    context.Context
+	cancel  context.CancelFunc
+	work    sync.WaitGroup // driver goroutines
+
+	mu        sync.Mutex // guards the fields below
+	closed    bool
+	threads   map[string]*actor.PID
+	instances map[string]*actor.PID
+	clients   map[string]*actor.PID
+}
+
+// New starts a runtime.
+func New(cfg Config) (*Runtime, error) {
+	cfg = cfg.withDefaults()
+	store, err := memdb.New()
+	if err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	system := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			// protoactor's own info logs (system started, dead letters) are noise
+			// for an embedder; its warnings and errors are not.
+			return slog.New(minLevel{Handler: logger.Handler(), min: slog.LevelWarn}).With("lib", "protoactor")
+		}),
+		actor.WithDeadLetterThrottleInterval(100*time.Millisecond),
+		actor.WithDeadLetterRequestLogging(false),
+	)
+	base, cancel := context.WithCancel(context.Background())
+	r := &Runtime{
+		cfg:       cfg,
+		store:     store,
+		system:    system,
+		root:      system.Root,
+		inproc:    &provider.Inproc{},
+		base:      base,
+		cancel:    cancel,
+		threads:   map[string]*actor.PID{},
+		instances: map[string]*actor.PID{},
+		clients:   map[string]*actor.PID{},
+	}
+	r.drivers.Register(provider.InprocKind, r.inproc.Factory())
+	for kind, f := range cfg.Drivers {
+		r.drivers.Register(kind, f)
+	}
+	r.sub = system.EventStream.Subscribe(r.onEvent)
+	return r, nil
+}
+
+// Inproc returns the built-in in-process driver, to inspect what its
+// sessions were given. For testing and examples.
+func (r *Runtime) Inproc() *provider.Inproc { return r.inproc }
+
+// Store returns the runtime's store, for reading. Writing to it bypasses
+// the actors that own its tables and breaks the runtime's guarantees.
+func (r *Runtime) Store() *memdb.Store { return r.store }
+
+// SubscribeProviderEvents calls fn with every *provider.SessionClosed
+// event, from the goroutine of the actor that published it: fn must not
+// block. The returned function unsubscribes.
+func (r *Runtime) SubscribeProviderEvents(fn func(*provider.SessionClosed)) (unsubscribe func()) {
+	sub := r.system.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*provider.SessionClosed); ok {
+			fn(e)
+		}
+	})
+	return func() { r.system.EventStream.Unsubscribe(sub) }
+}
+
+// onEvent turns the death of a provider session into the release of its
+// credentials (SPEC §3). It runs on the publishing actor's goroutine, so it
+// only sends.
+func (r *Runtime) onEvent(evt any) {
+	e, ok := evt.(*provider.SessionClosed)
+	if !ok || e.Reason != provider.ReasonDied {
+		return
+	}
+	for t, creds := range r.credentialsByThread(e.Session.Credentials) {
+		if pid := r.threadPID(t); pid != nil {
+			r.root.Send(pid, &thread.ReleaseCredentials{SessionID: e.Session.ID, Credentials: creds})
+		}
+	}
+}
+
+// credentialsByThread groups credential ids by the thread they belong to.
+// Credentials already removed (their thread was deleted) are skipped.
+func (r *Runtime) credentialsByThread(ids []string) map[string][]string {
+	rd := r.store.Read()
+	out := map[string][]string{}
+	for _, id := range ids {
+		if c, err := rd.Credential(nil, id); err == nil && c.Kind == memdb.KindProvider {
+			out[c.Thread] = append(out[c.Thread], id)
+		}
+	}
+	return out
+}
+
+// Close revokes every credential and client token, closes every provider
+// session, stops every actor and waits for driver goroutines. After Close
+// every method returns ErrClosed and every token fails to authenticate.
+// Calling Close again does nothing.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	threads, instances, clients := pids(r.threads), pids(r.instances), pids(r.clients)
+	r.mu.Unlock()
+
+	var errs []error
+	wait := func(pids []*actor.PID, msg any, timeout time.Duration) {
+		fs := make([]*actor.Future, len(pids))
+		for i, pid := range pids {
+			fs[i] = r.root.RequestFuture(pid, msg, timeout)
+		}
+		for i, f := range fs {
+			if _, err := f.Result(); err != nil {
+				errs = append(errs, fmt.Errorf("close %s: %w", pids[i].Id, err))
+			}
+		}
+	}
+	// Revocation first: from here on no token authenticates.
+	wait(threads, &thread.RevokeAll{Reason: thread.ReasonShutdown}, r.cfg.ActorTimeout)
+	wait(clients, &client.Revoke{}, r.cfg.ActorTimeout)
+	// Then the provider sessions; CloseAll answers once they have stopped.
+	wait(instances, &provider.CloseAll{Reason: provider.ReasonShutdown}, r.cfg.OpenTimeout+r.cfg.ActorTimeout)
+	r.cancel()
+	r.work.Wait()
+	r.system.EventStream.Unsubscribe(r.sub)
+	for _, group := range [][]*actor.PID{threads, clients, instances} {
+		for _, pid := range group {
+			if err := r.root.StopFuture(pid).Wait(); err != nil {
+				errs = append(errs, fmt.Errorf("stop %s: %w", pid.Id, err))
+			}
+		}
+	}
+	r.system.Shutdown()
+	return errors.Join(errs...)
+}
+
+func pids(m map[string]*actor.PID) []*actor.PID {
+	out := make([]*actor.PID, 0, len(m))
+	for _, pid := range m {
+		out = append(out, pid)
+	}
+	return out
+}
+
+// Actor names. Every actor is addressed by a name derived from its id, so
+// that a later cluster can route by identity instead of by local PID.
+const (
+	threadPrefix   = "thread/"
+	instancePrefix = "provider/"
+	clientPrefix   = "client/"
+)
+
+func (r *Runtime) threadPID(id string) *actor.PID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.threads[id]
+}
+
+func (r *Runtime) instancePID(id string) *actor.PID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pid := r.instances[id]; pid != nil {
+		return pid
+	}
+	// Unknown instances get a PID that dead-letters: the request fails fast.
+	return r.system.NewLocalPID(instancePrefix + id)
+}
+
+func (r *Runtime) clientPID(id string) *actor.PID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.clients[id]
+}
+
+// checkOpen returns ErrClosed after Close.
+func (r *Runtime) checkOpen() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// validID accepts 1 to 128 characters of [A-Za-z0-9._:@-]. Ids name actors
+// and appear in logs and URLs, so nothing else is allowed.
+func validID(kind, id string) error {
+	ok := len(id) > 0 && len(id) <= 128
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == ':' || c == '@' || c == '-'
+	}
+	if !ok {
+		return fmt.Errorf("%s id %q: %w", kind, id, ErrInvalidID)
+	}
+	return nil
+}
+
+// ask sends msg to pid and waits for the reply, bounded by the actor
+// timeout and ctx's deadline.
+func ask[R any](ctx context.Context, r *Runtime, pid *actor.PID, msg any, timeout time.Duration) (R, error) {
+	var zero R
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	res, err := r.root.RequestFuture(pid, msg, timeout).Result()
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return zero, cerr
+		}
+		return zero, fmt.Errorf("request %T to %s: %w", msg, pid.Id, err)
+	}
+	out, ok := res.(R)
+	if !ok {
+		return zero, fmt.Errorf("request %T to %s: unexpected reply %T", msg, pid.Id, res)
+	}
+	return out, nil
+}
+
+// RegisterInstance registers a provider instance and starts its actor.
+func (r *Runtime) RegisterInstance(ctx context.Context, id string, spec InstanceSpec) error {
+	if err := r.checkOpen(); err != nil {
+		return err
+	}
+	if err := validID("instance", id); err != nil {
+		return err
+	}
+	drv, err := r.drivers.Build(spec.Driver, id, spec.Config)
+	if err != nil {
+		return err
+	}
+	props := provider.Props(provider.Config{
+		Instance: &memdb.Instance{
+			ID: id, Driver: spec.Driver, Config: slices.Clone(spec.Config),
+			Capabilities: slices.Clone(spec.Capabilities), Created: r.cfg.Now(),
+		},
+		Driver:    drv,
+		Store:     r.store,
+		Now:       r.cfg.Now,
+		OpTimeout: r.cfg.OpenTimeout,
+		Work:      &r.work,
+		Base:      r.base,
+		Logger:    r.cfg.Logger,
+	})
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	if r.instances[id] != nil {
+		r.mu.Unlock()
+		return fmt.Errorf("instance %q: %w", id, ErrInstanceExists)
+	}
+	pid, err := r.root.SpawnNamed(props, instancePrefix+id)
+	if err == nil {
+		r.instances[id] = pid
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("start instance %q: %w", id, err)
+	}
+	// The actor writes its record when it starts; wait for that.
+	_, err = ask[*provider.Sessions](ctx, r, pid, &provider.GetSessions{}, r.cfg.ActorTimeout)
+	return err
+}
+
+// CreateThread creates a thread and starts its actor.
+func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOptions) (Thread, error) {
+	if err := r.checkOpen(); err != nil {
+		return Thread{}, err
+	}
+	if err := validID("thread", id); err != nil {
+		return Thread{}, err
+	}
+	if opts.Instance != "" {
+		if _, err := r.store.Read().Instance(nil, opts.Instance); err != nil {
+			return Thread{}, fmt.Errorf("create thread %s: instance %q: %w", id, opts.Instance, ErrUnknownInstance)
+		}
+	}
+	props := thread.Props(thread.Config{
+		ID:           id,
+		Instance:     opts.Instance,
+		Store:        r.store,
+		Now:          r.cfg.Now,
+		Window:       r.cfg.CredentialWindow,
+		Endpoint:     r.cfg.Endpoint,
+		MessageLog:   r.cfg.MessageLog,
+		RevokedKept:  r.cfg.RevokedKept,
+		OpenTimeout:  r.cfg.OpenTimeout + r.cfg.ActorTimeout,
+		ActorTimeout: r.cfg.ActorTimeout,
+		Provider:     r.instancePID,
+		Logger:       r.cfg.Logger,
+	})
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return Thread{}, ErrClosed
+	}
+	if r.threads[id] != nil {
+		r.mu.Unlock()
+		return Thread{}, fmt.Errorf("thread %s: %w", id, ErrThreadExists)
+	}
+	pid, err := r.root.SpawnNamed(props, threadPrefix+id)
+	if err == nil {
+		r.threads[id] = pid
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return Thread{}, fmt.Errorf("start thread %s: %w", id, err)
+	}
+	info, err := ask[*thread.ThreadInfo](ctx, r, pid, &thread.GetThread{}, r.cfg.ActorTimeout)
+	if err != nil {
+		return Thread{}, err
+	}
+	if info.Err != nil {
+		return Thread{}, info.Err
+	}
+	return threadFromRecord(info.Thread), nil
+}
+
+// thread returns the actor of a live thread.
+func (r *Runtime) thread(id string) (*actor.PID, error) {
+	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := validID("thread", id); err != nil {
+		return nil, err
+	}
+	pid := r.threadPID(id)
+	if pid == nil {
+		return nil, fmt.Errorf("thread %s: %w", id, ErrUnknownThread)
+	}
+	return pid, nil
+}
+
+// Thread returns a snapshot of a thread, read from the store.
+func (r *Runtime) Thread(ctx context.Context, id string) (Thread, error) {
+	if err := r.checkOpen(); err != nil {
+		return Thread{}, err
+	}
+	t, err := r.store.Read().Thread(nil, id)
+	if errors.Is(err, memdb.ErrNotFound) {
+		return Thread{}, fmt.Errorf("thread %s: %w", id, ErrUnknownThread)
+	}
+	if err != nil {
+		return Thread{}, err
+	}
+	return threadFromRecord(t), nil
+}
+
+// Threads returns a snapshot of every thread, ordered by id.
+func (r *Runtime) Threads(ctx context.Context) ([]Thread, error) {
+	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	ts, err := r.store.Read().Threads(nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Thread, len(ts))
+	for i, t := range ts {
+		out[i] = threadFromRecord(t)
+	}
+	return out, nil
+}
+
+// OpenProviderSession opens a provider session of instance for thread, or
+// returns the one the pair already has (SPEC §3).
+func (r *Runtime) OpenProviderSession(ctx context.Context, threadID, instance string) (ProviderSession, error) {
+	pid, err := r.thread(threadID)
+	if err != nil {
+		return ProviderSession{}, err
+	}
+	if err := validID("instance", instance); err != nil {
+		return ProviderSession{}, err
+	}
+	res, err := ask[*thread.OpenProviderSessionResult](ctx, r, pid,
+		&thread.OpenProviderSession{Instance: instance}, r.cfg.OpenTimeout+2*r.cfg.ActorTimeout)
+	if err != nil {
+		return ProviderSession{}, err
+	}
+	if res.Err != nil {
+		return ProviderSession{}, res.Err
+	}
+	return ProviderSession{
+		ID:            res.SessionID,
+		CredentialID:  res.CredentialID,
+		Endpoint:      res.Endpoint,
+		Authorization: res.Authorization,
+		Capabilities:  res.Capabilities,
+		Reused:        res.Reused,
+	}, nil
+}
+
+// ReleaseProviderSession closes a provider session and revokes the
+// credentials it recorded, except those another open provider session
+// holds. When it returns, none of the revoked tokens authenticates.
+func (r *Runtime) ReleaseProviderSession(ctx context.Context, id string) error {
+	if err := r.checkOpen(); err != nil {
+		return err
+	}
+	rec, err := r.store.Read().ProviderSession(nil, id)
+	if err != nil {
+		return fmt.Errorf("provider session %q: %w", id, ErrUnknownProviderSession)
+	}
+	res, err := ask[*provider.CloseSessionResult](ctx, r, r.instancePID(rec.Instance),
+		&provider.CloseSession{SessionID: id, Reason: provider.ReasonReleased}, r.cfg.ActorTimeout)
+	if err != nil {
+		return err
+	}
+	if res.Err != nil {
+		return res.Err
+	}
+	var errs []error
+	for t, creds := range r.credentialsByThread(res.Session.Credentials) {
+		pid := r.threadPID(t)
+		if pid == nil {
+			continue
+		}
+		rel, err := ask[*thread.ReleaseCredentialsResult](ctx, r, pid,
+			&thread.ReleaseCredentials{SessionID: id, Credentials: creds}, r.cfg.ActorTimeout)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case rel.Err != nil && !errors.Is(rel.Err, ErrUnknownThread):
+			errs = append(errs, rel.Err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SwitchProvider makes instance the thread's current provider instance.
+// No credential changes; an active run of the previous instance ends.
+func (r *Runtime) SwitchProvider(ctx context.Context, threadID, instance string) (SwitchResult, error) {
+	pid, err := r.thread(threadID)
+	if err != nil {
+		return SwitchResult{}, err
+	}
+	res, err := ask[*thread.SwitchProviderResult](ctx, r, pid, &thread.SwitchProvider{Instance: instance}, r.cfg.ActorTimeout)
+	if err != nil {
+		return SwitchResult{}, err
+	}
+	return SwitchResult{Previous: res.Previous, EndedRun: res.EndedRun}, res.Err
+}
+
+// Rotate mints a new credential for (thread, instance) and revokes the
+// previous one. A provider session serving the pair is re-bound to it.
+func (r *Runtime) Rotate(ctx context.Context, threadID, instance string) (Credential, error) {
+	pid, err := r.thread(threadID)
+	if err != nil {
+		return Credential{}, err
+	}
+	res, err := ask[*thread.RotateResult](ctx, r, pid, &thread.Rotate{Instance: instance}, r.cfg.OpenTimeout+2*r.cfg.ActorTimeout)
+	if err != nil {
+		return Credential{}, err
+	}
+	if res.Err != nil {
+		return Credential{}, res.Err
+	}
+	return Credential{ID: res.CredentialID, Authorization: res.Authorization}, nil
+}
+
+// StartRun starts a run of instance on the thread and refreshes the
+// liveness of the thread's credentials (a turn start). It returns the run id.
+func (r *Runtime) StartRun(ctx context.Context, threadID, instance string) (string, error) {
+	pid, err := r.thread(threadID)
+	if err != nil {
+		return "", err
+	}
+	res, err := ask[*thread.StartRunResult](ctx, r, pid, &thread.StartRun{Instance: instance}, r.cfg.ActorTimeout)
+	if err != nil {
+		return "", err
+	}
+	return res.RunID, res.Err
+}
+
+// EndRun ends the thread's active run; runID "" ends whichever is active.
+func (r *Runtime) EndRun(ctx context.Context, threadID, runID string) error {
+	pid, err := r.thread(threadID)
+	if err != nil {
+		return err
+	}
+	res, err := ask[*thread.EndRunResult](ctx, r, pid, &thread.EndRun{RunID: runID}, r.cfg.ActorTimeout)
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
+
+// Touch refreshes the liveness of the thread's live credentials.
+func (r *Runtime) Touch(ctx context.Context, threadID string) error {
+	pid, err := r.thread(threadID)
+	if err != nil {
+		return err
+	}
+	res, err := ask[*thread.TouchResult](ctx, r, pid, &thread.Touch{}, r.cfg.ActorTimeout)
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
+
+// Detach unbinds the thread from its provider sessions and revokes
+// nothing: a handoff. Re-opening the pair re-attaches the same session.
+func (r *Runtime) Detach(ctx context.Context, threadID string) error {
+	pid, err := r.thread(threadID)
+	if err != nil {
+		return err
+	}
+	res, err := ask[*thread.DetachResult](ctx, r, pid, &thread.Detach{}, 2*r.cfg.ActorTimeout)
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
+
+// Archive revokes every credential of the thread, across all instances,
+// ends its run and makes it read-only.
+func (r *Runtime) Archive(ctx context.Context, threadID string) error {
+	pid, err := r.thread(threadID)
+	if err != nil {
+		return err
+	}
+	res, err := ask[*thread.ArchiveResult](ctx, r, pid, &thread.Archive{}, 2*r.cfg.ActorTimeout)
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
+
+// DeleteThread revokes every credential of the thread, removes it and stops
+// its actor. The id may be used again afterwards.
+func (r *Runtime) DeleteThread(ctx context.Context, threadID string) error {
+	pid, err := r.thread(threadID)
+	if err != nil {
+		return err
+	}
+	res, err := ask[*thread.DeleteResult](ctx, r, pid, &thread.Delete{}, 2*r.cfg.ActorTimeout)
+	if err != nil {
+		return err
+	}
+	if res.Err != nil {
+		return res.Err
+	}
+	// The id is free once the actor is gone.
+	if err := r.root.StopFuture(pid).Wait(); err != nil {
+		r.cfg.Logger.Warn("wait for thread actor to stop", "thread", threadID, "err", err)
+	}
+	r.mu.Lock()
+	if r.threads[threadID] == pid {
+		delete(r.threads, threadID)
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// IssueClient creates a client grant with access "read-only" or
+// "read-write" and returns its first token.
+func (r *Runtime) IssueClient(ctx context.Context, label, access string) (ClientToken, error) {
+	if err := r.checkOpen(); err != nil {
+		return ClientToken{}, err
+	}
+	if access != memdb.AccessReadOnly && access != memdb.AccessReadWrite {
+		return ClientToken{}, fmt.Errorf("access %q (want %q or %q): %w", access, memdb.AccessReadOnly, memdb.AccessReadWrite, ErrInvalidArgument)
+	}
+	if len(label) > 256 {
+		return ClientToken{}, fmt.Errorf("label of %d bytes (max 256): %w", len(label), ErrInvalidArgument)
+	}
+	id := token.NewID("cl_")
+	props := client.Props(client.Config{
+		ID: id, Label: label, Access: access, Store: r.store, Now: r.cfg.Now,
+		TTL: r.cfg.ClientTokenTTL, RevokedKept: r.cfg.RevokedKept, Logger: r.cfg.Logger,
+	})
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ClientToken{}, ErrClosed
+	}
+	pid, err := r.root.SpawnNamed(props, clientPrefix+id)
+	if err == nil {
+		r.clients[id] = pid
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return ClientToken{}, fmt.Errorf("start client grant: %w", err)
+	}
+	tok, err := r.issueToken(ctx, pid, false)
+	if err != nil {
+		return ClientToken{}, err
+	}
+	return ClientToken{ClientID: id, Token: tok}, nil
+}
+
+// RefreshClient issues a new token for the grant; it shares the grant's
+// namespace, so it keeps using the grant's MCP sessions. The previous
+// tokens stay valid until their own expiry unless revokePrevious.
+func (r *Runtime) RefreshClient(ctx context.Context, clientID string, revokePrevious bool) (string, error) {
+	if err := r.checkOpen(); err != nil {
+		return "", err
+	}
+	pid := r.clientPID(clientID)
+	if pid == nil {
+		return "", fmt.Errorf("client %q: %w", clientID, ErrUnknownClient)
+	}
+	return r.issueToken(ctx, pid, revokePrevious)
+}
+
+func (r *Runtime) issueToken(ctx context.Context, pid *actor.PID, revokePrevious bool) (string, error) {
+	res, err := ask[*client.TokenIssued](ctx, r, pid, &client.IssueToken{RevokePrevious: revokePrevious}, r.cfg.ActorTimeout)
+	if err != nil {
+		return "", err
+	}
+	return res.Token, res.Err
+}
+
+// RevokeClient revokes every token of the grant and removes it.
+func (r *Runtime) RevokeClient(ctx context.Context, clientID string) error {
+	if err := r.checkOpen(); err != nil {
+		return err
+	}
+	pid := r.clientPID(clientID)
+	if pid == nil {
+		return fmt.Errorf("client %q: %w", clientID, ErrUnknownClient)
+	}
+	res, err := ask[*client.Revoked](ctx, r, pid, &client.Revoke{}, r.cfg.ActorTimeout)
+	if err != nil {
+		return err
+	}
+	if res.Err != nil {
+		return res.Err
+	}
+	r.mu.Lock()
+	if r.clients[clientID] == pid {
+		delete(r.clients, clientID)
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// Authenticate resolves a bearer token to its principal: a shape check,
+// one hash, one lock-free store read, and a liveness check against the
+// clock. It is what the transport calls on every request. Failures are
+// *AuthError values matching ErrUnauthenticated.
+func (r *Runtime) Authenticate(tok string) (Principal, error) {
+	if !token.Valid(tok) {
+		return Principal{}, &AuthError{Reason: AuthMalformed}
+	}
+	c, err := r.store.Read().CredentialByTokenHash(nil, token.Hash(tok))
+	if err != nil {
+		return Principal{}, &AuthError{Reason: AuthUnknown}
+	}
+	if c.State != memdb.StateLive {
+		if c.RevokeReason == thread.ReasonExpired {
+			return Principal{}, &AuthError{Reason: AuthExpired}
+		}
+		return Principal{}, &AuthError{Reason: AuthRevoked}
+	}
+	if !c.LiveAt(r.cfg.Now()) {
+		return Principal{}, &AuthError{Reason: AuthExpired}
+	}
+	return principalFromRecord(c), nil
+}
+
+// Post appends text to a thread's message log on behalf of caller: the
+// built-in thread_post mutation (SPEC §4). threadID "" means the caller's
+// own thread. The caller must be live (own its thread's active run) at the
+// moment the message is appended; the target must exist and be active.
+func (r *Runtime) Post(ctx context.Context, caller Principal, threadID, text string) (Message, error) {
+	v, err := r.Mutate(ctx, caller, threadID, &thread.AppendMessage{Text: text})
+	if err != nil {
+		if errors.Is(err, thread.ErrInvalidMessage) {
+			return Message{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+		return Message{}, err
+	}
+	return messageFromRecord(v.(memdb.Message)), nil
+}
+
+// Mutate applies effect to a thread on behalf of caller, checking in the
+// same store transaction that the caller is live (SPEC §4 mutate class).
+// threadID "" means the caller's own thread.
+func (r *Runtime) Mutate(ctx context.Context, caller Principal, threadID string, effect thread.Effect) (any, error) {
+	if threadID == "" {
+		if !caller.Provider() {
+			return nil, fmt.Errorf("mutation without a thread: %w", ErrCredentialRequired)
+		}
+		threadID = caller.Thread
+	}
+	pid, err := r.thread(threadID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ask[*thread.MutateResult](ctx, r, pid, &thread.Mutate{
+		Caller: thread.Caller{
+			Kind: caller.Kind, CredentialID: caller.CredentialID, Namespace: caller.Namespace,
+			Thread: caller.Thread, Instance: caller.Instance, Access: caller.Access,
+		},
+		Effect: effect,
+	}, r.cfg.ActorTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return res.Value, res.Err
+}
+
+// minLevel drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(as), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
+}
