@@ -1,0 +1,47 @@
+# The runtime's tasks. `make` lists them.
+GO ?= go
+PKGS := ./...
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## compile everything and bin/runtime
+	$(GO) build $(PKGS)
+	$(GO) build -o bin/runtime ./cmd/runtime
+
+.PHONY: run
+run: ## run the runtime on its embedded in-memory default (loopback only)
+	$(GO) run ./cmd/runtime
+
+.PHONY: test
+test: ## vet, then every test with the race detector (what CI runs)
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 $(PKGS)
+
+.PHONY: race
+race: ## every test with the race detector
+	$(GO) test -race $(PKGS)
+
+.PHONY: prop
+prop: ## the property suite, long (1000 checks per property)
+	$(GO) test -run 'Prop|Machine' -count=1 ./proptest/ -rapid.checks=1000
+
+.PHONY: fuzz
+fuzz: ## the lifecycle state machine as a fuzz target, 30 s
+	$(GO) test -run '^$$' -fuzz=FuzzLifecycleMachine -fuzztime=30s ./proptest/
+
+.PHONY: bench
+bench: ## ns/op and allocs/op of the hot paths
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt: files above need formatting"; exit 1)
+	$(GO) vet $(PKGS)
+
+.PHONY: check
+check: lint test ## lint and test
