@@ -271,6 +271,9 @@ func (r *Runtime) RegisterInstance(ctx context.Context, id string, spec Instance
 	if err != nil {
 		return err
 	}
+	if err := ctx.Err(); err != nil {
+		return err // nothing started
+	}
 	props := provider.Props(provider.Config{
 		Instance: &memdb.Instance{
 			ID: id, Driver: spec.Driver, Config: slices.Clone(spec.Config),
@@ -318,6 +321,9 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 		if _, err := r.store.Read().Instance(nil, opts.Instance); err != nil {
 			return Thread{}, fmt.Errorf("create thread %s: instance %q: %w", id, opts.Instance, ErrUnknownInstance)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return Thread{}, err // nothing started
 	}
 	props := thread.Props(thread.Config{
 		ID:           id,
@@ -378,6 +384,9 @@ func (r *Runtime) thread(id string) (*actor.PID, error) {
 // Thread returns a snapshot of a thread, read from the store.
 func (r *Runtime) Thread(ctx context.Context, id string) (Thread, error) {
 	if err := r.checkOpen(); err != nil {
+		return Thread{}, err
+	}
+	if err := validID("thread", id); err != nil {
 		return Thread{}, err
 	}
 	t, err := r.store.Read().Thread(nil, id)
@@ -608,6 +617,9 @@ func (r *Runtime) IssueClient(ctx context.Context, label, access string) (Client
 	if len(label) > 256 {
 		return ClientToken{}, fmt.Errorf("label of %d bytes (max 256): %w", len(label), ErrInvalidArgument)
 	}
+	if err := ctx.Err(); err != nil {
+		return ClientToken{}, err // nothing started
+	}
 	id := token.NewID("cl_")
 	props := client.Props(client.Config{
 		ID: id, Label: label, Access: access, Store: r.store, Now: r.cfg.Now,
@@ -628,6 +640,12 @@ func (r *Runtime) IssueClient(ctx context.Context, label, access string) (Client
 	}
 	tok, err := r.issueToken(ctx, pid, false)
 	if err != nil {
+		// The caller never learns the id: remove the grant rather than leave
+		// one nobody can revoke.
+		r.root.Send(pid, &client.Revoke{})
+		r.mu.Lock()
+		delete(r.clients, id)
+		r.mu.Unlock()
 		return ClientToken{}, err
 	}
 	return ClientToken{ClientID: id, Token: tok}, nil

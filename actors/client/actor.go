@@ -60,7 +60,9 @@ func (a *grantActor) Receive(ctx actor.Context) {
 		ctx.Respond(&Revoked{Tokens: n, Err: err})
 		if err == nil {
 			a.revoked = true
-			ctx.Stop(ctx.Self())
+			// Poison, not Stop: messages already queued are answered (with
+			// ErrNotFound) before the actor goes.
+			ctx.Poison(ctx.Self())
 		}
 	case *GetGrant:
 		if a.revoked {

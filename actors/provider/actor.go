@@ -46,6 +46,13 @@ type child struct {
 	openReply *actor.PID // requester of the OpenSession that created it
 	record    *memdb.ProviderSession
 	closed    bool // closed (or aborted); waiting for the actor to stop
+	failed    bool // its open failed; stopped by the instance actor
+	// openAnswered: openReply has had its answer (success or failure).
+	openAnswered bool
+	// closedRecord and closeReplies: CloseSession is answered once the
+	// child has stopped, that is once the driver session is closed.
+	closedRecord *memdb.ProviderSession
+	closeReplies []*actor.PID
 }
 
 type instanceActor struct {
@@ -73,7 +80,10 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 			ctx.Respond(&CloseSessionResult{Err: fmt.Errorf("close %s: %w", msg.SessionID, ErrUnknownSession)})
 			return
 		}
-		ctx.Respond(&CloseSessionResult{Session: a.close(ctx, c, msg.Reason, nil)})
+		a.close(ctx, c, msg.Reason, nil)
+		if ctx.Sender() != nil {
+			c.closeReplies = append(c.closeReplies, ctx.Sender())
+		}
 	case *CloseAll:
 		a.stopping = true
 		for _, id := range a.sortedChildren() {
@@ -99,15 +109,24 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 		}
 	case *actor.Terminated:
 		for id, c := range a.children {
-			if c.pid.Equal(msg.Who) {
-				delete(a.children, id)
-				if !c.closed {
-					// The child stopped without being closed (a failed open or a
-					// crash): whatever it recorded is released.
-					a.close(ctx, c, ReasonDied, errors.New("provider session actor stopped"))
-					delete(a.children, id)
-				}
+			if !c.pid.Equal(msg.Who) {
+				continue
 			}
+			if !c.closed {
+				// The child stopped without being closed (it crashed): whatever
+				// it recorded is released.
+				a.close(ctx, c, ReasonDied, errors.New("provider session actor stopped"))
+			}
+			if !c.openAnswered {
+				// Stopped before its open was answered (closed while opening):
+				// Terminated can overtake the child's own report.
+				c.openAnswered = true
+				ctx.Send(c.openReply, &OpenSessionResult{Err: fmt.Errorf("open %s: closed while opening: %w", c.id, ErrUnknownSession)})
+			}
+			for _, w := range c.closeReplies {
+				ctx.Send(w, &CloseSessionResult{Session: c.closedRecord.Clone()})
+			}
+			delete(a.children, id)
 		}
 		a.answerCloseAll(ctx)
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
@@ -170,12 +189,19 @@ func (a *instanceActor) open(ctx actor.Context, msg *OpenSession) {
 
 func (a *instanceActor) opened(ctx actor.Context, msg *childOpened) {
 	c := a.children[msg.id]
-	if c == nil {
+	if c == nil || c.openAnswered {
 		return
 	}
+	c.openAnswered = true
 	switch {
 	case msg.err != nil:
-		c.closed = true // the child stops itself
+		// Nothing was opened or recorded: stop the child quietly. (The child
+		// does not stop itself: its Terminated could overtake this message.)
+		c.closed, c.failed = true, true
+		if c.closedRecord == nil { // not closed while it was opening
+			c.closedRecord = &memdb.ProviderSession{ID: c.id, Instance: a.cfg.Instance.ID, State: memdb.SessionClosed}
+		}
+		ctx.Stop(c.pid)
 		ctx.Send(c.openReply, &OpenSessionResult{Err: msg.err})
 	case c.closed:
 		ctx.Send(c.openReply, &OpenSessionResult{Err: fmt.Errorf("open %s: %w", c.id, ErrUnknownSession)})
@@ -259,6 +285,8 @@ func (a *instanceActor) detach(ctx actor.Context, msg *DetachThread) {
 
 // close removes the session's record, tells the world, and has the child
 // close the driver session and stop. It returns the record as it was.
+// Callers waiting for the driver to be closed wait for the child's
+// Terminated.
 func (a *instanceActor) close(ctx actor.Context, c *child, reason string, cause error) *memdb.ProviderSession {
 	c.closed = true
 	rec := c.record
@@ -278,6 +306,7 @@ func (a *instanceActor) close(ctx actor.Context, c *child, reason string, cause 
 	rec.State = memdb.SessionClosed
 	rec.Closed = a.cfg.Now()
 	rec.CloseReason = reason
+	c.closedRecord = rec
 	ctx.Send(c.pid, &opClose{})
 	ctx.ActorSystem().EventStream.Publish(&SessionClosed{Session: rec.Clone(), Reason: reason, Err: cause})
 	a.cfg.Logger.Info("provider session closed", "instance", a.cfg.Instance.ID, "session", c.id, "reason", reason, "err", cause)

@@ -81,9 +81,9 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 	case *openDone:
 		s.busy = false
 		if msg.err != nil {
+			// The parent answers the open and stops this actor.
 			ctx.Send(ctx.Parent(), &childOpened{id: s.id, err: fmt.Errorf("open provider session of %s: %w", s.instance, msg.err)})
 			s.failQueued(ctx, msg.err)
-			ctx.Stop(ctx.Self())
 			return
 		}
 		s.handle = msg.handle

@@ -55,6 +55,9 @@ type pendingOpen struct {
 	waiters   []*actor.PID // who asked; the first gets the token
 	cred      *memdb.Credential
 	token     string // set when this open minted cred
+	// newSession: the open asked for a new session (abort closes it); else
+	// it attached the thread to an existing one (abort detaches).
+	newSession bool
 }
 
 type threadActor struct {
@@ -196,21 +199,35 @@ func (a *threadActor) instance(r *memdb.Reader, id string) (*memdb.Instance, err
 	return inst, err
 }
 
-// mint creates a credential for (thread, inst) and revokes the pair's
-// previous live ones with reason. Credentials of other instances are not
-// touched.
-func (a *threadActor) mint(w *memdb.Writer, inst *memdb.Instance, reason string, now time.Time) (*memdb.Credential, string, []string, error) {
-	olds, err := w.CredentialsByThreadInstance(nil, a.cfg.ID, inst.ID)
+// revokePair revokes the live credentials of (thread, instance) other than
+// keep, with reason, and returns their ids. Credentials of other instances
+// are not touched.
+func (a *threadActor) revokePair(w *memdb.Writer, instance, keep, reason string, now time.Time) ([]string, error) {
+	olds, err := w.CredentialsByThreadInstance(nil, a.cfg.ID, instance)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, err
 	}
 	var revoked []string
 	for _, old := range olds {
-		if old.State == memdb.StateLive {
+		if old.ID != keep && old.State == memdb.StateLive {
 			if err := a.revoke(w, old, reason, now); err != nil {
-				return nil, "", nil, err
+				return nil, err
 			}
 			revoked = append(revoked, old.ID)
+		}
+	}
+	return revoked, nil
+}
+
+// mint creates a credential for (thread, inst). With a reason, the pair's
+// previous live credentials are revoked in the same transaction; without
+// one they are left for the caller to revoke once the new one is in use.
+func (a *threadActor) mint(w *memdb.Writer, inst *memdb.Instance, reason string, now time.Time) (*memdb.Credential, string, []string, error) {
+	var revoked []string
+	if reason != "" {
+		var err error
+		if revoked, err = a.revokePair(w, inst.ID, "", reason, now); err != nil {
+			return nil, "", nil, err
 		}
 	}
 	tok, hash := token.New()
@@ -333,7 +350,34 @@ func (a *threadActor) openSession(ctx actor.Context, msg *OpenProviderSession) {
 			live = c
 		}
 	}
+	attached, err := r.ProviderSessionsByThread(nil, a.cfg.ID)
+	if err != nil {
+		fail(err)
+		return
+	}
+	attached = slices.DeleteFunc(attached, func(h *memdb.ProviderSession) bool {
+		return h.Instance != inst.ID || h.State != memdb.SessionOpen
+	})
 	var holder *memdb.ProviderSession
+	if live == nil && len(attached) > 0 {
+		// The pair's session is attached but its credential expired: re-bind
+		// that session to a new credential rather than start a second one.
+		p := &pendingOpen{waiters: []*actor.PID{ctx.Sender()}, sessionID: attached[0].ID}
+		err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+			if _, err := a.loadActive(w); err != nil {
+				return err
+			}
+			c, tok, _, err := a.mint(w, inst, "", now)
+			p.cred, p.token = c, tok
+			return err
+		})
+		if err != nil {
+			fail(err)
+			return
+		}
+		a.request(ctx, inst.ID, p, &provider.AttachThread{SessionID: p.sessionID, Binding: a.binding(p.cred, p.token)})
+		return
+	}
 	if live != nil {
 		holders, err := r.ProviderSessionsByCredential(nil, live.ID)
 		if err != nil {
@@ -369,33 +413,33 @@ func (a *threadActor) openSession(ctx actor.Context, msg *OpenProviderSession) {
 		req = &provider.AttachThread{SessionID: holder.ID, Binding: a.binding(live, "")}
 	} else {
 		// No process holds a live token for the pair (the runtime keeps no
-		// tokens), so a new session needs a new credential.
+		// tokens), so a new session needs a new credential. The pair's old
+		// one is revoked only once the open succeeded: an open that fails
+		// revokes only what it minted.
 		err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-			t, err := a.loadActive(w)
-			if err != nil {
+			if _, err := a.loadActive(w); err != nil {
 				return err
 			}
-			c, tok, _, err := a.mint(w, inst, ReasonReplaced, now)
-			if err != nil {
-				return err
-			}
+			c, tok, _, err := a.mint(w, inst, "", now)
 			p.cred, p.token = c, tok
-			if t.Instance == "" {
-				t.Instance = inst.ID
-				return w.PutThread(t)
-			}
-			return nil
+			return err
 		})
 		if err != nil {
 			fail(err)
 			return
 		}
-		p.sessionID = token.NewID("ps_")
+		p.sessionID, p.newSession = token.NewID("ps_"), true
 		req = &provider.OpenSession{SessionID: p.sessionID, Binding: a.binding(p.cred, p.token)}
 	}
-	a.pending[inst.ID] = p
-	f := ctx.RequestFuture(a.cfg.Provider(inst.ID), req, a.cfg.OpenTimeout)
-	ctx.ReenterAfter(f, func(res any, err error) { a.finishOpen(ctx, inst.ID, res, err) })
+	a.request(ctx, inst.ID, p, req)
+}
+
+// request records p as the open in flight for instance and sends req to
+// the instance's provider actor; finishOpen continues on the actor's turn.
+func (a *threadActor) request(ctx actor.Context, instance string, p *pendingOpen, req any) {
+	a.pending[instance] = p
+	f := ctx.RequestFuture(a.cfg.Provider(instance), req, a.cfg.OpenTimeout)
+	ctx.ReenterAfter(f, func(res any, err error) { a.finishOpen(ctx, instance, res, err) })
 }
 
 func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err error) {
@@ -423,7 +467,7 @@ func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err er
 	if err == nil {
 		if t, terr := a.load(); terr != nil || t.Status != memdb.ThreadActive {
 			// Archived while the open ran: the session must not keep the thread.
-			a.abortOpen(ctx, prov, &pendingOpen{sessionID: sid, token: p.token})
+			a.abortOpen(ctx, prov, &pendingOpen{sessionID: sid, newSession: p.newSession})
 			err = fmt.Errorf("open provider session on %s: %w", a.cfg.ID, ErrArchived)
 		}
 	}
@@ -443,6 +487,22 @@ func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err er
 		}
 		return
 	}
+	// The open succeeded: the new credential replaces the pair's old ones,
+	// and a thread without a current instance gets this one.
+	a.write(func(w *memdb.Writer) error {
+		now := a.cfg.Now()
+		if p.token != "" {
+			if _, err := a.revokePair(w, inst, p.cred.ID, ReasonReplaced, now); err != nil {
+				return err
+			}
+		}
+		t, err := a.loadActive(w)
+		if err != nil || t.Instance != "" {
+			return err
+		}
+		t.Instance = inst
+		return w.PutThread(t)
+	})
 	for i, w := range p.waiters {
 		res := &OpenProviderSessionResult{
 			SessionID:    sid,
@@ -461,7 +521,7 @@ func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err er
 // abortOpen makes the provider undo an open: a new session is closed, a
 // re-attach (or a multi-thread attach) is detached.
 func (a *threadActor) abortOpen(ctx actor.Context, prov *actor.PID, p *pendingOpen) {
-	if p.token != "" {
+	if p.newSession {
 		ctx.Send(prov, &provider.CloseSession{SessionID: p.sessionID, Reason: provider.ReasonAborted})
 	}
 	ctx.Send(prov, &provider.DetachThread{Thread: a.cfg.ID})
@@ -839,7 +899,9 @@ func (a *threadActor) delete(ctx actor.Context) {
 	reply := ctx.Sender()
 	a.detachAll(ctx, func([]string) {
 		ctx.Send(reply, &DeleteResult{Revoked: n})
-		ctx.Stop(ctx.Self())
+		// Poison, not Stop: messages already queued are answered (with
+		// ErrNotFound) before the actor goes.
+		ctx.Poison(ctx.Self())
 	})
 }
 

@@ -1,0 +1,421 @@
+package client_test
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/agenthost/mcpruntime/actors/client"
+	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// TestMain fails the package if a test leaves a goroutine behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// timeout bounds every request a test makes; it is never a threshold that
+// a correct implementation could exceed.
+const timeout = 2 * time.Second
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fakeClock is the injectable clock of the actor under test.
+type fakeClock struct {
+	mu  sync.Mutex // guards now
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type env struct {
+	t     *testing.T
+	sys   *actor.ActorSystem
+	root  *actor.RootContext
+	store *memdb.Store
+	clock *fakeClock
+	pids  []*actor.PID
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	store, err := memdb.New()
+	if err != nil {
+		t.Fatalf("memdb.New() = %v", err)
+	}
+	discard := slog.New(slog.DiscardHandler)
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }),
+		actor.WithDeadLetterThrottleInterval(100*time.Millisecond),
+		actor.WithDeadLetterRequestLogging(false),
+	)
+	e := &env{t: t, sys: sys, root: sys.Root, store: store, clock: &fakeClock{now: t0}}
+	t.Cleanup(func() {
+		for _, pid := range slices.Backward(e.pids) {
+			if err := e.root.StopFuture(pid).Wait(); err != nil {
+				t.Errorf("stop %s: %v", pid.Id, err)
+			}
+		}
+		sys.Shutdown()
+	})
+	return e
+}
+
+type grantOpts struct {
+	access      string
+	ttl         time.Duration
+	revokedKept int
+}
+
+// spawn starts the actor of grant id.
+func (e *env) spawn(id string, o grantOpts) *actor.PID {
+	e.t.Helper()
+	if o.access == "" {
+		o.access = memdb.AccessReadWrite
+	}
+	props := client.Props(client.Config{
+		ID:          id,
+		Label:       "label of " + id,
+		Access:      o.access,
+		Store:       e.store,
+		Now:         e.clock.Now,
+		TTL:         o.ttl,
+		RevokedKept: o.revokedKept,
+		Logger:      slog.New(slog.DiscardHandler),
+	})
+	pid, err := e.root.SpawnNamed(props, "client/"+id)
+	if err != nil {
+		e.t.Fatalf("spawn client/%s: %v", id, err)
+	}
+	e.pids = append(e.pids, pid)
+	e.grant(pid) // its record is written
+	return pid
+}
+
+func ask[R any](t *testing.T, root *actor.RootContext, pid *actor.PID, msg any) R {
+	t.Helper()
+	res, err := root.RequestFuture(pid, msg, timeout).Result()
+	if err != nil {
+		t.Fatalf("request %T to %s: %v", msg, pid.Id, err)
+	}
+	r, ok := res.(R)
+	if !ok {
+		t.Fatalf("request %T to %s: reply %T, want %T", msg, pid.Id, res, *new(R))
+	}
+	return r
+}
+
+func (e *env) grant(pid *actor.PID) *memdb.ClientGrant {
+	e.t.Helper()
+	info := ask[*client.GrantInfo](e.t, e.root, pid, &client.GetGrant{})
+	if info.Err != nil {
+		e.t.Fatalf("GetGrant(%s) = %v", pid.Id, info.Err)
+	}
+	return info.Grant
+}
+
+func (e *env) issue(pid *actor.PID, revokePrevious bool) *client.TokenIssued {
+	e.t.Helper()
+	res := ask[*client.TokenIssued](e.t, e.root, pid, &client.IssueToken{RevokePrevious: revokePrevious})
+	if res.Err != nil {
+		e.t.Fatalf("IssueToken(%v) = %v", revokePrevious, res.Err)
+	}
+	return res
+}
+
+func (e *env) cred(id string) *memdb.Credential {
+	e.t.Helper()
+	c, err := e.store.Read().Credential(nil, id)
+	if err != nil {
+		e.t.Fatalf("Credential(%s) = %v", id, err)
+	}
+	return c
+}
+
+func (e *env) tokens(grant string) []*memdb.Credential {
+	e.t.Helper()
+	cs, err := e.store.Read().CredentialsByNamespace(nil, client.Namespace(grant))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cs
+}
+
+func sendSystem(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, msg any) {
+	t.Helper()
+	proc, ok := sys.ProcessRegistry.Get(pid)
+	if !ok {
+		t.Fatalf("no process %s", pid.Id)
+	}
+	proc.SendSystemMessage(pid, msg)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func errOf(res any) error {
+	switch r := res.(type) {
+	case *client.TokenIssued:
+		return r.Err
+	case *client.Revoked:
+		return r.Err
+	case *client.GrantInfo:
+		return r.Err
+	}
+	return fmt.Errorf("unexpected reply %T", res)
+}
+
+func TestGrantRecordWrittenOnStart(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawn("g1", grantOpts{access: memdb.AccessReadOnly})
+	want := &memdb.ClientGrant{ID: "g1", Label: "label of g1", Access: memdb.AccessReadOnly, State: memdb.StateLive, Created: t0}
+	if diff := cmp.Diff(want, e.grant(pid)); diff != "" {
+		t.Errorf("GetGrant (-want +got):\n%s", diff)
+	}
+	if n := len(e.tokens("g1")); n != 0 {
+		t.Errorf("a new grant has %d tokens, want 0", n)
+	}
+}
+
+func TestIssueToken(t *testing.T) {
+	tests := []struct {
+		name        string
+		access      string
+		ttl         time.Duration
+		wantExpires time.Time
+	}{
+		{name: "read-write with a TTL", access: memdb.AccessReadWrite, ttl: time.Hour, wantExpires: t0.Add(time.Hour)},
+		{name: "read-only without a TTL", access: memdb.AccessReadOnly},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			e := newEnv(t)
+			pid := e.spawn("g1", grantOpts{access: test.access, ttl: test.ttl})
+			res := e.issue(pid, false)
+			if !token.Valid(res.Token) || !strings.HasPrefix(res.CredentialID, "ctok_") {
+				t.Fatalf("IssueToken = %+v, want a token and a ctok_ id", res)
+			}
+			want := &memdb.Credential{
+				ID:        res.CredentialID,
+				TokenHash: token.Hash(res.Token),
+				Kind:      memdb.KindClient,
+				Namespace: "client:g1",
+				Client:    "g1",
+				Access:    test.access,
+				Issued:    t0,
+				LastLive:  t0,
+				Expires:   test.wantExpires,
+				State:     memdb.StateLive,
+			}
+			got := e.cred(res.CredentialID)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("token row (-want +got):\n%s", diff)
+			}
+			if strings.Contains(fmt.Sprintf("%+v", got), res.Token) {
+				t.Errorf("the token itself is stored: %+v", got)
+			}
+			byHash, err := e.store.Read().CredentialByTokenHash(nil, token.Hash(res.Token))
+			if err != nil || byHash.ID != res.CredentialID {
+				t.Errorf("CredentialByTokenHash = %+v, %v; want %s", byHash, err, res.CredentialID)
+			}
+			if client.Namespace("g1") != "client:g1" {
+				t.Errorf("Namespace(g1) = %q, want client:g1", client.Namespace("g1"))
+			}
+		})
+	}
+}
+
+func TestRefreshKeepsNamespace(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawn("g1", grantOpts{ttl: time.Hour})
+	first := e.issue(pid, false)
+	e.clock.Advance(time.Minute)
+	second := e.issue(pid, false)
+
+	if first.Token == second.Token || first.CredentialID == second.CredentialID {
+		t.Fatalf("refresh returned the same token or id: %+v, %+v", first, second)
+	}
+	a, b := e.cred(first.CredentialID), e.cred(second.CredentialID)
+	if a.Namespace != "client:g1" || b.Namespace != "client:g1" {
+		t.Errorf("namespaces %q and %q, want both client:g1", a.Namespace, b.Namespace)
+	}
+	if !a.LiveAt(e.clock.Now()) || !b.LiveAt(e.clock.Now()) {
+		t.Errorf("after a refresh without revokePrevious: first %+v, second %+v; want both live", a, b)
+	}
+	// A refresh does not extend the older token.
+	if !a.Expires.Equal(t0.Add(time.Hour)) || !b.Expires.Equal(t0.Add(time.Hour+time.Minute)) {
+		t.Errorf("expiries %v and %v, want %v and %v", a.Expires, b.Expires, t0.Add(time.Hour), t0.Add(time.Hour+time.Minute))
+	}
+}
+
+func TestRevokePrevious(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawn("g1", grantOpts{ttl: time.Hour, revokedKept: 16})
+	olds := []string{e.issue(pid, false).CredentialID, e.issue(pid, false).CredentialID}
+	e.clock.Advance(time.Minute)
+
+	latest := e.issue(pid, true)
+	for _, id := range olds {
+		c := e.cred(id)
+		if c.State != memdb.StateRevoked || c.RevokeReason != "refreshed" || !c.Revoked.Equal(e.clock.Now()) {
+			t.Errorf("previous token %s = %+v, want revoked now", id, c)
+		}
+	}
+	if c := e.cred(latest.CredentialID); !c.LiveAt(e.clock.Now()) {
+		t.Errorf("new token = %+v, want live", c)
+	}
+	if n := len(e.tokens("g1")); n != 3 {
+		t.Errorf("%d token rows, want 3", n)
+	}
+}
+
+func TestTokenExpiry(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawn("g1", grantOpts{ttl: time.Hour, revokedKept: 16})
+	first := e.issue(pid, false)
+	e.clock.Advance(30 * time.Minute)
+	second := e.issue(pid, false)
+	e.clock.Advance(31 * time.Minute) // first is past its TTL, second is not
+
+	if c := e.cred(first.CredentialID); c.LiveAt(e.clock.Now()) {
+		t.Errorf("first token %+v live past its TTL", c)
+	}
+	if c := e.cred(second.CredentialID); !c.LiveAt(e.clock.Now()) {
+		t.Errorf("second token %+v not live within its TTL", c)
+	}
+	// The next issue records the expiry.
+	e.issue(pid, false)
+	if c := e.cred(first.CredentialID); c.State != memdb.StateRevoked || c.RevokeReason != "expired" {
+		t.Errorf("expired token after the next issue = %+v, want revoked \"expired\"", c)
+	}
+	if c := e.cred(second.CredentialID); c.State != memdb.StateLive {
+		t.Errorf("unexpired token state = %q, want live", c.State)
+	}
+}
+
+func TestRevoke(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawn("g1", grantOpts{ttl: time.Hour})
+	other := e.spawn("g2", grantOpts{ttl: time.Hour})
+	e.issue(pid, false) // expires at 1h
+	e.clock.Advance(30 * time.Minute)
+	e.issue(pid, false)
+	e.issue(pid, false)
+	e.clock.Advance(31 * time.Minute) // the first token has expired, two are live
+	kept := e.issue(other, false).Token
+
+	r := ask[*client.Revoked](t, e.root, pid, &client.Revoke{})
+	if r.Err != nil || r.Tokens != 2 {
+		t.Errorf("Revoke = %+v, want 2 live tokens revoked", r)
+	}
+	if n := len(e.tokens("g1")); n != 0 {
+		t.Errorf("%d token rows left after revoke, want 0", n)
+	}
+	if _, err := e.store.Read().ClientGrant(nil, "g1"); !errors.Is(err, memdb.ErrNotFound) {
+		t.Errorf("ClientGrant(g1) after revoke = %v, want ErrNotFound", err)
+	}
+	if c, err := e.store.Read().CredentialByTokenHash(nil, token.Hash(kept)); err != nil || !c.LiveAt(e.clock.Now()) {
+		t.Errorf("g2's token after revoking g1 = %+v, %v; want live", c, err)
+	}
+	if g := e.grant(other); g.State != memdb.StateLive {
+		t.Errorf("g2 after revoking g1 = %+v, want live", g)
+	}
+
+	// The actor stops; a later message reaches no one.
+	eventually(t, "client/g1 stopped", func() bool {
+		_, ok := e.sys.ProcessRegistry.GetLocal("client/g1")
+		return !ok
+	})
+	if _, err := e.root.RequestFuture(pid, &client.GetGrant{}, timeout).Result(); !errors.Is(err, actor.ErrDeadLetter) {
+		t.Errorf("GetGrant to the revoked grant's actor: %v, want ErrDeadLetter", err)
+	}
+}
+
+// TestRevokeAnswersQueuedMessages: messages already queued behind a Revoke
+// get ErrNotFound (client.ErrNotFound: "its actor answers this until it has
+// stopped"), not silence until the caller's timeout.
+func TestRevokeAnswersQueuedMessages(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawn("g1", grantOpts{ttl: time.Hour})
+	e.issue(pid, false)
+
+	sendSystem(t, e.sys, pid, &actor.SuspendMailbox{})
+	fRevoke := e.root.RequestFuture(pid, &client.Revoke{}, timeout)
+	queued := []any{&client.IssueToken{}, &client.GetGrant{}, &client.Revoke{}}
+	fs := make([]*actor.Future, len(queued))
+	for i, msg := range queued {
+		fs[i] = e.root.RequestFuture(pid, msg, timeout)
+	}
+	sendSystem(t, e.sys, pid, &actor.ResumeMailbox{})
+
+	if res, err := fRevoke.Result(); err != nil || errOf(res) != nil {
+		t.Fatalf("Revoke = %v, %v", res, err)
+	}
+	for i, f := range fs {
+		res, err := f.Result()
+		if err != nil {
+			t.Errorf("%T queued behind Revoke: %v, want a reply carrying ErrNotFound", queued[i], err)
+			continue
+		}
+		if got := errOf(res); !errors.Is(got, client.ErrNotFound) {
+			t.Errorf("%T queued behind Revoke = %v, want ErrNotFound", queued[i], got)
+		}
+	}
+	// Nothing was issued after the revocation.
+	if n := len(e.tokens("g1")); n != 0 {
+		t.Errorf("%d token rows after revoke, want 0", n)
+	}
+}
+
+func TestPruneRevokedTokens(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawn("g1", grantOpts{ttl: time.Hour, revokedKept: 2})
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, e.issue(pid, true).CredentialID)
+		e.clock.Advance(time.Minute)
+		// ids[:i] were revoked in that order: the two most recent are kept,
+		// with the live one.
+		var got []string
+		for _, c := range e.tokens("g1") {
+			got = append(got, c.ID)
+		}
+		want := slices.Clone(ids[max(0, i-2):])
+		slices.Sort(want)
+		slices.Sort(got)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("token rows after issue %d (-want +got):\n%s", i+1, diff)
+		}
+	}
+	if c := e.cred(ids[4]); c.State != memdb.StateLive {
+		t.Errorf("newest token state = %q, want live", c.State)
+	}
+}

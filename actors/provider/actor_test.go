@@ -1,0 +1,1002 @@
+package provider_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"go.uber.org/goleak"
+
+	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// TestMain fails the package if a test leaves a goroutine behind: actors,
+// driver calls and the actor system must all be gone after cleanup.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// timeout bounds every request a test makes; it is never a threshold that
+// a correct implementation could exceed.
+const timeout = 2 * time.Second
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fakeClock is the injectable clock of the actors under test.
+type fakeClock struct {
+	mu  sync.Mutex // guards now
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// env is one test's actor system, store and driver.
+type env struct {
+	t      *testing.T
+	sys    *actor.ActorSystem
+	root   *actor.RootContext
+	store  *memdb.Store
+	inproc *provider.Inproc
+	clock  *fakeClock
+	base   context.Context
+	work   *sync.WaitGroup
+
+	opTimeout time.Duration
+	pids      []*actor.PID
+
+	mu     sync.Mutex // guards events
+	events []*provider.SessionClosed
+	notify chan struct{} // receives a value after each event, never blocks
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	store, err := memdb.New()
+	if err != nil {
+		t.Fatalf("memdb.New() = %v", err)
+	}
+	discard := slog.New(slog.DiscardHandler)
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }),
+		actor.WithDeadLetterThrottleInterval(100*time.Millisecond),
+		actor.WithDeadLetterRequestLogging(false),
+	)
+	base, cancel := context.WithCancel(context.Background())
+	e := &env{
+		t:         t,
+		sys:       sys,
+		root:      sys.Root,
+		store:     store,
+		inproc:    &provider.Inproc{},
+		clock:     &fakeClock{now: t0},
+		base:      base,
+		work:      &sync.WaitGroup{},
+		opTimeout: timeout,
+		notify:    make(chan struct{}, 1),
+	}
+	sub := sys.EventStream.Subscribe(func(evt any) {
+		if ev, ok := evt.(*provider.SessionClosed); ok {
+			e.mu.Lock()
+			e.events = append(e.events, ev)
+			e.mu.Unlock()
+			select {
+			case e.notify <- struct{}{}:
+			default:
+			}
+		}
+	})
+	t.Cleanup(func() {
+		for _, pid := range slices.Backward(e.pids) {
+			if err := e.root.StopFuture(pid).Wait(); err != nil {
+				t.Errorf("stop %s: %v", pid.Id, err)
+			}
+		}
+		cancel()
+		e.work.Wait()
+		sys.EventStream.Unsubscribe(sub)
+		sys.Shutdown()
+	})
+	return e
+}
+
+// spawn starts the actor of instance id with driver d.
+func (e *env) spawn(id string, d provider.Driver, caps ...string) *actor.PID {
+	e.t.Helper()
+	props := provider.Props(provider.Config{
+		Instance:  &memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
+		Driver:    d,
+		Store:     e.store,
+		Now:       e.clock.Now,
+		OpTimeout: e.opTimeout,
+		Work:      e.work,
+		Base:      e.base,
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	pid, err := e.root.SpawnNamed(props, "provider/"+id)
+	if err != nil {
+		e.t.Fatalf("spawn provider/%s: %v", id, err)
+	}
+	e.pids = append(e.pids, pid)
+	e.sessions(pid) // barrier: the instance record is written
+	return pid
+}
+
+// spawnInproc starts instance id on the in-process driver with config.
+func (e *env) spawnInproc(id string, config json.RawMessage) *actor.PID {
+	e.t.Helper()
+	d, err := e.inproc.Factory()(id, config)
+	if err != nil {
+		e.t.Fatalf("inproc factory(%q, %s) = %v", id, config, err)
+	}
+	return e.spawn(id, d)
+}
+
+func ask[R any](t *testing.T, root *actor.RootContext, pid *actor.PID, msg any) R {
+	t.Helper()
+	res, err := root.RequestFuture(pid, msg, timeout).Result()
+	if err != nil {
+		t.Fatalf("request %T to %s: %v", msg, pid.Id, err)
+	}
+	r, ok := res.(R)
+	if !ok {
+		t.Fatalf("request %T to %s: reply %T, want %T", msg, pid.Id, res, *new(R))
+	}
+	return r
+}
+
+func (e *env) open(pid *actor.PID, sessionID string, b provider.Binding) *provider.OpenSessionResult {
+	e.t.Helper()
+	return ask[*provider.OpenSessionResult](e.t, e.root, pid, &provider.OpenSession{SessionID: sessionID, Binding: b})
+}
+
+func (e *env) mustOpen(pid *actor.PID, sessionID string, b provider.Binding) string {
+	e.t.Helper()
+	res := e.open(pid, sessionID, b)
+	if res.Err != nil {
+		e.t.Fatalf("OpenSession(%q, %s) = %v", sessionID, b.Thread, res.Err)
+	}
+	return res.SessionID
+}
+
+func (e *env) sessions(pid *actor.PID) []*memdb.ProviderSession {
+	e.t.Helper()
+	return ask[*provider.Sessions](e.t, e.root, pid, &provider.GetSessions{}).Sessions
+}
+
+func (e *env) record(id string) (*memdb.ProviderSession, error) {
+	return e.store.Read().ProviderSession(nil, id)
+}
+
+// eventually polls cond until it holds, for at most timeout. It is only
+// used for effects that are asynchronous by design (driver calls, death).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitEvents waits until n SessionClosed events were published and returns
+// them.
+func (e *env) waitEvents(n int) []*provider.SessionClosed {
+	e.t.Helper()
+	deadline := time.After(timeout)
+	for {
+		e.mu.Lock()
+		got := slices.Clone(e.events)
+		e.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-e.notify:
+		case <-deadline:
+			e.t.Fatalf("got %d SessionClosed events, want %d", len(got), n)
+		}
+	}
+}
+
+// suspend holds pid's user messages (system messages still run) until
+// resume.
+func suspend(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
+	t.Helper()
+	proc, ok := sys.ProcessRegistry.Get(pid)
+	if !ok {
+		t.Fatalf("no process %s", pid.Id)
+	}
+	proc.SendSystemMessage(pid, &actor.SuspendMailbox{})
+}
+
+func resume(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
+	t.Helper()
+	proc, ok := sys.ProcessRegistry.Get(pid)
+	if !ok {
+		t.Fatalf("no process %s", pid.Id)
+	}
+	proc.SendSystemMessage(pid, &actor.ResumeMailbox{})
+}
+
+func binding(thread, cred string) provider.Binding {
+	return provider.Binding{
+		Thread:        thread,
+		Instance:      "a",
+		CredentialID:  cred,
+		Endpoint:      "http://127.0.0.1:7331/mcp",
+		Authorization: "Bearer tok-" + cred,
+		Capabilities:  []string{"thread.read", "thread.post"},
+	}
+}
+
+// gatedDriver wraps a driver: Open signals opening and then waits for
+// openGate (if set), Close waits for closeGate (if set); both give up when
+// their ctx is done.
+type gatedDriver struct {
+	inner     provider.Driver
+	opening   chan string // buffered; receives the session id of every Open
+	openGate  chan struct{}
+	closeGate chan struct{}
+}
+
+func (d *gatedDriver) MultiThread() bool { return d.inner.MultiThread() }
+
+func (d *gatedDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+	if d.opening != nil {
+		d.opening <- req.SessionID
+	}
+	if d.openGate != nil {
+		select {
+		case <-d.openGate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	s, err := d.inner.Open(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &gatedSession{Session: s, closeGate: d.closeGate}, nil
+}
+
+type gatedSession struct {
+	provider.Session
+	closeGate chan struct{}
+}
+
+func (s *gatedSession) Close(ctx context.Context) error {
+	if s.closeGate != nil {
+		select {
+		case <-s.closeGate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.Session.Close(ctx)
+}
+
+func TestInstanceRecordWrittenOnStart(t *testing.T) {
+	e := newEnv(t)
+	d, err := e.inproc.Factory()("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.spawn("a", d, "thread.read")
+	got, err := e.store.Read().Instance(nil, "a")
+	if err != nil {
+		t.Fatalf("Instance(a) = %v", err)
+	}
+	want := &memdb.Instance{ID: "a", Driver: provider.InprocKind, Capabilities: []string{"thread.read"}, Created: t0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("instance record (-want +got):\n%s", diff)
+	}
+}
+
+func TestOpenSession(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawnInproc("a", nil)
+	b := binding("t1", "c1")
+
+	if got := e.mustOpen(pid, "ps_1", b); got != "ps_1" {
+		t.Fatalf("OpenSession(ps_1) session = %q, want ps_1", got)
+	}
+	s := e.inproc.Session("ps_1")
+	if s == nil {
+		t.Fatal("inproc has no session ps_1")
+	}
+	if diff := cmp.Diff([]provider.Binding{b}, s.Bindings()); diff != "" {
+		t.Errorf("driver bindings (-want +got):\n%s", diff)
+	}
+	want := &memdb.ProviderSession{
+		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
+		State: memdb.SessionOpen, Opened: t0,
+	}
+	got, err := e.record("ps_1")
+	if err != nil {
+		t.Fatalf("ProviderSession(ps_1) = %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("record (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]*memdb.ProviderSession{want}, e.sessions(pid)); diff != "" {
+		t.Errorf("GetSessions (-want +got):\n%s", diff)
+	}
+
+	// Without a requested id the actor picks one.
+	id := e.mustOpen(pid, "", binding("t2", "c2"))
+	if !strings.HasPrefix(id, "ps_") || id == "ps_1" {
+		t.Errorf("OpenSession(\"\") session = %q, want a fresh ps_ id", id)
+	}
+	if n := len(e.inproc.Sessions("a")); n != 2 {
+		t.Errorf("exclusive driver has %d sessions after two opens, want 2", n)
+	}
+}
+
+func TestOpenSessionMultiThreadAttaches(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawnInproc("a", json.RawMessage(`{"multiThread":true}`))
+	b1, b2, b3 := binding("t1", "c1"), binding("t2", "c2"), binding("t3", "c3")
+
+	first := e.mustOpen(pid, "ps_1", b1)
+	if got := e.mustOpen(pid, "ps_2", b2); got != first {
+		t.Errorf("second OpenSession session = %q, want the open one %q", got, first)
+	}
+	if got := e.mustOpen(pid, "ps_3", b3); got != first {
+		t.Errorf("third OpenSession session = %q, want the open one %q", got, first)
+	}
+
+	if n := len(e.inproc.Sessions("a")); n != 1 {
+		t.Fatalf("multi-thread driver has %d sessions, want 1", n)
+	}
+	s := e.inproc.Session(first)
+	if diff := cmp.Diff([]provider.Binding{b1, b2, b3}, s.Bindings()); diff != "" {
+		t.Errorf("driver bindings (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"t1", "t2", "t3"}, s.Attached()); diff != "" {
+		t.Errorf("attached (-want +got):\n%s", diff)
+	}
+	want := &memdb.ProviderSession{
+		ID: first, Instance: "a", MultiThread: true,
+		Threads: []string{"t1", "t2", "t3"}, Credentials: []string{"c1", "c2", "c3"},
+		State: memdb.SessionOpen, Opened: t0,
+	}
+	got, err := e.record(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("record (-want +got):\n%s", diff)
+	}
+}
+
+func TestOpenSessionMultiThreadWhileOpening(t *testing.T) {
+	e := newEnv(t)
+	inner, err := e.inproc.Factory()("a", json.RawMessage(`{"multiThread":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	pid := e.spawn("a", &gatedDriver{inner: inner, opening: make(chan string, 4), openGate: gate})
+
+	f1 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
+	f2 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_2", Binding: binding("t2", "c2")}, timeout)
+	e.sessions(pid) // both opens were handled while the first is still opening
+	close(gate)
+	for i, f := range []*actor.Future{f1, f2} {
+		res, err := f.Result()
+		if err != nil {
+			t.Fatalf("open %d: %v", i+1, err)
+		}
+		if r := res.(*provider.OpenSessionResult); r.Err != nil || r.SessionID != "ps_1" {
+			t.Errorf("open %d = %+v, want session ps_1", i+1, r)
+		}
+	}
+	if n := len(e.inproc.Sessions("a")); n != 1 {
+		t.Errorf("driver opened %d sessions, want 1", n)
+	}
+	got, err := e.record("ps_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"t1", "t2"}, got.Threads); diff != "" {
+		t.Errorf("threads (-want +got):\n%s", diff)
+	}
+}
+
+func TestAttachThread(t *testing.T) {
+	tests := []struct {
+		name        string
+		attach      provider.AttachThread
+		wantErr     error
+		wantRecord  *memdb.ProviderSession // nil: unchanged
+		wantBinding bool                   // the driver got attach.Binding
+	}{
+		{
+			name:    "exclusive session serving another thread",
+			attach:  provider.AttachThread{SessionID: "ps_1", Binding: binding("t2", "c2")},
+			wantErr: provider.ErrExclusive,
+		},
+		{
+			name:    "unknown session",
+			attach:  provider.AttachThread{SessionID: "ps_nope", Binding: binding("t1", "c2")},
+			wantErr: provider.ErrUnknownSession,
+		},
+		{
+			name:   "rebind with a new credential replaces the old one",
+			attach: provider.AttachThread{SessionID: "ps_1", Binding: binding("t1", "c2"), Replaces: "c1"},
+			wantRecord: &memdb.ProviderSession{
+				ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c2"},
+				State: memdb.SessionOpen, Opened: t0,
+			},
+			wantBinding: true,
+		},
+		{
+			name:   "attach without replaces adds the credential",
+			attach: provider.AttachThread{SessionID: "ps_1", Binding: binding("t1", "c2")},
+			wantRecord: &memdb.ProviderSession{
+				ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1", "c2"},
+				State: memdb.SessionOpen, Opened: t0,
+			},
+			wantBinding: true,
+		},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			e := newEnv(t)
+			pid := e.spawnInproc("a", nil)
+			b1 := binding("t1", "c1")
+			e.mustOpen(pid, "ps_1", b1)
+			before, err := e.record("ps_1")
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			res := ask[*provider.AttachThreadResult](t, e.root, pid, &test.attach)
+			if !errors.Is(res.Err, test.wantErr) {
+				t.Fatalf("AttachThread(%+v) = %v, want %v", test.attach, res.Err, test.wantErr)
+			}
+			want := test.wantRecord
+			if want == nil {
+				want = before
+			}
+			got, err := e.record("ps_1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("record (-want +got):\n%s", diff)
+			}
+			wantBindings := []provider.Binding{b1}
+			if test.wantBinding {
+				wantBindings = append(wantBindings, test.attach.Binding)
+			}
+			if diff := cmp.Diff(wantBindings, e.inproc.Session("ps_1").Bindings()); diff != "" {
+				t.Errorf("driver bindings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDetachThreadKeepsCredentials(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawnInproc("a", nil)
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+
+	res := ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"})
+	if diff := cmp.Diff([]string{"ps_1"}, res.Sessions); diff != "" {
+		t.Errorf("DetachThread(t1) sessions (-want +got):\n%s", diff)
+	}
+	got, err := e.record("ps_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Threads) != 0 || !slices.Equal(got.Credentials, []string{"c1"}) || got.State != memdb.SessionOpen {
+		t.Errorf("record after detach = %+v, want no threads, credentials [c1], open", got)
+	}
+	s := e.inproc.Session("ps_1")
+	eventually(t, "the driver detached t1", func() bool { return len(s.Attached()) == 0 })
+	if s.Closed() {
+		t.Error("detach closed the driver session")
+	}
+
+	// An unknown thread is detached from nothing.
+	res = ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t9"})
+	if len(res.Sessions) != 0 {
+		t.Errorf("DetachThread(t9) sessions = %v, want none", res.Sessions)
+	}
+
+	// A detached exclusive session can take the thread back.
+	re := provider.Binding{Thread: "t1", Instance: "a", CredentialID: "c1"}
+	if r := ask[*provider.AttachThreadResult](t, e.root, pid, &provider.AttachThread{SessionID: "ps_1", Binding: re}); r.Err != nil {
+		t.Fatalf("re-attach = %v", r.Err)
+	}
+	got, err = e.record("ps_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Threads, []string{"t1"}) || !slices.Equal(got.Credentials, []string{"c1"}) {
+		t.Errorf("record after re-attach = %+v, want threads [t1], credentials [c1]", got)
+	}
+}
+
+func TestCloseSession(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawnInproc("a", nil)
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+	e.clock.Advance(time.Minute)
+
+	res := ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
+	if res.Err != nil {
+		t.Fatalf("CloseSession(ps_1) = %v", res.Err)
+	}
+	want := &memdb.ProviderSession{
+		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
+		State: memdb.SessionClosed, Opened: t0, Closed: t0.Add(time.Minute), CloseReason: provider.ReasonReleased,
+	}
+	if diff := cmp.Diff(want, res.Session); diff != "" {
+		t.Errorf("CloseSession result (-want +got):\n%s", diff)
+	}
+	if _, err := e.record("ps_1"); !errors.Is(err, memdb.ErrNotFound) {
+		t.Errorf("ProviderSession(ps_1) after close = %v, want ErrNotFound", err)
+	}
+	s := e.inproc.Session("ps_1")
+	eventually(t, "the driver session is closed", s.Closed)
+
+	evs := e.waitEvents(1)
+	wantEv := []*provider.SessionClosed{{Session: want, Reason: provider.ReasonReleased}}
+	if diff := cmp.Diff(wantEv, evs, cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("SessionClosed events (-want +got):\n%s", diff)
+	}
+
+	again := ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
+	if !errors.Is(again.Err, provider.ErrUnknownSession) {
+		t.Errorf("second CloseSession(ps_1) = %v, want ErrUnknownSession", again.Err)
+	}
+}
+
+func TestKillReportsDied(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawnInproc("a", nil)
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+	e.mustOpen(pid, "ps_2", binding("t2", "c2"))
+
+	boom := errors.New("process exited")
+	e.inproc.Session("ps_1").Kill(boom)
+
+	evs := e.waitEvents(1)
+	ev := evs[0]
+	if ev.Reason != provider.ReasonDied || !errors.Is(ev.Err, boom) || ev.Session.ID != "ps_1" {
+		t.Errorf("event = %+v, want ps_1 died with %v", ev, boom)
+	}
+	if diff := cmp.Diff([]string{"c1"}, ev.Session.Credentials); diff != "" {
+		t.Errorf("died session credentials (-want +got):\n%s", diff)
+	}
+	eventually(t, "the record of ps_1 is removed", func() bool {
+		_, err := e.record("ps_1")
+		return errors.Is(err, memdb.ErrNotFound)
+	})
+	eventually(t, "the dead driver session is closed", e.inproc.Session("ps_1").Closed)
+	got := e.sessions(pid)
+	if len(got) != 1 || got[0].ID != "ps_2" {
+		t.Errorf("GetSessions after death = %+v, want only ps_2", got)
+	}
+	if e.inproc.Session("ps_2").Closed() {
+		t.Error("the other session was closed")
+	}
+	// A second report of the same death is ignored.
+	e.inproc.Session("ps_1").Kill(boom)
+	e.sessions(pid)
+	if n := len(e.waitEvents(1)); n != 1 {
+		t.Errorf("%d SessionClosed events after a repeated death, want 1", n)
+	}
+}
+
+func TestFailNextOpen(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawnInproc("a", nil)
+	boom := errors.New("no such binary")
+	e.inproc.FailNextOpen("a", boom)
+
+	res := e.open(pid, "ps_1", binding("t1", "c1"))
+	if !errors.Is(res.Err, boom) {
+		t.Fatalf("OpenSession after FailNextOpen = %+v, want %v", res, boom)
+	}
+	if _, err := e.record("ps_1"); !errors.Is(err, memdb.ErrNotFound) {
+		t.Errorf("ProviderSession(ps_1) after a failed open = %v, want ErrNotFound", err)
+	}
+	if got := e.sessions(pid); len(got) != 0 {
+		t.Errorf("GetSessions after a failed open = %+v, want none", got)
+	}
+	// The failure is one-shot, and the failed id can be used again once the
+	// failed session actor has stopped.
+	eventually(t, "the failed session actor stopped", func() bool {
+		_, ok := e.sys.ProcessRegistry.GetLocal("provider/a/ps_1")
+		return !ok
+	})
+	if got := e.mustOpen(pid, "ps_1", binding("t1", "c1")); got != "ps_1" {
+		t.Errorf("retry session = %q, want ps_1", got)
+	}
+}
+
+func TestFailedMultiThreadOpenFailsQueuedAttach(t *testing.T) {
+	e := newEnv(t)
+	inner, err := e.inproc.Factory()("a", json.RawMessage(`{"multiThread":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	pid := e.spawn("a", &gatedDriver{inner: inner, opening: make(chan string, 4), openGate: gate})
+	boom := errors.New("handshake failed")
+	e.inproc.FailNextOpen("a", boom)
+
+	f1 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
+	f2 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_2", Binding: binding("t2", "c2")}, timeout)
+	e.sessions(pid) // the second open is queued on the opening session
+	close(gate)
+	// The queued attach (open 2) and the failed open itself (open 1) are
+	// both answered with the driver's error.
+	for _, f := range []*actor.Future{f2, f1} {
+		res, err := f.Result()
+		if err != nil {
+			t.Errorf("open request to %s: %v", f.PID().Id, err)
+			continue
+		}
+		if r := res.(*provider.OpenSessionResult); !errors.Is(r.Err, boom) {
+			t.Errorf("open = %+v, want %v", r, boom)
+		}
+	}
+	if got := e.sessions(pid); len(got) != 0 {
+		t.Errorf("GetSessions = %+v, want none", got)
+	}
+}
+
+func TestCloseAll(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawnInproc("a", nil)
+	ids := []string{"ps_1", "ps_2", "ps_3"}
+	for i, id := range ids {
+		n := strconv.Itoa(i + 1)
+		e.mustOpen(pid, id, binding("t"+n, "c"+n))
+	}
+
+	res := ask[*provider.CloseAllResult](t, e.root, pid, &provider.CloseAll{Reason: provider.ReasonShutdown})
+	var closed []string
+	for _, s := range res.Sessions {
+		closed = append(closed, s.ID)
+		if s.State != memdb.SessionClosed || s.CloseReason != provider.ReasonShutdown {
+			t.Errorf("closed record %+v, want state closed, reason shutdown", s)
+		}
+	}
+	if diff := cmp.Diff(ids, closed); diff != "" {
+		t.Errorf("CloseAll sessions (-want +got):\n%s", diff)
+	}
+	// By the time CloseAll answers, every driver session is closed and every
+	// session actor has stopped.
+	for _, id := range ids {
+		if !e.inproc.Session(id).Closed() {
+			t.Errorf("driver session %s not closed when CloseAll answered", id)
+		}
+		if _, ok := e.sys.ProcessRegistry.GetLocal("provider/a/" + id); ok {
+			t.Errorf("session actor %s still registered when CloseAll answered", id)
+		}
+	}
+	if got := e.sessions(pid); len(got) != 0 {
+		t.Errorf("GetSessions after CloseAll = %+v, want none", got)
+	}
+	if n := len(e.waitEvents(3)); n != 3 {
+		t.Errorf("%d SessionClosed events, want 3", n)
+	}
+	if r := e.open(pid, "ps_4", binding("t4", "c4")); !errors.Is(r.Err, provider.ErrStopping) {
+		t.Errorf("OpenSession after CloseAll = %v, want ErrStopping", r.Err)
+	}
+	// Nothing left: answered at once.
+	if r := ask[*provider.CloseAllResult](t, e.root, pid, &provider.CloseAll{Reason: provider.ReasonShutdown}); len(r.Sessions) != 0 {
+		t.Errorf("second CloseAll sessions = %+v, want none", r.Sessions)
+	}
+}
+
+func TestCloseAllWaitsForDriverClose(t *testing.T) {
+	e := newEnv(t)
+	inner, err := e.inproc.Factory()("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	pid := e.spawn("a", &gatedDriver{inner: inner, opening: make(chan string, 4), closeGate: gate})
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+	e.mustOpen(pid, "ps_2", binding("t2", "c2"))
+
+	// A protoactor future wakes a single waiter, so only this goroutine
+	// waits on it.
+	f := e.root.RequestFuture(pid, &provider.CloseAll{Reason: provider.ReasonShutdown}, timeout)
+	type result struct {
+		res any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := f.Result()
+		done <- result{res, err}
+	}()
+	// The barrier is answered after CloseAll was handled: the driver Close
+	// calls are blocked, so CloseAll must not have answered.
+	if got := e.sessions(pid); len(got) != 0 {
+		t.Errorf("GetSessions during CloseAll = %+v, want none (records removed)", got)
+	}
+	select {
+	case <-done:
+		t.Fatal("CloseAll answered while driver Close calls were still running")
+	default:
+	}
+	close(gate)
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("CloseAll: %v", r.err)
+	}
+	if n := len(r.res.(*provider.CloseAllResult).Sessions); n != 2 {
+		t.Errorf("CloseAll closed %d sessions, want 2", n)
+	}
+	for _, id := range []string{"ps_1", "ps_2"} {
+		if !e.inproc.Session(id).Closed() {
+			t.Errorf("driver session %s not closed when CloseAll answered", id)
+		}
+	}
+}
+
+// TestReceiveNeverBlocksOnDriver: while a driver Open is stuck, the
+// instance actor keeps answering.
+func TestReceiveNeverBlocksOnDriver(t *testing.T) {
+	e := newEnv(t)
+	inner, err := e.inproc.Factory()("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opening := make(chan string, 4)
+	gate := make(chan struct{})
+	pid := e.spawn("a", &gatedDriver{inner: inner, opening: opening, openGate: gate})
+
+	f := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
+	if id := <-opening; id != "ps_1" {
+		t.Fatalf("driver opening %q, want ps_1", id)
+	}
+	// Open is blocked inside the driver right now.
+	if got := e.sessions(pid); len(got) != 0 {
+		t.Errorf("GetSessions while opening = %+v, want none", got)
+	}
+	if r := ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"}); len(r.Sessions) != 0 {
+		t.Errorf("DetachThread while opening = %v, want none", r.Sessions)
+	}
+	close(gate)
+	res, err := f.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.(*provider.OpenSessionResult); r.Err != nil || r.SessionID != "ps_1" {
+		t.Fatalf("OpenSession = %+v, want ps_1", r)
+	}
+	if got := e.sessions(pid); len(got) != 1 {
+		t.Errorf("GetSessions after open = %+v, want ps_1", got)
+	}
+}
+
+func TestOpenBoundedByOpTimeout(t *testing.T) {
+	e := newEnv(t)
+	e.opTimeout = 50 * time.Millisecond
+	inner, err := e.inproc.Factory()("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := e.spawn("a", &gatedDriver{inner: inner, openGate: make(chan struct{})}) // never opens
+
+	res := e.open(pid, "ps_1", binding("t1", "c1"))
+	if !errors.Is(res.Err, context.DeadlineExceeded) {
+		t.Fatalf("OpenSession on a stuck driver = %+v, want DeadlineExceeded", res)
+	}
+	if got := e.sessions(pid); len(got) != 0 {
+		t.Errorf("GetSessions = %+v, want none", got)
+	}
+}
+
+// TestCloseSessionWhileOpening: a session closed before its open finished
+// is closed once it has opened, and its open is answered with
+// ErrUnknownSession.
+func TestCloseSessionWhileOpening(t *testing.T) {
+	e := newEnv(t)
+	inner, err := e.inproc.Factory()("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opening := make(chan string, 4)
+	gate := make(chan struct{})
+	pid := e.spawn("a", &gatedDriver{inner: inner, opening: opening, openGate: gate})
+
+	fOpen := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
+	<-opening
+	fClose := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonAborted}, timeout)
+	e.sessions(pid) // CloseSession was handled while Open is blocked
+
+	// Force the interleaving in which the session actor's Terminated (a
+	// system message) reaches the instance actor before the report that
+	// the open succeeded: hold the instance actor's user messages until the
+	// session actor has opened, closed and stopped.
+	suspend(t, e.sys, pid)
+	close(gate)
+	eventually(t, "the session actor stopped", func() bool {
+		_, ok := e.sys.ProcessRegistry.GetLocal("provider/a/ps_1")
+		return !ok
+	})
+	resume(t, e.sys, pid)
+
+	res, err := fOpen.Result()
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	if r := res.(*provider.OpenSessionResult); !errors.Is(r.Err, provider.ErrUnknownSession) {
+		t.Errorf("OpenSession of an aborted session = %+v, want ErrUnknownSession", r)
+	}
+	res, err = fClose.Result()
+	if err != nil {
+		t.Fatalf("CloseSession: %v", err)
+	}
+	closed := res.(*provider.CloseSessionResult)
+	if closed.Err != nil {
+		t.Fatalf("CloseSession while opening = %v", closed.Err)
+	}
+	want := &memdb.ProviderSession{
+		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
+		State: memdb.SessionClosed, Closed: t0, CloseReason: provider.ReasonAborted,
+	}
+	if diff := cmp.Diff(want, closed.Session); diff != "" {
+		t.Errorf("closed record (-want +got):\n%s", diff)
+	}
+	eventually(t, "the aborted driver session is closed", func() bool {
+		s := e.inproc.Session("ps_1")
+		return s != nil && s.Closed()
+	})
+	if _, err := e.record("ps_1"); !errors.Is(err, memdb.ErrNotFound) {
+		t.Errorf("ProviderSession(ps_1) = %v, want ErrNotFound", err)
+	}
+	evs := e.waitEvents(1)
+	if diff := cmp.Diff([]*provider.SessionClosed{{Session: want, Reason: provider.ReasonAborted}}, evs, cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("SessionClosed events (-want +got):\n%s", diff)
+	}
+}
+
+// TestCloseSessionWhileOpeningThenOpenFails: CloseSession's reply carries
+// the record as it was at close (what the session was handed), even when
+// the open it interrupted then fails.
+func TestCloseSessionWhileOpeningThenOpenFails(t *testing.T) {
+	e := newEnv(t)
+	inner, err := e.inproc.Factory()("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opening := make(chan string, 4)
+	gate := make(chan struct{})
+	pid := e.spawn("a", &gatedDriver{inner: inner, opening: opening, openGate: gate})
+	boom := errors.New("handshake failed")
+	e.inproc.FailNextOpen("a", boom)
+
+	fOpen := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
+	<-opening
+	fClose := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonAborted}, timeout)
+	e.sessions(pid) // CloseSession was handled while Open is blocked
+	close(gate)
+
+	res, err := fOpen.Result()
+	if err != nil {
+		t.Fatalf("OpenSession: %v", err)
+	}
+	if r := res.(*provider.OpenSessionResult); r.Err == nil {
+		t.Errorf("OpenSession = %+v, want an error", r)
+	}
+	res, err = fClose.Result()
+	if err != nil {
+		t.Fatalf("CloseSession: %v", err)
+	}
+	closed := res.(*provider.CloseSessionResult)
+	want := &memdb.ProviderSession{
+		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
+		State: memdb.SessionClosed, Closed: t0, CloseReason: provider.ReasonAborted,
+	}
+	if diff := cmp.Diff(want, closed.Session); closed.Err != nil || diff != "" {
+		t.Errorf("CloseSession = %v, record (-want +got):\n%s", closed.Err, diff)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	var in provider.Inproc
+	bad := errors.New("bad config")
+	var r provider.Registry
+	if got := r.Kinds(); len(got) != 0 {
+		t.Errorf("empty registry Kinds() = %v, want none", got)
+	}
+	r.Register(provider.InprocKind, in.Factory())
+	r.Register("broken", func(string, json.RawMessage) (provider.Driver, error) { return nil, bad })
+	r.Register("exec", in.Factory())
+
+	if diff := cmp.Diff([]string{"broken", "exec", provider.InprocKind}, r.Kinds()); diff != "" {
+		t.Errorf("Kinds() (-want +got):\n%s", diff)
+	}
+	tests := []struct {
+		name      string
+		kind      string
+		config    json.RawMessage
+		wantErr   error
+		wantMulti bool
+	}{
+		{name: "inproc", kind: provider.InprocKind},
+		{name: "inproc multi-thread", kind: provider.InprocKind, config: json.RawMessage(`{"multiThread":true}`), wantMulti: true},
+		{name: "unknown kind", kind: "docker", wantErr: provider.ErrUnknownDriver},
+		{name: "factory error", kind: "broken", wantErr: bad},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			d, err := r.Build(test.kind, "a", test.config)
+			if !errors.Is(err, test.wantErr) {
+				t.Fatalf("Build(%q) = %v, want %v", test.kind, err, test.wantErr)
+			}
+			if err == nil && d.MultiThread() != test.wantMulti {
+				t.Errorf("Build(%q).MultiThread() = %v, want %v", test.kind, d.MultiThread(), test.wantMulti)
+			}
+		})
+	}
+	// Registering a name again replaces it.
+	r.Register("broken", in.Factory())
+	if _, err := r.Build("broken", "a", nil); err != nil {
+		t.Errorf("Build(broken) after re-register = %v, want nil", err)
+	}
+}
+
+func TestInprocConfig(t *testing.T) {
+	tests := []struct {
+		name      string
+		config    string
+		wantErr   bool
+		wantMulti bool
+	}{
+		{name: "empty", config: ""},
+		{name: "null", config: "null"},
+		{name: "empty object", config: "{}"},
+		{name: "multi-thread", config: `{"multiThread":true}`, wantMulti: true},
+		{name: "unknown field", config: `{"multiThread":true,"cmd":"x"}`, wantErr: true},
+		{name: "misspelled field", config: `{"multithreaded":true}`, wantErr: true},
+		{name: "wrong type", config: `{"multiThread":"yes"}`, wantErr: true},
+		{name: "not an object", config: `[1]`, wantErr: true},
+	}
+	var in provider.Inproc
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			d, err := in.Factory()("a", json.RawMessage(test.config))
+			if (err != nil) != test.wantErr {
+				t.Fatalf("inproc factory(%q) = %v, want error %v", test.config, err, test.wantErr)
+			}
+			if err == nil && d.MultiThread() != test.wantMulti {
+				t.Errorf("inproc factory(%q).MultiThread() = %v, want %v", test.config, d.MultiThread(), test.wantMulti)
+			}
+		})
+	}
+}
