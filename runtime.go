@@ -17,6 +17,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/transport"
 )
 
 // Runtime is the session runtime: the actors, the store, and the API that
@@ -33,12 +34,14 @@ type Runtime struct {
 	base    context.Context
 	cancel  context.CancelFunc
 	work    sync.WaitGroup // driver goroutines
+	tools   toolRegistry
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
 	threads   map[string]*actor.PID
 	instances map[string]*actor.PID
 	clients   map[string]*actor.PID
+	servers   []*transport.Server
 }
 
 // New starts a runtime.
@@ -76,6 +79,12 @@ func New(cfg Config) (*Runtime, error) {
 		r.drivers.Register(kind, f)
 	}
 	r.sub = system.EventStream.Subscribe(r.onEvent)
+	for _, t := range r.builtinTools() {
+		if err := r.RegisterTool(t); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("register built-in tool: %w", err)
+		}
+	}
 	return r, nil
 }
 
@@ -139,7 +148,13 @@ func (r *Runtime) Close() error {
 	}
 	r.closed = true
 	threads, instances, clients := pids(r.threads), pids(r.instances), pids(r.clients)
+	servers := r.servers
 	r.mu.Unlock()
+
+	// MCP sessions first: their streams close and their calls are cancelled.
+	for _, srv := range servers {
+		srv.Close()
+	}
 
 	var errs []error
 	wait := func(pids []*actor.PID, msg any, timeout time.Duration) {

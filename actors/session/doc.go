@@ -1,9 +1,33 @@
-// Package session will run one actor per MCP session (Streamable HTTP,
-// Mcp-Session-Id), bound to the namespace that initialized it: protocol
-// state, open streams, idle eviction and tool dispatch (SPEC §5).
+// Package session runs one actor per MCP session (Streamable HTTP,
+// Mcp-Session-Id), bound to the namespace that initialized it (SPEC §5).
 //
-// It is built by the transport issue. The ownership record it will write,
-// memdb.MCPSession, and its table (indexed by id, owner namespace and
-// credential) already exist in the store, so the credential lifecycle can be
-// tested against the state the transport will read.
+// # Components
+//
+//	transport (HTTP goroutine) ──request──▶ session actor "session/<id>"
+//	                                          │ writes: mcp_sessions row
+//	                                          └─goroutine: watches the owner namespace in the store
+//
+// The transport authenticates and checks ownership before anything reaches
+// the actor (SPEC §5 steps 1–3), so the actor only ever hears from its
+// owner. It decides what may run and keeps the book: requests in flight
+// (with the cancel function of each), the one standalone stream, activity.
+// The work itself — a tool call, writing an SSE stream — runs on the HTTP
+// request's goroutine, so a slow tool never blocks the mailbox and several
+// calls run at once.
+//
+// # Lifecycle
+//
+// Started writes the ownership record; the session ends on DELETE by its
+// owner, on idle eviction (no request in flight, no open stream, nothing for
+// IdleTimeout), on cap eviction by the transport, or when its owner
+// namespace has no live credential left (revoked or expired: the watcher
+// sees the store change). Ending cancels every request in flight, closes the
+// stream, removes the ownership record, and stops the actor; OnStop then
+// frees the transport's slot. The record is removed before the actor stops,
+// so the id answers 404 forever after.
+//
+// # Invariants
+//
+//   - A session never changes owner.
+//   - An ownership record exists exactly while the actor runs (SPEC §6.7).
 package session

@@ -1,0 +1,257 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// Config configures one session actor.
+type Config struct {
+	ID              string
+	Owner           Owner
+	ProtocolVersion string
+	ClientName      string
+	ClientVersion   string
+	Store           *memdb.Store
+	Now             func() time.Time
+	// IdleTimeout ends a session with nothing in flight and no stream for
+	// this long. Zero: never.
+	IdleTimeout time.Duration
+	Activity    *Activity
+	// OnStop is called once, from the actor, when it has stopped.
+	OnStop func(id string, reason string)
+	Logger *slog.Logger
+}
+
+// Props returns the props of a session actor.
+func Props(cfg Config) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &sessionActor{cfg: cfg, inflight: map[string]context.CancelFunc{}}
+	})
+}
+
+type sessionActor struct {
+	cfg         Config
+	inflight    map[string]context.CancelFunc
+	stream      context.CancelFunc
+	initialized bool
+	created     time.Time
+	ending      string // reason, once the session is ending
+	stopWatch   context.CancelFunc
+}
+
+func (a *sessionActor) Receive(ctx actor.Context) {
+	if a.ending != "" {
+		a.refuse(ctx)
+		return
+	}
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.start(ctx)
+	case *Begin:
+		if _, dup := a.inflight[msg.RequestID]; dup {
+			ctx.Respond(&Begun{Err: ErrDuplicateRequest})
+			return
+		}
+		a.inflight[msg.RequestID] = msg.Cancel
+		ctx.Respond(&Begun{})
+	case *End:
+		delete(a.inflight, msg.RequestID)
+	case *Cancel:
+		if cancel := a.inflight[msg.RequestID]; cancel != nil {
+			cancel()
+		}
+	case *OpenStream:
+		if a.stream != nil {
+			ctx.Respond(&StreamOpened{Err: ErrStreamBusy})
+			return
+		}
+		a.stream = msg.Close
+		ctx.Respond(&StreamOpened{})
+	case *StreamClosed:
+		a.stream = nil
+	case *Initialized:
+		a.initialized = true
+	case *GetInfo:
+		ctx.Respond(a.info())
+	case *Delete:
+		a.end(ctx, msg.Reason)
+		ctx.Respond(&Deleted{})
+	case *ownerDead:
+		a.end(ctx, ReasonRevoked)
+	case *actor.ReceiveTimeout:
+		a.idle(ctx)
+	case *actor.Stopped:
+		a.stopped()
+	case *actor.Stopping, *actor.Restarting:
+	default:
+		a.cfg.Logger.Warn("session actor: unexpected message", "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+// refuse answers what reaches a session that is ending.
+func (a *sessionActor) refuse(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *Begin:
+		msg.Cancel()
+		ctx.Respond(&Begun{Err: ErrClosed})
+	case *OpenStream:
+		ctx.Respond(&StreamOpened{Err: ErrClosed})
+	case *Delete:
+		ctx.Respond(&Deleted{Err: ErrClosed})
+	case *GetInfo:
+		ctx.Respond(&Info{ID: a.cfg.ID, Err: ErrClosed})
+	case *actor.Stopped:
+		a.stopped()
+	}
+}
+
+func (a *sessionActor) start(ctx actor.Context) {
+	now := a.cfg.Now()
+	a.created = now
+	a.cfg.Activity.last.Store(now.UnixNano())
+	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		return w.PutMCPSession(&memdb.MCPSession{
+			ID:              a.cfg.ID,
+			Owner:           a.cfg.Owner.Namespace,
+			Credential:      a.cfg.Owner.Credential,
+			ProtocolVersion: a.cfg.ProtocolVersion,
+			ClientName:      a.cfg.ClientName,
+			ClientVersion:   a.cfg.ClientVersion,
+			Created:         now,
+			LastActive:      now,
+		})
+	})
+	if err != nil {
+		a.cfg.Logger.Error("write session record", "err", err)
+	}
+	if a.cfg.IdleTimeout > 0 {
+		ctx.SetReceiveTimeout(a.cfg.IdleTimeout)
+	}
+	watchCtx, cancel := context.WithCancel(context.Background())
+	a.stopWatch = cancel
+	go watchOwner(watchCtx, a.cfg.Store, a.cfg.Owner.Namespace, a.cfg.Now, ctx.ActorSystem().Root, ctx.Self())
+}
+
+func (a *sessionActor) info() *Info {
+	return &Info{
+		ID:              a.cfg.ID,
+		Owner:           a.cfg.Owner,
+		ProtocolVersion: a.cfg.ProtocolVersion,
+		Initialized:     a.initialized,
+		InFlight:        len(a.inflight),
+		StreamOpen:      a.stream != nil,
+		Created:         a.created,
+		LastActive:      a.cfg.Activity.Last(),
+	}
+}
+
+// idle evicts the session if nothing happened for IdleTimeout and nothing
+// is open; otherwise it waits for the rest of the window.
+func (a *sessionActor) idle(ctx actor.Context) {
+	since := a.cfg.Now().Sub(a.cfg.Activity.Last())
+	if len(a.inflight) > 0 || a.stream != nil || a.cfg.Activity.Busy() || since < a.cfg.IdleTimeout {
+		ctx.SetReceiveTimeout(max(a.cfg.IdleTimeout-since, time.Millisecond))
+		return
+	}
+	a.end(ctx, ReasonIdle)
+}
+
+// end cancels everything, removes the ownership record and stops the
+// actor. Messages still queued are answered with ErrClosed first.
+func (a *sessionActor) end(ctx actor.Context, reason string) {
+	a.ending = reason
+	for id, cancel := range a.inflight {
+		cancel()
+		delete(a.inflight, id)
+	}
+	if a.stream != nil {
+		a.stream()
+		a.stream = nil
+	}
+	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.cfg.ID) }); err != nil {
+		a.cfg.Logger.Error("delete session record", "err", err)
+	}
+	ctx.CancelReceiveTimeout()
+	ctx.Poison(ctx.Self())
+}
+
+func (a *sessionActor) stopped() {
+	if a.stopWatch != nil {
+		a.stopWatch()
+	}
+	if a.ending == "" {
+		// Stopped from outside (shutdown): the record goes too.
+		a.ending = ReasonShutdown
+		for _, cancel := range a.inflight {
+			cancel()
+		}
+		if a.stream != nil {
+			a.stream()
+		}
+		_ = a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.cfg.ID) })
+	}
+	if a.cfg.OnStop != nil {
+		a.cfg.OnStop(a.cfg.ID, a.ending)
+	}
+}
+
+// NamespaceLive reports whether namespace has a live credential at now,
+// adding the channels it read to ws, and when the earliest live one expires
+// (zero: never). A provider namespace is one credential; a client
+// namespace is every token of the grant.
+func NamespaceLive(r *memdb.Reader, ws memdb.WatchSet, namespace string, now time.Time) (bool, time.Time) {
+	var creds []*memdb.Credential
+	if id, ok := strings.CutPrefix(namespace, "cred:"); ok {
+		if c, err := r.Credential(ws, id); err == nil {
+			creds = []*memdb.Credential{c}
+		}
+	} else {
+		creds, _ = r.CredentialsByNamespace(ws, namespace)
+	}
+	live, next := false, time.Time{}
+	for _, c := range creds {
+		if !c.LiveAt(now) {
+			continue
+		}
+		live = true
+		if c.Expires.IsZero() {
+			return true, time.Time{}
+		}
+		if next.IsZero() || c.Expires.After(next) {
+			next = c.Expires // the namespace lives until its last token expires
+		}
+	}
+	return live, next
+}
+
+// watchOwner tells the actor when its owner namespace has no live
+// credential left: on every store change to its credentials, and when the
+// last one expires. It never polls.
+func watchOwner(ctx context.Context, store *memdb.Store, namespace string, now func() time.Time, root *actor.RootContext, self *actor.PID) {
+	for {
+		ws := memdb.NewWatchSet()
+		live, until := NamespaceLive(store.Read(), ws, namespace, now())
+		if !live {
+			root.Send(self, &ownerDead{})
+			return
+		}
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if !until.IsZero() {
+			wctx, cancel = context.WithTimeout(ctx, max(until.Sub(now()), time.Millisecond))
+		}
+		err := ws.WatchCtx(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err // a change or the expiry: look again
+	}
+}

@@ -1,0 +1,97 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrClosed is the answer of a session that is ending or has ended; the
+// transport answers 404, as for an unknown session.
+var ErrClosed = errors.New("session closed")
+
+// ErrStreamBusy is the answer to OpenStream while the session's standalone
+// stream is open (HTTP 409).
+var ErrStreamBusy = errors.New("session stream already open")
+
+// ErrDuplicateRequest is the answer to Begin for a request id already in
+// flight on the session.
+var ErrDuplicateRequest = errors.New("request id already in flight")
+
+// End reasons.
+const (
+	ReasonDeleted  = "delete"
+	ReasonIdle     = "idle"
+	ReasonCap      = "cap"
+	ReasonRevoked  = "revoke"
+	ReasonShutdown = "shutdown"
+)
+
+// Message is the session actor's protocol.
+type Message interface{ sessionMessage() }
+
+// Begin registers a request in flight; Cancel is called if the client
+// cancels it or the session ends. Answered by *Begun.
+type Begin struct {
+	RequestID string // JSON-RPC id, as raw JSON
+	Cancel    context.CancelFunc
+}
+
+// Begun answers Begin.
+type Begun struct{ Err error }
+
+// End unregisters a request (it finished).
+type End struct{ RequestID string }
+
+// Cancel cancels a request in flight (notifications/cancelled). Unknown ids
+// are ignored, as MCP asks.
+type Cancel struct{ RequestID string }
+
+// OpenStream registers the standalone SSE stream; Close ends it. Answered
+// by *StreamOpened.
+type OpenStream struct{ Close context.CancelFunc }
+
+// StreamOpened answers OpenStream.
+type StreamOpened struct{ Err error }
+
+// StreamClosed says the standalone stream ended.
+type StreamClosed struct{}
+
+// Initialized records notifications/initialized.
+type Initialized struct{}
+
+// Delete ends the session. Answered by *Deleted once the ownership record
+// is gone and every request in flight was cancelled.
+type Delete struct{ Reason string }
+
+// Deleted answers Delete.
+type Deleted struct{ Err error }
+
+// GetInfo asks for the session's state. Answered by *Info.
+type GetInfo struct{}
+
+// Info answers GetInfo.
+type Info struct {
+	ID              string
+	Owner           Owner
+	ProtocolVersion string
+	Initialized     bool
+	InFlight        int
+	StreamOpen      bool
+	Created         time.Time
+	LastActive      time.Time
+	Err             error
+}
+
+// ownerDead is sent by the watcher when the owner namespace has no live
+// credential left.
+type ownerDead struct{}
+
+func (*Begin) sessionMessage()        {}
+func (*End) sessionMessage()          {}
+func (*Cancel) sessionMessage()       {}
+func (*OpenStream) sessionMessage()   {}
+func (*StreamClosed) sessionMessage() {}
+func (*Initialized) sessionMessage()  {}
+func (*Delete) sessionMessage()       {}
+func (*GetInfo) sessionMessage()      {}

@@ -1,0 +1,170 @@
+package mcpruntime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// The built-in tools of SPEC §4. Hosts add their own with RegisterTool.
+func (r *Runtime) builtinTools() []Tool {
+	return []Tool{
+		{
+			Name:        "runtime_capabilities",
+			Description: "Who the caller is (namespace kind, thread, instance), its capabilities, and which tools it may call now.",
+			InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false}`),
+			Access:      AccessRead,
+			Handler:     r.toolCapabilities,
+		},
+		{
+			Name:        "thread_list",
+			Description: "List threads with their status and current provider instance.",
+			InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false}`),
+			Access:      AccessRead,
+			Handler:     r.toolThreadList,
+		},
+		{
+			Name:        "thread_read",
+			Description: "Read a thread: status, current instance, active run and recent messages. Defaults to the caller's thread.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"threadId":{"type":"string","minLength":1,"maxLength":128}},"additionalProperties":false}`),
+			Access:      AccessRead,
+			Handler:     r.toolThreadRead,
+		},
+		{
+			Name:         "thread_post",
+			Description:  "Post a message to a thread (default: the caller's). The caller must own its thread's active run.",
+			InputSchema:  json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","minLength":1,"maxLength":65536},"threadId":{"type":"string","minLength":1,"maxLength":128}},"required":["text"],"additionalProperties":false}`),
+			Access:       AccessMutate,
+			AllowClients: true,
+			Handler:      r.toolThreadPost,
+		},
+	}
+}
+
+func structured(v any) *ToolResult {
+	b, _ := json.Marshal(v)
+	return &ToolResult{Text: string(b), StructuredContent: v}
+}
+
+func (r *Runtime) toolCapabilities(ctx context.Context, call *ToolCall) (*ToolResult, error) {
+	c := call.Caller
+	kind := "provider"
+	if !c.Provider() {
+		kind = "client"
+	}
+	var callable []string
+	tools, order := r.tools.snapshot()
+	for _, name := range order {
+		if r.permit(tools[name], c) == nil && r.liveFor(tools[name].Access, c) {
+			callable = append(callable, name)
+		}
+	}
+	out := map[string]any{
+		"namespaceKind": kind,
+		"capabilities":  nonNil(c.Capabilities),
+		"tools":         nonNil(callable),
+	}
+	if c.Provider() {
+		out["threadId"], out["instance"] = c.Thread, c.Instance
+	} else {
+		out["clientId"], out["access"] = c.Client, c.Access
+	}
+	return structured(out), nil
+}
+
+// liveFor reports whether a mutate tool would currently pass its liveness
+// check for c; other classes have none beyond authentication.
+func (r *Runtime) liveFor(a Access, c Principal) bool {
+	if a != AccessMutate || !c.Provider() {
+		return true
+	}
+	t, err := r.store.Read().Thread(nil, c.Thread)
+	return err == nil && t.Status == "active" && t.Run != nil && t.Run.Instance == c.Instance
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return slices.Clone(s)
+}
+
+type threadSummary struct {
+	ThreadID string `json:"threadId"`
+	Status   string `json:"status"`
+	Instance string `json:"instance,omitempty"`
+}
+
+func (r *Runtime) toolThreadList(ctx context.Context, call *ToolCall) (*ToolResult, error) {
+	ts, err := r.Threads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]threadSummary, len(ts))
+	for i, t := range ts {
+		out[i] = threadSummary{ThreadID: t.ID, Status: t.Status, Instance: t.Instance}
+	}
+	return structured(map[string]any{"threads": out}), nil
+}
+
+type threadArgs struct {
+	ThreadID string `json:"threadId"`
+	Text     string `json:"text"`
+}
+
+func (r *Runtime) toolThreadRead(ctx context.Context, call *ToolCall) (*ToolResult, error) {
+	var args threadArgs
+	if err := json.Unmarshal(call.Arguments, &args); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	id := args.ThreadID
+	if id == "" {
+		if !call.Caller.Provider() {
+			return Refuse(CodeThreadCredentialRequired, "threadId is required for a client grant"), nil
+		}
+		id = call.Caller.Thread
+	}
+	t, err := r.Thread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	const recent = 50
+	msgs := t.Messages[max(0, len(t.Messages)-recent):]
+	type message struct {
+		Seq      uint64 `json:"seq"`
+		Text     string `json:"text"`
+		Author   string `json:"author"`
+		Instance string `json:"instance,omitempty"`
+		At       string `json:"at"`
+	}
+	out := map[string]any{"threadId": t.ID, "status": t.Status, "instance": t.Instance}
+	if t.Run != nil {
+		out["activeRun"] = map[string]string{"runId": t.Run.ID, "instance": t.Run.Instance}
+	}
+	ms := make([]message, len(msgs))
+	for i, m := range msgs {
+		ms[i] = message{Seq: m.Seq, Text: m.Text, Author: m.Author, Instance: m.Instance, At: m.At.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
+	}
+	out["messages"] = ms
+	return structured(out), nil
+}
+
+func (r *Runtime) toolThreadPost(ctx context.Context, call *ToolCall) (*ToolResult, error) {
+	var args threadArgs
+	if err := json.Unmarshal(call.Arguments, &args); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	m, err := r.Post(ctx, call.Caller, args.ThreadID, args.Text)
+	if err != nil {
+		return nil, err
+	}
+	return structured(map[string]any{"seq": m.Seq, "threadId": orDefault(args.ThreadID, call.Caller.Thread), "text": m.Text, "author": m.Author}), nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,476 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/agenthost/mcpruntime/actors/session"
+	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+const (
+	headerSession  = "Mcp-Session-Id"
+	headerProtocol = "MCP-Protocol-Version"
+)
+
+// handlePost serves POST: SPEC §5 steps 1–5 in order.
+func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if !s.guard(w, r) {
+		return
+	}
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	var e *entry
+	if sid := r.Header.Get(headerSession); sid != "" {
+		if e = s.lookup(sid, p); e == nil {
+			writeNotFound(w)
+			return
+		}
+	}
+	if !versionOK(r) {
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "unsupported MCP-Protocol-Version"))
+		return
+	}
+	if !accepts(r, "application/json", "text/event-stream") {
+		writeRPC(w, http.StatusNotAcceptable, errorResponse(nil, CodeInvalidRequest, "Accept must include application/json and text/event-stream"))
+		return
+	}
+	if !isJSONContentType(r.Header.Get("Content-Type")) {
+		writeRPC(w, http.StatusUnsupportedMediaType, errorResponse(nil, CodeInvalidRequest, "Content-Type must be application/json"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeRPC(w, http.StatusRequestEntityTooLarge, errorResponse(nil, CodeInvalidRequest, fmt.Sprintf("body over %d bytes", s.opts.MaxBodyBytes)))
+			return
+		}
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "could not read body"))
+		return
+	}
+	msg, err := decodeMessage(body)
+	switch {
+	case errors.Is(err, errBatch):
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "JSON-RPC batches are not supported"))
+		return
+	case errors.Is(err, errInvalid):
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "invalid JSON-RPC message"))
+		return
+	case err != nil:
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "parse error"))
+		return
+	}
+	if msg.isRequest() && msg.Method == "initialize" {
+		if e != nil {
+			writeRPC(w, http.StatusBadRequest, errorResponse(msg.ID, CodeInvalidRequest, "session already initialized"))
+			return
+		}
+		s.initialize(w, r, p, msg)
+		return
+	}
+	if e == nil {
+		code, text := CodeSessionRequired, "Mcp-Session-Id required: send initialize first"
+		if msg.isRequest() && !knownMethod(msg.Method) {
+			code, text = CodeMethodNotFound, fmt.Sprintf("method %q not found: send initialize first", msg.Method)
+		}
+		writeRPC(w, http.StatusBadRequest, errorResponse(msg.ID, code, text))
+		return
+	}
+	now := s.opts.Now()
+	e.act.Begin(now)
+	defer func() { e.act.End(s.opts.Now()) }()
+	switch {
+	case msg.isNotification():
+		s.notify(e, msg)
+		w.WriteHeader(http.StatusAccepted)
+	case msg.isResponse():
+		w.WriteHeader(http.StatusAccepted) // the server sends no requests; nothing awaits it
+	default:
+		s.request(w, r, p, e, msg)
+	}
+}
+
+func knownMethod(m string) bool {
+	switch m {
+	case "initialize", "ping", "tools/list", "tools/call":
+		return true
+	}
+	return false
+}
+
+// initialize creates a session owned by the caller's namespace.
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p Principal, msg *message) {
+	var params struct {
+		ProtocolVersion string `json:"protocolVersion"`
+		ClientInfo      struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"clientInfo"`
+	}
+	if len(msg.Params) == 0 || json.Unmarshal(msg.Params, &params) != nil || params.ProtocolVersion == "" {
+		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidParams, "initialize needs params.protocolVersion"))
+		return
+	}
+	evicted, err := s.reg.reserve(p.Namespace)
+	switch {
+	case errors.Is(err, errNamespaceCap):
+		writeRetryLater(w, http.StatusTooManyRequests, s.opts.RetryAfter, "too many sessions for this credential")
+		return
+	case err != nil:
+		writeRetryLater(w, http.StatusServiceUnavailable, s.opts.RetryAfter, "session limit reached")
+		return
+	}
+	if evicted != nil {
+		// Synchronous, so the evicted id is gone before the new one exists.
+		s.ask(evicted.pid, &session.Delete{Reason: session.ReasonCap})
+	}
+	id := token.NewID("mcps_")
+	e := &entry{id: id, namespace: p.Namespace, act: &session.Activity{}}
+	props := session.Props(session.Config{
+		ID:              id,
+		Owner:           session.Owner{Namespace: p.Namespace, Credential: p.CredentialID},
+		ProtocolVersion: negotiate(params.ProtocolVersion),
+		ClientName:      truncate(params.ClientInfo.Name, 256),
+		ClientVersion:   truncate(params.ClientInfo.Version, 64),
+		Store:           s.store,
+		Now:             s.opts.Now,
+		IdleTimeout:     s.opts.IdleTimeout,
+		Activity:        e.act,
+		OnStop:          func(id, _ string) { s.reg.release(id) },
+		Logger:          s.opts.Logger,
+	})
+	pid, err := s.root.SpawnNamed(props, "session/"+id)
+	if err != nil {
+		s.reg.unreserve(p.Namespace)
+		s.opts.Logger.Error("spawn session", "err", err)
+		writeRPC(w, http.StatusInternalServerError, errorResponse(msg.ID, CodeInternalError, "internal error"))
+		return
+	}
+	e.pid = pid
+	s.reg.commit(e)
+	// Wait until the actor wrote its ownership record: the id is usable
+	// the moment the client reads it.
+	if _, err := s.ask(pid, &session.GetInfo{}); err != nil {
+		s.opts.Logger.Error("session did not start", "err", err)
+		writeRPC(w, http.StatusServiceUnavailable, errorResponse(msg.ID, CodeInternalError, "session did not start"))
+		s.root.Stop(pid)
+		return
+	}
+	w.Header().Set(headerSession, id)
+	writeRPC(w, http.StatusOK, resultResponse(msg.ID, map[string]any{
+		"protocolVersion": negotiate(params.ProtocolVersion),
+		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
+		"serverInfo":      map[string]string{"name": s.opts.ServerName, "version": s.opts.ServerVersion},
+	}))
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// notify handles a notification; unknown ones are ignored, as JSON-RPC asks.
+func (s *Server) notify(e *entry, msg *message) {
+	switch msg.Method {
+	case "notifications/initialized":
+		s.root.Send(e.pid, &session.Initialized{})
+	case "notifications/cancelled":
+		var params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(msg.Params, &params) == nil && len(params.RequestID) > 0 {
+			s.root.Send(e.pid, &session.Cancel{RequestID: string(params.RequestID)})
+		}
+	}
+}
+
+// request dispatches a request of an initialized session.
+func (s *Server) request(w http.ResponseWriter, r *http.Request, p Principal, e *entry, msg *message) {
+	switch msg.Method {
+	case "ping":
+		writeRPC(w, http.StatusOK, resultResponse(msg.ID, struct{}{}))
+	case "tools/list":
+		tools := s.backend.Tools(p)
+		list := make([]map[string]any, len(tools))
+		for i, t := range tools {
+			list[i] = map[string]any{"name": t.Name, "description": t.Description, "inputSchema": t.InputSchema}
+		}
+		writeRPC(w, http.StatusOK, resultResponse(msg.ID, map[string]any{"tools": list}))
+	case "tools/call":
+		s.callTool(w, r, p, e, msg)
+	default:
+		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeMethodNotFound, fmt.Sprintf("method %q not found", msg.Method)))
+	}
+}
+
+func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e *entry, msg *message) {
+	var params struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Meta      struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
+	}
+	if json.Unmarshal(msg.Params, &params) != nil || params.Name == "" {
+		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidParams, "tools/call needs params.name"))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	res, err := s.ask(e.pid, &session.Begin{RequestID: string(msg.ID), Cancel: cancel})
+	switch {
+	case err != nil:
+		writeRPC(w, http.StatusServiceUnavailable, errorResponse(msg.ID, CodeInternalError, "session busy"))
+		return
+	case errors.Is(res.(*session.Begun).Err, session.ErrClosed):
+		writeNotFound(w)
+		return
+	case res.(*session.Begun).Err != nil:
+		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidRequest, res.(*session.Begun).Err.Error()))
+		return
+	}
+	defer s.root.Send(e.pid, &session.End{RequestID: string(msg.ID)})
+
+	out := &callWriter{w: w, s: s, ctx: ctx, cancel: cancel, credential: p.CredentialID}
+	var progress func(float64, float64, string)
+	if len(params.Meta.ProgressToken) > 0 {
+		progress = func(done, total float64, message string) {
+			n := map[string]any{"progressToken": params.Meta.ProgressToken, "progress": done}
+			if total > 0 {
+				n["total"] = total
+			}
+			if message != "" {
+				n["message"] = message
+			}
+			out.event(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": n})
+		}
+	}
+	result, err := s.backend.CallTool(ctx, p, params.Name, params.Arguments, progress)
+	switch {
+	case errors.Is(err, ErrUnknownTool):
+		out.finish(errorResponse(msg.ID, CodeInvalidParams, fmt.Sprintf("unknown tool %q", params.Name)))
+	case err != nil:
+		s.opts.Logger.Error("tool call", "tool", params.Name, "err", err)
+		out.finish(errorResponse(msg.ID, CodeInternalError, "internal error"))
+	default:
+		body := map[string]any{
+			"content": []map[string]string{{"type": "text", "text": result.Text}},
+			"isError": result.IsError,
+		}
+		if result.Structured != nil {
+			body["structuredContent"] = result.Structured
+		}
+		out.finish(resultResponse(msg.ID, body))
+	}
+}
+
+// callWriter answers one request: application/json when the result is all
+// there is, text/event-stream once a notification has to go first.
+type callWriter struct {
+	w          http.ResponseWriter
+	s          *Server
+	ctx        context.Context
+	cancel     context.CancelFunc
+	credential string
+
+	mu        sync.Mutex // guards the fields below; progress may come from any goroutine
+	streaming bool
+	done      bool
+}
+
+func (c *callWriter) event(v any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done || c.ctx.Err() != nil {
+		return
+	}
+	if !c.streaming {
+		c.streaming = true
+		h := c.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		c.w.WriteHeader(http.StatusOK)
+		// A stream opened under a credential closes when it is revoked or
+		// expires: the call is cancelled and the response ends.
+		go func() {
+			select {
+			case <-credentialDead(c.ctx, c.s.store, c.credential, c.s.opts.Now):
+				c.cancel()
+			case <-c.ctx.Done():
+			}
+		}()
+	}
+	if err := writeEvent(c.w, v); err != nil {
+		c.cancel()
+	}
+}
+
+func (c *callWriter) finish(r *response) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done = true
+	if !c.streaming {
+		writeRPC(c.w, http.StatusOK, r)
+		return
+	}
+	if c.ctx.Err() != nil {
+		return // the stream was closed under it (revocation, DELETE)
+	}
+	writeEvent(c.w, r)
+}
+
+func writeEvent(w http.ResponseWriter, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", b); err != nil {
+		return err
+	}
+	return http.NewResponseController(w).Flush()
+}
+
+// handleGet opens the session's standalone SSE stream.
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if !s.guard(w, r) {
+		return
+	}
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	sid := r.Header.Get(headerSession)
+	var e *entry
+	if sid != "" {
+		if e = s.lookup(sid, p); e == nil {
+			writeNotFound(w)
+			return
+		}
+	}
+	if !versionOK(r) {
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "unsupported MCP-Protocol-Version"))
+		return
+	}
+	if !accepts(r, "text/event-stream") {
+		writeRPC(w, http.StatusNotAcceptable, errorResponse(nil, CodeInvalidRequest, "Accept must include text/event-stream"))
+		return
+	}
+	if e == nil {
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeSessionRequired, "Mcp-Session-Id required"))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	res, err := s.ask(e.pid, &session.OpenStream{Close: cancel})
+	switch {
+	case err != nil:
+		writeRPC(w, http.StatusServiceUnavailable, errorResponse(nil, CodeInternalError, "session busy"))
+		return
+	case errors.Is(res.(*session.StreamOpened).Err, session.ErrStreamBusy):
+		writeRPC(w, http.StatusConflict, errorResponse(nil, CodeInvalidRequest, "a stream is already open for this session"))
+		return
+	case res.(*session.StreamOpened).Err != nil:
+		writeNotFound(w)
+		return
+	}
+	e.act.Begin(s.opts.Now())
+	defer func() {
+		e.act.End(s.opts.Now())
+		s.root.Send(e.pid, &session.StreamClosed{})
+	}()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	dead := credentialDead(ctx, s.store, p.CredentialID, s.opts.Now)
+	tick := time.NewTicker(s.opts.KeepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-dead:
+			return
+		case <-tick.C:
+			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// handleDelete ends a session on its owner's request.
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if !s.guard(w, r) {
+		return
+	}
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	sid := r.Header.Get(headerSession)
+	if sid == "" {
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeSessionRequired, "Mcp-Session-Id required"))
+		return
+	}
+	e := s.lookup(sid, p)
+	if e == nil {
+		writeNotFound(w)
+		return
+	}
+	res, err := s.ask(e.pid, &session.Delete{Reason: session.ReasonDeleted})
+	if err != nil {
+		writeRPC(w, http.StatusServiceUnavailable, errorResponse(nil, CodeInternalError, "session busy"))
+		return
+	}
+	if res.(*session.Deleted).Err != nil {
+		writeNotFound(w)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// credentialDead returns a channel closed when the credential stops being
+// live (revoked, removed or expired), or never if ctx ends first. It waits
+// on the store's watch channels and a timer for the expiry; it never polls.
+func credentialDead(ctx context.Context, store *memdb.Store, id string, now func() time.Time) <-chan struct{} {
+	dead := make(chan struct{})
+	go func() {
+		for {
+			ws := memdb.NewWatchSet()
+			c, err := store.Read().Credential(ws, id)
+			if err != nil || !c.LiveAt(now()) {
+				close(dead)
+				return
+			}
+			wctx, cancel := ctx, context.CancelFunc(func() {})
+			if !c.Expires.IsZero() {
+				wctx, cancel = context.WithTimeout(ctx, max(c.Expires.Sub(now()), time.Millisecond))
+			}
+			ws.WatchCtx(wctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}()
+	return dead
+}

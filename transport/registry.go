@@ -1,0 +1,144 @@
+package transport
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agenthost/mcpruntime/actors/session"
+)
+
+// entry is one live session as the transport knows it.
+type entry struct {
+	id        string
+	namespace string
+	pid       *actor.PID
+	act       *session.Activity
+}
+
+var (
+	errGlobalCap    = errors.New("session limit reached")
+	errNamespaceCap = errors.New("namespace session limit reached")
+	errClosing      = errors.New("endpoint closing")
+)
+
+// registry counts sessions against the caps. A slot is reserved before
+// initialize runs, so concurrent initializes cannot overshoot (SPEC §5).
+type registry struct {
+	mu       sync.Mutex // guards the fields below
+	max      int
+	maxPerNS int
+	reserved int                          // slots held, live sessions and initializes in progress
+	perNS    map[string]int               // same, by namespace
+	byID     map[string]*entry            // live sessions
+	byNS     map[string]map[string]*entry // live sessions by namespace
+	closed   bool
+}
+
+func (g *registry) init(max, maxPerNS int) {
+	g.max, g.maxPerNS = max, maxPerNS
+	g.perNS = map[string]int{}
+	g.byID = map[string]*entry{}
+	g.byNS = map[string]map[string]*entry{}
+}
+
+// reserve holds a slot for namespace. When the namespace is full it evicts
+// its least recently active idle session, returned so the caller can end
+// it; with none idle it fails with errNamespaceCap.
+func (g *registry) reserve(namespace string) (evicted *entry, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, errClosing
+	}
+	if g.perNS[namespace] >= g.maxPerNS {
+		for _, e := range g.byNS[namespace] {
+			if e.act.Busy() {
+				continue
+			}
+			if evicted == nil || e.act.Last().Before(evicted.act.Last()) {
+				evicted = e
+			}
+		}
+		if evicted == nil {
+			return nil, errNamespaceCap
+		}
+		g.removeLocked(evicted.id)
+	}
+	if evicted == nil && g.reserved >= g.max {
+		return nil, errGlobalCap
+	}
+	g.reserved++
+	g.perNS[namespace]++
+	return evicted, nil
+}
+
+// unreserve gives back a slot whose initialize failed.
+func (g *registry) unreserve(namespace string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.reserved--
+	if g.perNS[namespace]--; g.perNS[namespace] <= 0 {
+		delete(g.perNS, namespace)
+	}
+}
+
+// commit turns a reservation into a live session.
+func (g *registry) commit(e *entry) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.byID[e.id] = e
+	if g.byNS[e.namespace] == nil {
+		g.byNS[e.namespace] = map[string]*entry{}
+	}
+	g.byNS[e.namespace][e.id] = e
+}
+
+// release frees the slot of a session that ended. Called from the session
+// actor's OnStop; a session already removed by eviction is ignored.
+func (g *registry) release(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.removeLocked(id)
+}
+
+func (g *registry) removeLocked(id string) {
+	e := g.byID[id]
+	if e == nil {
+		return
+	}
+	delete(g.byID, id)
+	delete(g.byNS[e.namespace], id)
+	if len(g.byNS[e.namespace]) == 0 {
+		delete(g.byNS, e.namespace)
+	}
+	g.reserved--
+	if g.perNS[e.namespace]--; g.perNS[e.namespace] <= 0 {
+		delete(g.perNS, e.namespace)
+	}
+}
+
+func (g *registry) get(id string) *entry {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.byID[id]
+}
+
+func (g *registry) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.byID)
+}
+
+// closeAll refuses new sessions and returns the live ones.
+func (g *registry) closeAll() []*entry {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	out := make([]*entry, 0, len(g.byID))
+	for _, e := range g.byID {
+		out = append(out, e)
+	}
+	return out
+}

@@ -1,0 +1,316 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/agenthost/mcpruntime/actors/session"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// Protocol versions served, newest first (SPEC §5).
+var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+// defaultProtocolVersion is assumed when a request has no
+// MCP-Protocol-Version header.
+const defaultProtocolVersion = "2025-03-26"
+
+// ErrUnknownTool is returned by a Backend's CallTool for a name no tool
+// has; the client gets JSON-RPC -32602.
+var ErrUnknownTool = errors.New("unknown tool")
+
+// Principal is who a request's token authenticates as.
+type Principal struct {
+	Namespace    string
+	CredentialID string
+	// Value is the backend's own principal, handed back to it on dispatch.
+	Value any
+}
+
+// ToolDescriptor is one entry of tools/list.
+type ToolDescriptor struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage
+}
+
+// CallResult is a tools/call result.
+type CallResult struct {
+	Text       string
+	Structured any
+	IsError    bool
+}
+
+// Backend is what the transport serves: authentication and tools. The
+// module root implements it over the Runtime.
+type Backend interface {
+	Authenticate(token string) (Principal, error)
+	Tools(p Principal) []ToolDescriptor
+	CallTool(ctx context.Context, p Principal, name string, args json.RawMessage, progress func(progress, total float64, message string)) (*CallResult, error)
+}
+
+// Options are the transport's settings. Zero values mean the defaults
+// given on each field.
+type Options struct {
+	// Path of the MCP endpoint. Zero: "/mcp".
+	Path string
+	// AllowedOrigins are Origin values accepted besides loopback ones
+	// (http(s)://localhost, 127.0.0.0/8, [::1], any port). A request with any
+	// other Origin gets 403.
+	AllowedOrigins []string
+	// AllowAnyOrigin turns the Origin check off. Not for production.
+	AllowAnyOrigin bool
+	// AllowedHosts are Host names accepted besides loopback ones. A request
+	// with any other Host gets 403 (DNS-rebinding guard).
+	AllowedHosts []string
+	// DisableHostCheck turns the Host check off (a server bound beyond
+	// loopback behind a proxy that checks it).
+	DisableHostCheck bool
+	// MaxBodyBytes bounds a POST body. Zero: 4 MiB.
+	MaxBodyBytes int64
+	// IdleTimeout ends a session with nothing in flight for this long.
+	// Zero: 30 min; negative: never.
+	IdleTimeout time.Duration
+	// MaxSessionsPerNamespace: the next initialize evicts the namespace's
+	// least recently active idle session, or gets 429. Zero: 64.
+	MaxSessionsPerNamespace int
+	// MaxSessions: past it initialize gets 503. Zero: 100 000.
+	MaxSessions int
+	// KeepAlive is the interval of SSE keep-alive comments. Zero: 25 s.
+	KeepAlive time.Duration
+	// RetryAfter is the Retry-After of 429 and 503 answers. Zero: 1 s.
+	RetryAfter time.Duration
+	// ActorTimeout bounds each request to a session actor. Zero: 5 s.
+	ActorTimeout time.Duration
+	// ServerName and ServerVersion go into the initialize result.
+	ServerName    string
+	ServerVersion string
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+	// Logger. Nil: slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Path == "" {
+		o.Path = "/mcp"
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 30 * time.Minute
+	}
+	if o.IdleTimeout < 0 {
+		o.IdleTimeout = 0
+	}
+	if o.MaxSessionsPerNamespace <= 0 {
+		o.MaxSessionsPerNamespace = 64
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 100_000
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 25 * time.Second
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = time.Second
+	}
+	if o.ActorTimeout <= 0 {
+		o.ActorTimeout = 5 * time.Second
+	}
+	if o.ServerName == "" {
+		o.ServerName = "mcpruntime"
+	}
+	if o.ServerVersion == "" {
+		o.ServerVersion = "0.1.0"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Server is the MCP Streamable HTTP endpoint. It is an http.Handler.
+type Server struct {
+	opts    Options
+	backend Backend
+	store   *memdb.Store
+	root    *actor.RootContext
+	router  *httprouter.Router
+	reg     registry
+	closing sync.Once
+}
+
+// New returns the endpoint. Sessions are actors of system; their records
+// live in store.
+func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
+	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
+	s.reg.init(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace)
+	r := httprouter.New()
+	r.HandleMethodNotAllowed = true
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleOPTIONS = false
+	r.POST(s.opts.Path, s.handlePost)
+	r.GET(s.opts.Path, s.handleGet)
+	r.DELETE(s.opts.Path, s.handleDelete)
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Allow", "POST, GET, DELETE")
+		writeRPC(w, http.StatusMethodNotAllowed, errorResponse(nil, CodeInvalidRequest, "method not allowed"))
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		s.opts.Logger.Error("panic serving MCP request", "method", req.Method, "panic", v)
+		writeRPC(w, http.StatusInternalServerError, errorResponse(nil, CodeInternalError, "internal error"))
+	}
+	s.router = r
+	return s
+}
+
+// ServeHTTP serves the endpoint.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Close ends every session (their streams close, their calls are
+// cancelled) and waits for their actors to stop. New initializes fail.
+func (s *Server) Close() {
+	s.closing.Do(func() {
+		for _, e := range s.reg.closeAll() {
+			res, err := s.root.RequestFuture(e.pid, &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Result()
+			_, _ = res, err
+			_ = s.root.StopFuture(e.pid).Wait()
+		}
+	})
+}
+
+// Sessions returns the number of live sessions.
+func (s *Server) Sessions() int { return s.reg.count() }
+
+// guard is SPEC §5 step 1: Origin and Host.
+func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
+	if origin := r.Header.Get("Origin"); origin != "" && !s.opts.AllowAnyOrigin && !s.originAllowed(origin) {
+		writeForbidden(w)
+		return false
+	}
+	if !s.opts.DisableHostCheck && !s.hostAllowed(r.Host) {
+		writeForbidden(w)
+		return false
+	}
+	return true
+}
+
+func (s *Server) originAllowed(origin string) bool {
+	if slices.Contains(s.opts.AllowedOrigins, origin) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" {
+		return false
+	}
+	return loopbackHost(u.Hostname())
+}
+
+func (s *Server) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	return loopbackHost(host) || slices.Contains(s.opts.AllowedHosts, host)
+}
+
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authenticate is SPEC §5 step 2. The token comes from the Authorization
+// header only; a token in the query string is never read.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal, bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		writeUnauthorized(w, false)
+		return Principal{}, false
+	}
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		writeUnauthorized(w, true)
+		return Principal{}, false
+	}
+	p, err := s.backend.Authenticate(strings.TrimSpace(tok))
+	if err != nil {
+		writeUnauthorized(w, true)
+		return Principal{}, false
+	}
+	return p, true
+}
+
+// lookup is SPEC §5 step 3: the session named by the request, if the
+// caller's namespace owns it. Unknown, ended and foreign sessions are all
+// nil, and nothing about them is touched.
+func (s *Server) lookup(id string, p Principal) *entry {
+	rec, err := s.store.Read().MCPSession(nil, id)
+	if err != nil || !(session.Owner{Namespace: rec.Owner}).Owns(p.Namespace) {
+		return nil
+	}
+	return s.reg.get(id)
+}
+
+// versionOK checks MCP-Protocol-Version (absent: 2025-03-26).
+func versionOK(r *http.Request) bool {
+	v := r.Header.Get("MCP-Protocol-Version")
+	return v == "" || slices.Contains(protocolVersions, v)
+}
+
+func negotiate(requested string) string {
+	if slices.Contains(protocolVersions, requested) {
+		return requested
+	}
+	return protocolVersions[0]
+}
+
+// accepts reports whether the Accept header admits every media type in
+// want (exact or */*, type/*).
+func accepts(r *http.Request, want ...string) bool {
+	var have []string
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			have = append(have, strings.ToLower(strings.TrimSpace(mt)))
+		}
+	}
+	for _, w := range want {
+		typ, _, _ := strings.Cut(w, "/")
+		if !slices.Contains(have, w) && !slices.Contains(have, "*/*") && !slices.Contains(have, typ+"/*") {
+			return false
+		}
+	}
+	return true
+}
+
+func isJSONContentType(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
+}
+
+// ask sends msg to a session actor and waits for its answer.
+func (s *Server) ask(pid *actor.PID, msg any) (any, error) {
+	return s.root.RequestFuture(pid, msg, s.opts.ActorTimeout).Result()
+}
