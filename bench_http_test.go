@@ -1,0 +1,87 @@
+package mcpruntime_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	mcpruntime "github.com/agenthost/mcpruntime"
+)
+
+// benchSession starts an MCP endpoint over the bench runtime and
+// initializes one session; it returns a function that posts a body on that
+// session and checks the status.
+func benchSession(b *testing.B) func(body []byte) []byte {
+	b.Helper()
+	rt, _, tok := benchRuntime(b)
+	h, err := rt.MCPHandler(mcpruntime.MCPOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	client := srv.Client()
+	post := func(sid string, body []byte) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, out
+	}
+	resp, _ := post("", []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`))
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		b.Fatalf("initialize: %s", resp.Status)
+	}
+	return func(body []byte) []byte {
+		resp, out := post(sid, body)
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("POST: %s: %s", resp.Status, out)
+		}
+		return out
+	}
+}
+
+// BenchmarkHTTPToolCall is one tools/call (thread_read) through the whole
+// stack: HTTP, Origin/Host guard, authentication, owner check, session
+// actor round trip, schema validation, tool, JSON response. Client and
+// server share the process, so the figure includes the client's cost.
+func BenchmarkHTTPToolCall(b *testing.B) {
+	post := benchSession(b)
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"thread_read","arguments":{}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		out := post(body)
+		var r struct {
+			Result struct {
+				IsError bool `json:"isError"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil || r.Result.IsError {
+			b.Fatalf("tools/call: %s", out)
+		}
+	}
+}
+
+// BenchmarkHTTPPing is the floor of the stack: everything but the tool.
+func BenchmarkHTTPPing(b *testing.B) {
+	post := benchSession(b)
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		post(body)
+	}
+}
