@@ -31,7 +31,8 @@ prop: ## the property suite, long (1000 checks per property)
 	$(GO) test -run 'Prop|Machine' -count=1 ./proptest/ -rapid.checks=1000
 
 .PHONY: fuzz
-fuzz: ## the lifecycle state machine as a fuzz target, 30 s
+fuzz: ## fuzz the HTTP handler and the lifecycle state machine, 30 s each
+	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./transport/
 	$(GO) test -run '^$$' -fuzz=FuzzLifecycleMachine -fuzztime=30s ./proptest/
 
 .PHONY: bench
