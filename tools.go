@@ -52,8 +52,9 @@ type Tool struct {
 	// Name is 1–128 characters of [A-Za-z0-9_.-].
 	Name        string
 	Description string
-	// InputSchema is the JSON Schema of the arguments object. Nil: an object
-	// with no required properties. It is compiled once, at registration.
+	// InputSchema is the JSON Schema of the arguments object; its "type" must
+	// be "object", as MCP requires. Nil: {"type":"object"}. It is compiled
+	// once, at registration.
 	InputSchema json.RawMessage
 	Access      Access
 	// Capability, if set, must be among the caller's capabilities.
@@ -182,7 +183,7 @@ func (r *Runtime) RegisterTool(t Tool) error {
 		t.InputSchema = emptyObjectSchema
 	}
 	var probe map[string]any
-	if err := json.Unmarshal(t.InputSchema, &probe); err != nil || (probe["type"] != nil && probe["type"] != "object") {
+	if err := json.Unmarshal(t.InputSchema, &probe); err != nil || probe["type"] != "object" {
 		return fmt.Errorf("tool %s: input schema must be a JSON object schema of type \"object\": %w", t.Name, ErrInvalidTool)
 	}
 	sch, err := compileSchema(t.Name, t.InputSchema)

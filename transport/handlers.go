@@ -436,6 +436,10 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprout
 		writeNotFound(w)
 		return
 	}
+	if !versionOK(r) {
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "unsupported MCP-Protocol-Version"))
+		return
+	}
 	res, err := s.ask(e.pid, &session.Delete{Reason: session.ReasonDeleted})
 	if err != nil {
 		writeRPC(w, http.StatusServiceUnavailable, errorResponse(nil, CodeInternalError, "session busy"))
