@@ -46,7 +46,6 @@ type child struct {
 	openReply *actor.PID // requester of the OpenSession that created it
 	record    *memdb.ProviderSession
 	closed    bool // closed (or aborted); waiting for the actor to stop
-	failed    bool // its open failed; stopped by the instance actor
 	// openAnswered: openReply has had its answer (success or failure).
 	openAnswered bool
 	// closedRecord and closeReplies: CloseSession is answered once the
@@ -197,7 +196,7 @@ func (a *instanceActor) opened(ctx actor.Context, msg *childOpened) {
 	case msg.err != nil:
 		// Nothing was opened or recorded: stop the child quietly. (The child
 		// does not stop itself: its Terminated could overtake this message.)
-		c.closed, c.failed = true, true
+		c.closed = true
 		if c.closedRecord == nil { // not closed while it was opening
 			c.closedRecord = &memdb.ProviderSession{ID: c.id, Instance: a.cfg.Instance.ID, State: memdb.SessionClosed}
 		}
