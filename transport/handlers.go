@@ -148,7 +148,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p Principal,
 		Now:             s.opts.Now,
 		IdleTimeout:     s.opts.IdleTimeout,
 		Activity:        e.act,
-		OnStop:          func(id, _ string) { s.reg.release(id) },
+		OnEnd:           func(id, _ string) { s.reg.release(id) },
 		Logger:          s.opts.Logger,
 	})
 	pid, err := s.root.SpawnNamed(props, "session/"+id)

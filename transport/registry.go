@@ -96,7 +96,8 @@ func (g *registry) commit(e *entry) {
 }
 
 // release frees the slot of a session that ended. Called from the session
-// actor's OnStop; a session already removed by eviction is ignored.
+// actor's OnEnd, before a DELETE is answered; a session already removed by
+// eviction is ignored.
 func (g *registry) release(id string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

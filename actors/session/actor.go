@@ -25,8 +25,9 @@ type Config struct {
 	// this long. Zero: never.
 	IdleTimeout time.Duration
 	Activity    *Activity
-	// OnStop is called once, from the actor, when it has stopped.
-	OnStop func(id string, reason string)
+	// OnEnd is called once, from the actor, as soon as the session ends (its
+	// record is gone; the actor stops right after).
+	OnEnd  func(id string, reason string)
 	Logger *slog.Logger
 }
 
@@ -45,7 +46,13 @@ type sessionActor struct {
 	created     time.Time
 	ending      string // reason, once the session is ending
 	stopWatch   context.CancelFunc
+	idleTimer   *time.Timer
 }
+
+// idleCheck is sent by the session's own idle timer. (protoactor's receive
+// timeout is not used: its timer goroutine writes actor state unguarded,
+// asynkron/protoactor-go#1139.)
+type idleCheck struct{}
 
 func (a *sessionActor) Receive(ctx actor.Context) {
 	if a.ending != "" {
@@ -86,7 +93,7 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 		ctx.Respond(&Deleted{})
 	case *ownerDead:
 		a.end(ctx, ReasonRevoked)
-	case *actor.ReceiveTimeout:
+	case *idleCheck:
 		a.idle(ctx)
 	case *actor.Stopped:
 		a.stopped()
@@ -133,7 +140,7 @@ func (a *sessionActor) start(ctx actor.Context) {
 		a.cfg.Logger.Error("write session record", "err", err)
 	}
 	if a.cfg.IdleTimeout > 0 {
-		ctx.SetReceiveTimeout(a.cfg.IdleTimeout)
+		a.armIdle(ctx, a.cfg.IdleTimeout)
 	}
 	watchCtx, cancel := context.WithCancel(context.Background())
 	a.stopWatch = cancel
@@ -153,12 +160,19 @@ func (a *sessionActor) info() *Info {
 	}
 }
 
+// armIdle schedules the next idle check. The timer only sends a message:
+// the check itself runs on the actor's turn.
+func (a *sessionActor) armIdle(ctx actor.Context, d time.Duration) {
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	a.idleTimer = time.AfterFunc(d, func() { root.Send(self, &idleCheck{}) })
+}
+
 // idle evicts the session if nothing happened for IdleTimeout and nothing
-// is open; otherwise it waits for the rest of the window.
+// is open; otherwise it checks again when the window would end.
 func (a *sessionActor) idle(ctx actor.Context) {
 	since := a.cfg.Now().Sub(a.cfg.Activity.Last())
 	if len(a.inflight) > 0 || a.stream != nil || a.cfg.Activity.Busy() || since < a.cfg.IdleTimeout {
-		ctx.SetReceiveTimeout(max(a.cfg.IdleTimeout-since, time.Millisecond))
+		a.armIdle(ctx, max(a.cfg.IdleTimeout-since, time.Millisecond))
 		return
 	}
 	a.end(ctx, ReasonIdle)
@@ -179,13 +193,16 @@ func (a *sessionActor) end(ctx actor.Context, reason string) {
 	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.cfg.ID) }); err != nil {
 		a.cfg.Logger.Error("delete session record", "err", err)
 	}
-	ctx.CancelReceiveTimeout()
+	a.cfg.OnEnd(a.cfg.ID, reason)
 	ctx.Poison(ctx.Self())
 }
 
 func (a *sessionActor) stopped() {
 	if a.stopWatch != nil {
 		a.stopWatch()
+	}
+	if a.idleTimer != nil {
+		a.idleTimer.Stop()
 	}
 	if a.ending == "" {
 		// Stopped from outside (shutdown): the record goes too.
@@ -197,9 +214,7 @@ func (a *sessionActor) stopped() {
 			a.stream()
 		}
 		_ = a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.cfg.ID) })
-	}
-	if a.cfg.OnStop != nil {
-		a.cfg.OnStop(a.cfg.ID, a.ending)
+		a.cfg.OnEnd(a.cfg.ID, a.ending)
 	}
 }
 

@@ -22,8 +22,8 @@
 // IdleTimeout), on cap eviction by the transport, or when its owner
 // namespace has no live credential left (revoked or expired: the watcher
 // sees the store change). Ending cancels every request in flight, closes the
-// stream, removes the ownership record, and stops the actor; OnStop then
-// frees the transport's slot. The record is removed before the actor stops,
+// stream, removes the ownership record, calls OnEnd (the transport frees the
+// session's slot there), and stops the actor. The record is removed before the actor stops,
 // so the id answers 404 forever after.
 //
 // # Invariants
