@@ -344,3 +344,34 @@ func TestHTTPStreamCancelInflight(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPStreamConcurrentCallsOnOneSession: several tools/call are in
+// flight on one session at once, and neither they nor the session's other
+// requests wait for each other; each is cancelled on its own.
+func TestHTTPStreamConcurrentCallsOnOneSession(t *testing.T) {
+	rt := quietRuntime(t, mcpruntime.Config{})
+	registerInproc(t, rt, "A")
+	createThreads(t, rt, "T")
+	_, tok := openMinted(t, rt, "T", "A")
+	tool := registerBlockingTool(t, rt, "block", false)
+	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
+	sid := e.initialize(tok)
+
+	ids := []string{`"c-1"`, `"c-2"`, `"c-3"`}
+	var calls []*pendingPost
+	for _, id := range ids {
+		calls = append(calls, e.asyncPost(tok, sid, callBody(id, "block", "")))
+	}
+	for range ids {
+		tool.waitStarted(t, "three calls in flight at once")
+	}
+	e.wantPing("while three calls are in flight", tok, sid)
+
+	for i, id := range ids {
+		body := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `}}`
+		wantStatus(t, "cancel "+id, e.post(tok, sid, body), http.StatusAccepted)
+		tool.wantCancelled(t, "call "+id)
+		calls[i].await(t, "call "+id)
+	}
+	e.wantPing("after the calls", tok, sid)
+}
