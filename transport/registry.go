@@ -2,7 +2,10 @@ package transport
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -141,5 +144,36 @@ func (g *registry) closeAll() []*entry {
 	for _, e := range g.byID {
 		out = append(out, e)
 	}
+	return out
+}
+
+// SessionInfo describes one live MCP session, for operators. It carries no
+// token and no credential secret.
+type SessionInfo struct {
+	ID         string
+	Owner      string // namespace
+	Created    time.Time
+	LastActive time.Time
+	Busy       bool // a call in flight or a stream open
+}
+
+// SessionInfos lists the live sessions, ordered by id.
+func (s *Server) SessionInfos() []SessionInfo {
+	s.reg.mu.Lock()
+	entries := make([]*entry, 0, len(s.reg.byID))
+	for _, e := range s.reg.byID {
+		entries = append(entries, e)
+	}
+	s.reg.mu.Unlock()
+	r := s.store.Read()
+	out := make([]SessionInfo, 0, len(entries))
+	for _, e := range entries {
+		info := SessionInfo{ID: e.id, Owner: e.namespace, LastActive: e.act.Last(), Busy: e.act.Busy()}
+		if rec, err := r.MCPSession(nil, e.id); err == nil {
+			info.Created = rec.Created
+		}
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
