@@ -375,3 +375,26 @@ func TestHTTPStreamConcurrentCallsOnOneSession(t *testing.T) {
 	}
 	e.wantPing("after the calls", tok, sid)
 }
+
+// TestHTTPStreamClosesOnExpiry: a credential that expires (no turn within
+// its liveness window) closes the streams opened under it within 1 s of
+// its expiry, with no request and no revoke call to trigger it, and the
+// session, whose namespace has no live credential left, ends.
+func TestHTTPStreamClosesOnExpiry(t *testing.T) {
+	const window = 400 * time.Millisecond
+	rt := quietRuntime(t, mcpruntime.Config{CredentialWindow: window})
+	registerInproc(t, rt, "A")
+	createThreads(t, rt, "T")
+	_, tok := openMinted(t, rt, "T", "A")
+	p := assertLive(t, rt, "fresh credential", tok)
+	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{}) // keep-alives every 25 s: they cannot end the stream
+	sid := e.initialize(tok)
+	st := e.stream(tok, sid)
+
+	st.wantEndWithin(t, "expiry", p.Expires, streamCloseWithin)
+	if st.ended.Before(p.Expires) {
+		t.Fatalf("stream ended at %v, before its credential expired at %v", st.ended, p.Expires)
+	}
+	waitSessionGone(t, rt, "expiry", sid)
+	want401(t, "request after expiry", e.post(tok, sid, `{"jsonrpc":"2.0","id":1,"method":"ping"}`), `Bearer error="invalid_token"`)
+}
