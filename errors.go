@@ -78,5 +78,8 @@ type AuthError struct {
 
 func (e *AuthError) Error() string { return "unauthenticated: " + e.Reason + " token" }
 
+// AuthReason returns Reason, for the transport's metrics.
+func (e *AuthError) AuthReason() string { return e.Reason }
+
 // Is makes errors.Is(err, ErrUnauthenticated) true.
 func (e *AuthError) Is(target error) bool { return target == ErrUnauthenticated }

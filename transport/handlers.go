@@ -148,8 +148,11 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p Principal,
 		Now:             s.opts.Now,
 		IdleTimeout:     s.opts.IdleTimeout,
 		Activity:        e.act,
-		OnEnd:           func(id, _ string) { s.reg.release(id) },
-		Logger:          s.opts.Logger,
+		OnEnd: func(id, reason string) {
+			s.reg.release(id)
+			s.opts.Observer.SessionClosed(reason)
+		},
+		Logger: s.opts.Logger,
 	})
 	pid, err := s.root.SpawnNamed(props, "session/"+id)
 	if err != nil {
@@ -160,6 +163,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p Principal,
 	}
 	e.pid = pid
 	s.reg.commit(e)
+	s.opts.Observer.SessionOpened()
 	// Wait until the actor wrote its ownership record: the id is usable
 	// the moment the client reads it.
 	if _, err := s.ask(pid, &session.GetInfo{}); err != nil {

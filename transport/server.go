@@ -101,7 +101,37 @@ type Options struct {
 	Now func() time.Time
 	// Logger. Nil: slog.Default().
 	Logger *slog.Logger
+	// Observer is told about requests, authentication failures and session
+	// lifecycles, for metrics. Nil: nobody.
+	Observer Observer
 }
+
+// Observer receives the transport's events. Methods are called from
+// request goroutines and session actors: they must be quick and safe for
+// concurrent use.
+type Observer interface {
+	// Request is called once per request with the HTTP method, the status
+	// answered and how long it took (for a stream: until it ended).
+	Request(method string, status int, d time.Duration)
+	// AuthFailure is called for every 401, with a reason: "missing",
+	// "malformed_header", or the backend's (see AuthReasoner).
+	AuthFailure(reason string)
+	// SessionOpened and SessionClosed bracket every session; the close
+	// reason is one of the session package's Reason constants.
+	SessionOpened()
+	SessionClosed(reason string)
+}
+
+// AuthReasoner is implemented by a backend's authentication errors that
+// can say why (e.g. "revoked", "expired"); others count as "invalid".
+type AuthReasoner interface{ AuthReason() string }
+
+type nopObserver struct{}
+
+func (nopObserver) Request(string, int, time.Duration) {}
+func (nopObserver) AuthFailure(string)                 {}
+func (nopObserver) SessionOpened()                     {}
+func (nopObserver) SessionClosed(string)               {}
 
 func (o Options) withDefaults() Options {
 	if o.Path == "" {
@@ -143,6 +173,9 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
 	return o
 }
 
@@ -183,7 +216,39 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 }
 
 // ServeHTTP serves the endpoint.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	s.router.ServeHTTP(sw, r)
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	s.opts.Observer.Request(r.Method, status, time.Since(start))
+}
+
+// statusWriter records the status written. Unwrap keeps
+// http.ResponseController (Flush) working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Close ends every session (their streams close, their calls are
 // cancelled) and waits for their actors to stop. New initializes fail.
@@ -246,16 +311,24 @@ func loopbackHost(host string) bool {
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal, bool) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
+		s.opts.Observer.AuthFailure("missing")
 		writeUnauthorized(w, false)
 		return Principal{}, false
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		s.opts.Observer.AuthFailure("malformed_header")
 		writeUnauthorized(w, true)
 		return Principal{}, false
 	}
 	p, err := s.backend.Authenticate(strings.TrimSpace(tok))
 	if err != nil {
+		reason := "invalid"
+		var ar AuthReasoner
+		if errors.As(err, &ar) {
+			reason = ar.AuthReason()
+		}
+		s.opts.Observer.AuthFailure(reason)
 		writeUnauthorized(w, true)
 		return Principal{}, false
 	}

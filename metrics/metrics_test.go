@@ -1,0 +1,120 @@
+package metrics_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/metrics"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestMetricsCountWhatHappens(t *testing.T) {
+	ctx := context.Background()
+	rt, err := mcpruntime.New(mcpruntime.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	if err := rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.CreateThread(ctx, "T", mcpruntime.ThreadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := rt.OpenProviderSession(ctx, "T", "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	var srvSessions func() int
+	m := metrics.New(reg, rt, func() int { return srvSessions() })
+	h, err := rt.MCPHandler(mcpruntime.MCPOptions{Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvSessions = h.Sessions
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	do := func(method, authz, sid, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+"/mcp", strings.NewReader(body))
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	resp := do(http.MethodPost, ps.Authorization, "", init)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %s", resp.Status)
+	}
+	do(http.MethodPost, "", "", init)                                                      // 401 missing
+	do(http.MethodPost, "Bearer mcprt_nope", "", init)                                     // 401 malformed
+	do(http.MethodDelete, ps.Authorization, sid, "")                                       // 204
+	do(http.MethodPost, ps.Authorization, sid, `{"jsonrpc":"2.0","id":2,"method":"ping"}`) // 404
+
+	want := `
+# HELP mcpruntime_auth_failures_total Requests answered 401, by reason (missing, malformed_header, malformed, unknown, revoked, expired).
+# TYPE mcpruntime_auth_failures_total counter
+mcpruntime_auth_failures_total{reason="malformed"} 1
+mcpruntime_auth_failures_total{reason="missing"} 1
+# HELP mcpruntime_http_requests_total MCP endpoint requests, by HTTP method and status.
+# TYPE mcpruntime_http_requests_total counter
+mcpruntime_http_requests_total{method="DELETE",status="204"} 1
+mcpruntime_http_requests_total{method="POST",status="200"} 1
+mcpruntime_http_requests_total{method="POST",status="401"} 2
+mcpruntime_http_requests_total{method="POST",status="404"} 1
+# HELP mcpruntime_mcp_sessions Live MCP sessions.
+# TYPE mcpruntime_mcp_sessions gauge
+mcpruntime_mcp_sessions 0
+# HELP mcpruntime_mcp_sessions_closed_total MCP sessions ended, by reason (delete, idle, cap, revoke, shutdown).
+# TYPE mcpruntime_mcp_sessions_closed_total counter
+mcpruntime_mcp_sessions_closed_total{reason="delete"} 1
+# HELP mcpruntime_mcp_sessions_opened_total MCP sessions opened by initialize.
+# TYPE mcpruntime_mcp_sessions_opened_total counter
+mcpruntime_mcp_sessions_opened_total 1
+# HELP mcpruntime_threads Threads.
+# TYPE mcpruntime_threads gauge
+mcpruntime_threads 1
+# HELP mcpruntime_provider_sessions Open provider sessions.
+# TYPE mcpruntime_provider_sessions gauge
+mcpruntime_provider_sessions 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"mcpruntime_auth_failures_total", "mcpruntime_http_requests_total", "mcpruntime_mcp_sessions",
+		"mcpruntime_mcp_sessions_closed_total", "mcpruntime_mcp_sessions_opened_total",
+		"mcpruntime_threads", "mcpruntime_provider_sessions"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "mcpruntime_http_request_duration_seconds"); err != nil || n != 2 {
+		t.Fatalf("latency histogram series = %d, %v; want 2 (POST, DELETE)", n, err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "mcpruntime_actors"); err != nil || n != 1 {
+		t.Fatalf("actors gauge series = %d, %v", n, err)
+	}
+}
