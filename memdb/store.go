@@ -1,8 +1,11 @@
 package memdb
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	gomemdb "github.com/hashicorp/go-memdb"
 )
@@ -34,6 +37,31 @@ func New() (*Store, error) {
 		return nil, fmt.Errorf("build memdb schema: %w", err)
 	}
 	return &Store{db: db}, nil
+}
+
+// Watch waits, without polling, for check to report done. check reads a
+// fresh snapshot, adding what it read to ws, and returns whether it is done
+// and, if not, when its answer would change by the clock alone (zero:
+// never). Between calls Watch waits for a write to anything check read, or
+// for that time. It returns true when check is done, false when ctx ends
+// first.
+func (s *Store) Watch(ctx context.Context, now func() time.Time, check func(r *Reader, ws WatchSet) (done bool, until time.Time)) bool {
+	for {
+		ws := NewWatchSet()
+		done, until := check(s.Read(), ws)
+		if done {
+			return true
+		}
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if !until.IsZero() {
+			wctx, cancel = context.WithTimeout(ctx, max(until.Sub(now()), time.Millisecond))
+		}
+		_ = ws.WatchCtx(wctx) // a change, or the time: look again
+		cancel()
+		if ctx.Err() != nil {
+			return false
+		}
+	}
 }
 
 // Read returns a consistent, lock-free snapshot of the whole store.
@@ -280,6 +308,28 @@ func (w *Writer) PutCredential(c *Credential) error {
 		return fmt.Errorf("write credential %s: token hash: %w", c.ID, ErrConflict)
 	}
 	return w.insert(TableCredentials, c.Clone())
+}
+
+// PruneRevoked deletes the oldest revoked credentials among creds (by
+// revocation time) so that at most keep revoked ones remain. Live ones are
+// never touched.
+func (w *Writer) PruneRevoked(creds []*Credential, keep int) error {
+	revoked := make([]*Credential, 0, len(creds))
+	for _, c := range creds {
+		if c.State == StateRevoked {
+			revoked = append(revoked, c)
+		}
+	}
+	if len(revoked) <= keep {
+		return nil
+	}
+	slices.SortFunc(revoked, func(x, y *Credential) int { return x.Revoked.Compare(y.Revoked) })
+	for _, c := range revoked[:len(revoked)-keep] {
+		if err := w.DeleteCredential(c.ID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // DeleteCredential removes a credential row.

@@ -22,24 +22,37 @@ const (
 	headerProtocol = "MCP-Protocol-Version"
 )
 
-// handlePost serves POST: SPEC §5 steps 1–5 in order.
-func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+// admit runs what every request goes through, whatever its method, in SPEC
+// §5's order: the Origin/Host guard, authentication, the session's owner
+// check (unknown and foreign alike: 404, nothing touched), and the protocol
+// version. The entry is nil when the request names no session. On false
+// the answer is written.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (Principal, *entry, bool) {
 	if !s.guard(w, r) {
-		return
+		return Principal{}, nil, false
 	}
 	p, ok := s.authenticate(w, r)
 	if !ok {
-		return
+		return Principal{}, nil, false
 	}
 	var e *entry
 	if sid := r.Header.Get(headerSession); sid != "" {
 		if e = s.lookup(sid, p); e == nil {
 			writeNotFound(w)
-			return
+			return Principal{}, nil, false
 		}
 	}
 	if !versionOK(r) {
 		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "unsupported MCP-Protocol-Version"))
+		return Principal{}, nil, false
+	}
+	return p, e, true
+}
+
+// handlePost serves POST: SPEC §5 steps 1–5 in order.
+func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	p, e, ok := s.admit(w, r)
+	if !ok {
 		return
 	}
 	if !accepts(r, "application/json", "text/event-stream") {
@@ -350,23 +363,8 @@ func writeEvent(w http.ResponseWriter, v any) error {
 
 // handleGet opens the session's standalone SSE stream.
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if !s.guard(w, r) {
-		return
-	}
-	p, ok := s.authenticate(w, r)
+	p, e, ok := s.admit(w, r)
 	if !ok {
-		return
-	}
-	sid := r.Header.Get(headerSession)
-	var e *entry
-	if sid != "" {
-		if e = s.lookup(sid, p); e == nil {
-			writeNotFound(w)
-			return
-		}
-	}
-	if !versionOK(r) {
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "unsupported MCP-Protocol-Version"))
 		return
 	}
 	if !accepts(r, "text/event-stream") {
@@ -423,25 +421,12 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 
 // handleDelete ends a session on its owner's request.
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if !s.guard(w, r) {
-		return
-	}
-	p, ok := s.authenticate(w, r)
+	_, e, ok := s.admit(w, r)
 	if !ok {
 		return
 	}
-	sid := r.Header.Get(headerSession)
-	if sid == "" {
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeSessionRequired, "Mcp-Session-Id required"))
-		return
-	}
-	e := s.lookup(sid, p)
 	if e == nil {
-		writeNotFound(w)
-		return
-	}
-	if !versionOK(r) {
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "unsupported MCP-Protocol-Version"))
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeSessionRequired, "Mcp-Session-Id required"))
 		return
 	}
 	res, err := s.ask(e.pid, &session.Delete{Reason: session.ReasonDeleted})
@@ -462,22 +447,15 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprout
 func credentialDead(ctx context.Context, store *memdb.Store, id string, now func() time.Time) <-chan struct{} {
 	dead := make(chan struct{})
 	go func() {
-		for {
-			ws := memdb.NewWatchSet()
-			c, err := store.Read().Credential(ws, id)
+		gone := store.Watch(ctx, now, func(r *memdb.Reader, ws memdb.WatchSet) (bool, time.Time) {
+			c, err := r.Credential(ws, id)
 			if err != nil || !c.LiveAt(now()) {
-				close(dead)
-				return
+				return true, time.Time{}
 			}
-			wctx, cancel := ctx, context.CancelFunc(func() {})
-			if !c.Expires.IsZero() {
-				wctx, cancel = context.WithTimeout(ctx, max(c.Expires.Sub(now()), time.Millisecond))
-			}
-			ws.WatchCtx(wctx)
-			cancel()
-			if ctx.Err() != nil {
-				return
-			}
+			return false, c.Expires
+		})
+		if gone {
+			close(dead)
 		}
 	}()
 	return dead

@@ -3,7 +3,6 @@ package client
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -147,17 +146,7 @@ func (a *grantActor) prune(w *memdb.Writer) error {
 	if err != nil {
 		return err
 	}
-	revoked := slices.DeleteFunc(creds, func(c *memdb.Credential) bool { return c.State != memdb.StateRevoked })
-	if len(revoked) <= a.cfg.RevokedKept {
-		return nil
-	}
-	slices.SortFunc(revoked, func(x, y *memdb.Credential) int { return x.Revoked.Compare(y.Revoked) })
-	for _, c := range revoked[:len(revoked)-a.cfg.RevokedKept] {
-		if err := w.DeleteCredential(c.ID); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.PruneRevoked(creds, a.cfg.RevokedKept)
 }
 
 // revoke removes every token row and the grant in one transaction: a

@@ -251,22 +251,11 @@ func NamespaceLive(r *memdb.Reader, ws memdb.WatchSet, namespace string, now tim
 // credential left: on every store change to its credentials, and when the
 // last one expires. It never polls.
 func watchOwner(ctx context.Context, store *memdb.Store, namespace string, now func() time.Time, root *actor.RootContext, self *actor.PID) {
-	for {
-		ws := memdb.NewWatchSet()
-		live, until := NamespaceLive(store.Read(), ws, namespace, now())
-		if !live {
-			root.Send(self, &ownerDead{})
-			return
-		}
-		wctx, cancel := ctx, context.CancelFunc(func() {})
-		if !until.IsZero() {
-			wctx, cancel = context.WithTimeout(ctx, max(until.Sub(now()), time.Millisecond))
-		}
-		err := ws.WatchCtx(wctx)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		_ = err // a change or the expiry: look again
+	dead := store.Watch(ctx, now, func(r *memdb.Reader, ws memdb.WatchSet) (bool, time.Time) {
+		live, until := NamespaceLive(r, ws, namespace, now())
+		return !live, until
+	})
+	if dead {
+		root.Send(self, &ownerDead{})
 	}
 }

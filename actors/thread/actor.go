@@ -199,6 +199,19 @@ func (a *threadActor) instance(r *memdb.Reader, id string) (*memdb.Instance, err
 	return inst, err
 }
 
+// mintFor mints the credential an open will hand out, keeping the pair's
+// old ones live until the open succeeded.
+func (a *threadActor) mintFor(p *pendingOpen, inst *memdb.Instance, now time.Time) error {
+	return a.cfg.Store.Write(func(w *memdb.Writer) error {
+		if _, err := a.loadActive(w); err != nil {
+			return err
+		}
+		c, tok, _, err := a.mint(w, inst, "", now)
+		p.cred, p.token = c, tok
+		return err
+	})
+}
+
 // revokePair revokes the live credentials of (thread, instance) other than
 // keep, with reason, and returns their ids. Credentials of other instances
 // are not touched.
@@ -271,17 +284,7 @@ func (a *threadActor) prune(w *memdb.Writer) error {
 	if err != nil {
 		return err
 	}
-	revoked := slices.DeleteFunc(creds, func(c *memdb.Credential) bool { return c.State != memdb.StateRevoked })
-	if len(revoked) <= a.cfg.RevokedKept {
-		return nil
-	}
-	slices.SortFunc(revoked, func(x, y *memdb.Credential) int { return x.Revoked.Compare(y.Revoked) })
-	for _, c := range revoked[:len(revoked)-a.cfg.RevokedKept] {
-		if err := w.DeleteCredential(c.ID); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.PruneRevoked(creds, a.cfg.RevokedKept)
 }
 
 // revokeAllTxn revokes every live credential of the thread.
@@ -363,15 +366,7 @@ func (a *threadActor) openSession(ctx actor.Context, msg *OpenProviderSession) {
 		// The pair's session is attached but its credential expired: re-bind
 		// that session to a new credential rather than start a second one.
 		p := &pendingOpen{waiters: []*actor.PID{ctx.Sender()}, sessionID: attached[0].ID}
-		err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-			if _, err := a.loadActive(w); err != nil {
-				return err
-			}
-			c, tok, _, err := a.mint(w, inst, "", now)
-			p.cred, p.token = c, tok
-			return err
-		})
-		if err != nil {
+		if err := a.mintFor(p, inst, now); err != nil {
 			fail(err)
 			return
 		}
@@ -416,15 +411,7 @@ func (a *threadActor) openSession(ctx actor.Context, msg *OpenProviderSession) {
 		// tokens), so a new session needs a new credential. The pair's old
 		// one is revoked only once the open succeeded: an open that fails
 		// revokes only what it minted.
-		err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-			if _, err := a.loadActive(w); err != nil {
-				return err
-			}
-			c, tok, _, err := a.mint(w, inst, "", now)
-			p.cred, p.token = c, tok
-			return err
-		})
-		if err != nil {
+		if err := a.mintFor(p, inst, now); err != nil {
 			fail(err)
 			return
 		}
