@@ -32,6 +32,12 @@ var (
 	// ErrUnknownDriver is returned by RegisterInstance for a driver kind
 	// that is not registered.
 	ErrUnknownDriver = provider.ErrUnknownDriver
+	// ErrInvalidDriverConfig is returned by RegisterInstance when the driver
+	// refuses the instance's configuration.
+	ErrInvalidDriverConfig = provider.ErrInvalidConfig
+	// ErrProviderOpenFailed is returned by OpenProviderSession when the
+	// driver failed to open the session (the process did not start, …).
+	ErrProviderOpenFailed = provider.ErrOpenFailed
 	// ErrUnknownProviderSession is returned for a provider session that is
 	// not open.
 	ErrUnknownProviderSession = provider.ErrUnknownSession

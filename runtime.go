@@ -502,6 +502,9 @@ func (r *Runtime) SwitchProvider(ctx context.Context, threadID, instance string)
 	if err != nil {
 		return SwitchResult{}, err
 	}
+	if err := validID("instance", instance); err != nil {
+		return SwitchResult{}, err
+	}
 	res, err := ask[*thread.SwitchProviderResult](ctx, r, pid, &thread.SwitchProvider{Instance: instance}, r.cfg.ActorTimeout)
 	if err != nil {
 		return SwitchResult{}, err
@@ -514,6 +517,9 @@ func (r *Runtime) SwitchProvider(ctx context.Context, threadID, instance string)
 func (r *Runtime) Rotate(ctx context.Context, threadID, instance string) (Credential, error) {
 	pid, err := r.thread(threadID)
 	if err != nil {
+		return Credential{}, err
+	}
+	if err := validID("instance", instance); err != nil {
 		return Credential{}, err
 	}
 	res, err := ask[*thread.RotateResult](ctx, r, pid, &thread.Rotate{Instance: instance}, r.cfg.OpenTimeout+2*r.cfg.ActorTimeout)
@@ -531,6 +537,9 @@ func (r *Runtime) Rotate(ctx context.Context, threadID, instance string) (Creden
 func (r *Runtime) StartRun(ctx context.Context, threadID, instance string) (string, error) {
 	pid, err := r.thread(threadID)
 	if err != nil {
+		return "", err
+	}
+	if err := validID("instance", instance); err != nil {
 		return "", err
 	}
 	res, err := ask[*thread.StartRunResult](ctx, r, pid, &thread.StartRun{Instance: instance}, r.cfg.ActorTimeout)

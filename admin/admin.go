@@ -1,10 +1,14 @@
-// Package admin is the runtime's admin API: JSON over HTTP, for a host that
-// drives the runtime as a sidecar from any language (issue 4).
 package admin
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"log/slog"
 	"net/http"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/transport"
@@ -12,7 +16,8 @@ import (
 
 // Options configure the admin API.
 type Options struct {
-	// Token is the admin bearer token. Required.
+	// Token is the admin bearer token. Required: with an empty Token every
+	// request is refused with 401.
 	Token string
 	// MCP is the MCP endpoint whose sessions GET /admin/v1/sessions lists.
 	// Nil: the list comes from the store alone.
@@ -26,7 +31,14 @@ type Server struct {
 	rt   *mcpruntime.Runtime
 	opts Options
 	mux  http.Handler
+
+	// tokenSum is the SHA-256 of Options.Token; requests are compared
+	// against it, never against the token itself. Nil when Token is empty.
+	tokenSum []byte
 }
+
+// MaxBodyBytes bounds a request body; a larger one gets 413.
+const MaxBodyBytes = 1 << 20
 
 // New returns the admin API of rt.
 func New(rt *mcpruntime.Runtime, opts Options) *Server {
@@ -34,11 +46,113 @@ func New(rt *mcpruntime.Runtime, opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{rt: rt, opts: opts}
-	s.mux = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "not implemented", http.StatusNotImplemented)
-	})
+	if opts.Token != "" {
+		sum := sha256.Sum256([]byte(opts.Token))
+		s.tokenSum = sum[:]
+	} else {
+		opts.Logger.Warn("admin API has no token: every request will be refused")
+	}
+	s.mux = s.authenticate(s.routes())
 	return s
 }
 
 // ServeHTTP serves the admin API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// routes builds the router. Every route is registered through handle, so
+// it answers JSON and logs uniformly.
+func (s *Server) routes() http.Handler {
+	rt := httprouter.New()
+	// Unknown paths are 404 JSON, not redirects: a client of a JSON API
+	// gains nothing from a 301 to a neighbouring path.
+	rt.RedirectTrailingSlash = false
+	rt.RedirectFixedPath = false
+	rt.HandleMethodNotAllowed = true // 405 with Allow (set by httprouter)
+	rt.HandleOPTIONS = true          // OPTIONS: 204 with Allow
+	rt.GlobalOPTIONS = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNoContent)
+	})
+	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, errNotFound)
+	})
+	rt.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, errMethod)
+	})
+	rt.PanicHandler = func(w http.ResponseWriter, r *http.Request, v any) {
+		s.opts.Logger.Error("admin API handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v)
+		s.writeError(w, r, errInternal)
+	}
+
+	const v1 = "/admin/v1"
+	s.handle(rt, http.MethodPost, v1+"/instances", s.createInstance)
+	s.handle(rt, http.MethodGet, v1+"/threads", s.listThreads)
+	s.handle(rt, http.MethodPost, v1+"/threads", s.createThread)
+	s.handle(rt, http.MethodGet, v1+"/threads/:id", s.getThread)
+	s.handle(rt, http.MethodDelete, v1+"/threads/:id", s.deleteThread)
+	s.handle(rt, http.MethodPost, v1+"/threads/:id/provider-sessions", s.openProviderSession)
+	s.handle(rt, http.MethodPost, v1+"/threads/:id/switch", s.switchProvider)
+	s.handle(rt, http.MethodPost, v1+"/threads/:id/rotate", s.rotate)
+	s.handle(rt, http.MethodPost, v1+"/threads/:id/runs", s.startRun)
+	s.handle(rt, http.MethodDelete, v1+"/threads/:id/runs/current", s.endRun)
+	s.handle(rt, http.MethodPost, v1+"/threads/:id/detach", s.detach)
+	s.handle(rt, http.MethodPost, v1+"/threads/:id/archive", s.archive)
+	s.handle(rt, http.MethodDelete, v1+"/provider-sessions/:id", s.releaseProviderSession)
+	s.handle(rt, http.MethodPost, v1+"/clients", s.issueClient)
+	s.handle(rt, http.MethodPost, v1+"/clients/:id/refresh", s.refreshClient)
+	s.handle(rt, http.MethodDelete, v1+"/clients/:id", s.revokeClient)
+	s.handle(rt, http.MethodGet, v1+"/sessions", s.listSessions)
+	return rt
+}
+
+// handlerFunc serves one route. It returns the status and the value to
+// encode as JSON (nil: no body), or an error that writeError maps.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error)
+
+func (s *Server) handle(rt *httprouter.Router, method, pattern string, h handlerFunc) {
+	rt.Handle(method, pattern, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		start := time.Now()
+		status, body, err := h(w, r, ps)
+		if err != nil {
+			status = s.writeError(w, r, err)
+		} else {
+			writeJSON(w, status, body)
+		}
+		// The route pattern, not the path, and never a header: nothing
+		// secret reaches the log.
+		s.opts.Logger.Debug("admin request", "method", method, "route", pattern,
+			"status", status, "duration", time.Since(start))
+	})
+}
+
+// authenticate lets through only requests bearing the admin token. The
+// presented token is hashed and the digests compared in constant time, so
+// neither the token's length nor its prefix leaks through timing.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="admin"`)
+			s.writeError(w, r, errUnauthorized)
+			return
+		}
+		sum := sha256.Sum256([]byte(tok))
+		if s.tokenSum == nil || subtle.ConstantTimeCompare(sum[:], s.tokenSum) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="admin", error="invalid_token"`)
+			s.writeError(w, r, errUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bearer extracts the token of an "Authorization: Bearer <token>" header.
+// The scheme is case-insensitive (RFC 9110 §11.1).
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}

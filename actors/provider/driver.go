@@ -91,6 +91,12 @@ type Factory func(instance string, config json.RawMessage) (Driver, error)
 // not registered.
 var ErrUnknownDriver = errors.New("unknown driver kind")
 
+// ErrInvalidConfig wraps a Factory's refusal of an instance configuration.
+var ErrInvalidConfig = errors.New("invalid driver config")
+
+// ErrOpenFailed wraps a driver's failure to open a provider session.
+var ErrOpenFailed = errors.New("provider session open failed")
+
 // Registry maps driver kind names ("inproc", "exec", …) to factories. The
 // zero value is empty and ready to use; it is safe for concurrent use.
 type Registry struct {
@@ -118,7 +124,7 @@ func (r *Registry) Build(kind, instance string, config json.RawMessage) (Driver,
 	}
 	d, err := f(instance, config)
 	if err != nil {
-		return nil, fmt.Errorf("driver %q for instance %q: %w", kind, instance, err)
+		return nil, fmt.Errorf("driver %q for instance %q: %w: %w", kind, instance, ErrInvalidConfig, err)
 	}
 	return d, nil
 }

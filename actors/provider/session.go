@@ -82,7 +82,7 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		s.busy = false
 		if msg.err != nil {
 			// The parent answers the open and stops this actor.
-			ctx.Send(ctx.Parent(), &childOpened{id: s.id, err: fmt.Errorf("open provider session of %s: %w", s.instance, msg.err)})
+			ctx.Send(ctx.Parent(), &childOpened{id: s.id, err: fmt.Errorf("open provider session of %s: %w: %w", s.instance, ErrOpenFailed, msg.err)})
 			s.failQueued(ctx, msg.err)
 			return
 		}

@@ -1,0 +1,93 @@
+// Package admin is the runtime's admin API: JSON over HTTP, for a host that
+// drives the runtime as a sidecar from any language (issue 4).
+//
+// # Authentication
+//
+// Every request, including one to an unknown route, must carry
+// "Authorization: Bearer <admin token>" (Options.Token). The presented
+// token is hashed with SHA-256 and compared with the digest of the admin
+// token in constant time. A missing header gets 401 with
+// `WWW-Authenticate: Bearer realm="admin"`; a wrong token gets 401 with
+// `error="invalid_token"` added; both carry the same JSON body. With an
+// empty Options.Token every request is refused.
+//
+// # Routes
+//
+// Request bodies are JSON (Content-Type application/json, at most 1 MiB,
+// unknown fields and trailing data refused). Fields marked ? are optional.
+//
+//	method path                                        body                                          answer
+//	POST   /admin/v1/instances                         {"id","driver","config"?,"capabilities"?}     201 {"id","driver","capabilities"}
+//	GET    /admin/v1/threads                           -                                             200 {"threads":[thread]}
+//	POST   /admin/v1/threads                           {"id","instance"?}                            201 thread+messages, Location
+//	GET    /admin/v1/threads/{id}                      -                                             200 thread+messages
+//	DELETE /admin/v1/threads/{id}                      -                                             204
+//	POST   /admin/v1/threads/{id}/provider-sessions    {"instance"}                                  201 {"providerSessionId","credentialId","endpoint","authorization","capabilities","reused":false}
+//	                                                                                                 200 the same without "authorization", "reused":true, when (thread, instance) already has a live provider session
+//	DELETE /admin/v1/provider-sessions/{id}            -                                             204 (release: close it, revoke its credentials)
+//	POST   /admin/v1/threads/{id}/switch               {"instance"}                                  200 {"instance","previous","endedRun"?}
+//	POST   /admin/v1/threads/{id}/rotate               {"instance"}                                  200 {"credentialId","authorization"}
+//	POST   /admin/v1/threads/{id}/runs                 {"instance"}                                  201 {"runId"}
+//	DELETE /admin/v1/threads/{id}/runs/current         -                                             204
+//	POST   /admin/v1/threads/{id}/detach               - (ignored)                                   204
+//	POST   /admin/v1/threads/{id}/archive              - (ignored)                                   204
+//	POST   /admin/v1/clients                           {"label"?,"access"}                           201 {"clientId","token"}
+//	POST   /admin/v1/clients/{id}/refresh              {"revokePrevious"?} or no body                200 {"token"}
+//	DELETE /admin/v1/clients/{id}                      -                                             204
+//	GET    /admin/v1/sessions                          -                                             200 {"sessions":[session]}
+//
+// A thread is {"id","status","instance","run","created"}: status is
+// "active" or "archived", instance is "" until one is chosen, run is null
+// or {"id","instance","started"}. GET and POST add "messages":
+// [{"seq","text","author","instance"?,"at"}]. The instance's "config" is
+// not echoed: it may hold the driver's secrets.
+//
+// A session is {"id","owner","created","lastActive","busy"}: the live
+// sessions of Options.MCP, or, with no endpoint, the ownership records in
+// the store, which do not know "busy" (then absent). Sessions carry no
+// token.
+//
+// Detach and archive answer 204 rather than a body: neither has a result
+// beyond success, and GET /admin/v1/threads/{id} shows the thread after.
+// Archiving an archived thread succeeds again.
+//
+// A token ("authorization" or "token") appears only in the answer that
+// minted it: opening a provider session (201), rotating, issuing or
+// refreshing a client. Every answer is sent with Cache-Control: no-store,
+// and nothing the package logs includes a token or a header.
+//
+// # Errors
+//
+// Every error answer is {"error": code, "message": text}; the code is a
+// stable snake_case string to branch on, the message is for people.
+//
+//	status code                         when
+//	400    invalid_request              bad JSON, unknown field, data after the value, missing required field, empty body
+//	400    invalid_id                   an id that is empty, too long or has characters outside [A-Za-z0-9._:@-]
+//	400    invalid_argument             e.g. access other than "read-only" or "read-write"
+//	400    unknown_driver               an instance's driver kind is not registered
+//	400    invalid_driver_config        the driver refused the instance's config
+//	502    provider_open_failed         the driver could not open the provider session
+//	401    unauthorized                 missing or wrong admin token
+//	404    not_found                    no such route
+//	404    unknown_thread               unknown thread id (never created, or deleted)
+//	404    unknown_instance             unknown provider instance
+//	404    unknown_provider_session     provider session not open
+//	404    unknown_client               unknown or revoked client grant
+//	405    method_not_allowed           the route exists for other methods (Allow lists them)
+//	409    thread_exists                POST /threads with an id in use
+//	409    instance_exists              POST /instances with an id in use
+//	409    thread_archived              changing an archived thread
+//	409    run_active                   starting a run while one is active
+//	409    not_current_instance         starting a run of an instance that is not the thread's current one
+//	409    no_run                       ending a run when none is active
+//	409    busy                         rotating while the pair's provider session is being opened
+//	413    body_too_large               body over 1 MiB
+//	415    unsupported_media_type       a body that is not application/json
+//	500    internal                     anything else; the detail is logged, not returned
+//	503    unavailable                  the runtime is closed, or an actor or the request timed out
+//
+// The runtime's not_live (409), read_only (403) and credential_required
+// (400) belong to mutations, which the admin API does not perform; they
+// are mapped for completeness. OPTIONS on a route answers 204 with Allow.
+package admin

@@ -1,0 +1,86 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	mcpruntime "github.com/agenthost/mcpruntime"
+)
+
+// TestClassify checks every row of the error table with a wrapped
+// sentinel, as the runtime returns them, plus the rows of the admin API's
+// own errors and the fallback.
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		wantStatus int
+		wantCode   string
+		wantDetail bool // the message is the error's text
+	}{
+		{"unknown thread", mcpruntime.ErrUnknownThread, 404, "unknown_thread", true},
+		{"unknown instance", mcpruntime.ErrUnknownInstance, 404, "unknown_instance", true},
+		{"unknown provider session", mcpruntime.ErrUnknownProviderSession, 404, "unknown_provider_session", true},
+		{"unknown client", mcpruntime.ErrUnknownClient, 404, "unknown_client", true},
+		{"thread exists", mcpruntime.ErrThreadExists, 409, "thread_exists", true},
+		{"instance exists", mcpruntime.ErrInstanceExists, 409, "instance_exists", true},
+		{"archived", mcpruntime.ErrArchivedThread, 409, "thread_archived", true},
+		{"run active", mcpruntime.ErrRunActive, 409, "run_active", true},
+		{"not current", mcpruntime.ErrNotCurrentInstance, 409, "not_current_instance", true},
+		{"no run", mcpruntime.ErrNoRun, 409, "no_run", true},
+		{"busy", mcpruntime.ErrBusy, 409, "busy", true},
+		{"not live", mcpruntime.ErrNotLive, 409, "not_live", true},
+		{"read only", mcpruntime.ErrReadOnly, 403, "read_only", true},
+		{"credential required", mcpruntime.ErrCredentialRequired, 400, "credential_required", true},
+		{"invalid id", mcpruntime.ErrInvalidID, 400, "invalid_id", true},
+		{"invalid argument", mcpruntime.ErrInvalidArgument, 400, "invalid_argument", true},
+		{"unknown driver", mcpruntime.ErrUnknownDriver, 400, "unknown_driver", true},
+		{"invalid driver config", mcpruntime.ErrInvalidDriverConfig, 400, "invalid_driver_config", true},
+		{"provider open failed", mcpruntime.ErrProviderOpenFailed, 502, "provider_open_failed", false},
+		{"closed", mcpruntime.ErrClosed, 503, "unavailable", false},
+		{"actor timeout", actor.ErrTimeout, 503, "unavailable", false},
+		{"deadline", context.DeadlineExceeded, 503, "unavailable", false},
+		{"canceled", context.Canceled, 503, "unavailable", false},
+		{"unauthenticated is not ours", mcpruntime.ErrUnauthenticated, 500, "internal", false},
+		{"anything else", errors.New("disk on fire"), 500, "internal", false},
+		{"admin error", errMediaType, 415, "unsupported_media_type", false},
+		{"wrapped admin error", fmt.Errorf("decode: %w", errTooLarge), 413, "body_too_large", false},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			err := fmt.Errorf("doing something with x1: %w", test.err)
+			got := classify(err)
+			if got.status != test.wantStatus || got.code != test.wantCode {
+				t.Errorf("classify(%v) = %d %s, want %d %s", err, got.status, got.code, test.wantStatus, test.wantCode)
+			}
+			if detail := strings.Contains(got.message, "x1"); detail != test.wantDetail {
+				t.Errorf("classify(%v) message %q: carries the detail = %v, want %v", err, got.message, detail, test.wantDetail)
+			}
+		})
+	}
+	// Every row of the table is exercised above.
+	for _, row := range errorTable {
+		found := false
+		for _, test := range tests {
+			found = found || errors.Is(test.err, row.target)
+		}
+		if !found {
+			t.Errorf("no test for the row of %v", row.target)
+		}
+	}
+}
+
+// TestClassifyFirstMatchWins checks that an error matching two sentinels
+// gets the first row's answer, as the table's order promises.
+func TestClassifyFirstMatchWins(t *testing.T) {
+	err := fmt.Errorf("%w: %w", mcpruntime.ErrUnknownThread, mcpruntime.ErrInvalidArgument)
+	if got := classify(err); got.status != http.StatusNotFound || got.code != "unknown_thread" {
+		t.Errorf("classify(%v) = %d %s, want 404 unknown_thread", err, got.status, got.code)
+	}
+}

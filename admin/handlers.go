@@ -1,0 +1,487 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	mcpruntime "github.com/agenthost/mcpruntime"
+)
+
+// ---- request decoding ----
+
+// decode reads r's JSON body into dst, strictly: the body must be
+// application/json, at most MaxBodyBytes, one JSON value with no unknown
+// fields and nothing after it. With optional, an empty body leaves dst as
+// it is.
+func decode(w http.ResponseWriter, r *http.Request, dst any, optional bool) error {
+	if optional && r.ContentLength == 0 {
+		return nil
+	}
+	jsonType := isJSON(r.Header.Get("Content-Type"))
+	// An optional body of unknown length may still turn out empty; only
+	// then is a missing Content-Type acceptable.
+	if !jsonType && !(optional && r.ContentLength < 0) {
+		return errMediaType
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return errTooLarge
+		}
+		return invalidRequest("reading the request body failed")
+	}
+	if len(body) == 0 {
+		if optional {
+			return nil
+		}
+		return invalidRequest("request body required")
+	}
+	if !jsonType {
+		return errMediaType
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return invalidRequest("malformed request body: " + describe(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalidRequest("malformed request body: data after the JSON value")
+	}
+	return nil
+}
+
+// describe says what is wrong with a body in the request's terms, not in
+// those of the Go types it is decoded into.
+func describe(err error) string {
+	if e, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		if e.Field == "" {
+			return fmt.Sprintf("want a JSON object, got %s", e.Value)
+		}
+		return fmt.Sprintf("field %q: want %s, got %s", e.Field, jsonKind(e.Type.Kind().String()), e.Value)
+	}
+	if e, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return fmt.Sprintf("invalid JSON at byte %d", e.Offset)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return "truncated JSON"
+	}
+	// Unknown fields: `json: unknown field "x"`.
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonKind names a Go kind as JSON does.
+func jsonKind(kind string) string {
+	switch kind {
+	case "slice", "array":
+		return "array"
+	case "struct", "map":
+		return "object"
+	case "bool":
+		return "boolean"
+	}
+	return kind
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// required fails with 400 when a required string field is empty. Pairs
+// are (name, value).
+func required(fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i+1] == "" {
+			return invalidRequest(fmt.Sprintf("field %q is required", fields[i]))
+		}
+	}
+	return nil
+}
+
+// ---- response shapes ----
+
+// threadJSON is a thread without its messages, as listed.
+type threadJSON struct {
+	ID       string    `json:"id"`
+	Status   string    `json:"status"`   // "active" or "archived"
+	Instance string    `json:"instance"` // "" until chosen
+	Run      *runJSON  `json:"run"`      // null when no run is active
+	Created  time.Time `json:"created"`
+}
+
+// threadDetailJSON is a thread with its message log.
+type threadDetailJSON struct {
+	threadJSON
+	Messages []messageJSON `json:"messages"`
+}
+
+type runJSON struct {
+	ID       string    `json:"id"`
+	Instance string    `json:"instance"`
+	Started  time.Time `json:"started"`
+}
+
+type messageJSON struct {
+	Seq      uint64    `json:"seq"`
+	Text     string    `json:"text"`
+	Author   string    `json:"author"`
+	Instance string    `json:"instance,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+func threadSummary(t mcpruntime.Thread) threadJSON {
+	out := threadJSON{ID: t.ID, Status: t.Status, Instance: t.Instance, Created: t.Created}
+	if t.Run != nil {
+		out.Run = &runJSON{ID: t.Run.ID, Instance: t.Run.Instance, Started: t.Run.Started}
+	}
+	return out
+}
+
+func threadDetail(t mcpruntime.Thread) threadDetailJSON {
+	out := threadDetailJSON{threadJSON: threadSummary(t), Messages: make([]messageJSON, len(t.Messages))}
+	for i, m := range t.Messages {
+		out.Messages[i] = messageJSON{Seq: m.Seq, Text: m.Text, Author: m.Author, Instance: m.Instance, At: m.At}
+	}
+	return out
+}
+
+// nonNil makes an absent list encode as [] rather than null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return slices.Clone(s)
+}
+
+func location(w http.ResponseWriter, format string, args ...any) {
+	esc := make([]any, len(args))
+	for i, a := range args {
+		esc[i] = url.PathEscape(fmt.Sprint(a))
+	}
+	w.Header().Set("Location", fmt.Sprintf(format, esc...))
+}
+
+// ---- instances ----
+
+type createInstanceRequest struct {
+	ID           string          `json:"id"`
+	Driver       string          `json:"driver"`
+	Config       json.RawMessage `json:"config"`
+	Capabilities []string        `json:"capabilities"`
+}
+
+type instanceJSON struct {
+	ID           string   `json:"id"`
+	Driver       string   `json:"driver"`
+	Capabilities []string `json:"capabilities"`
+}
+
+func (s *Server) createInstance(w http.ResponseWriter, r *http.Request, _ httprouter.Params) (int, any, error) {
+	var req createInstanceRequest
+	if err := decode(w, r, &req, false); err != nil {
+		return 0, nil, err
+	}
+	if err := required("id", req.ID, "driver", req.Driver); err != nil {
+		return 0, nil, err
+	}
+	err := s.rt.RegisterInstance(r.Context(), req.ID, mcpruntime.InstanceSpec{
+		Driver: req.Driver, Config: req.Config, Capabilities: req.Capabilities,
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	// The config is not echoed: it may hold the driver's secrets.
+	return http.StatusCreated, instanceJSON{ID: req.ID, Driver: req.Driver, Capabilities: nonNil(req.Capabilities)}, nil
+}
+
+// ---- threads ----
+
+type createThreadRequest struct {
+	ID       string `json:"id"`
+	Instance string `json:"instance"`
+}
+
+func (s *Server) createThread(w http.ResponseWriter, r *http.Request, _ httprouter.Params) (int, any, error) {
+	var req createThreadRequest
+	if err := decode(w, r, &req, false); err != nil {
+		return 0, nil, err
+	}
+	if err := required("id", req.ID); err != nil {
+		return 0, nil, err
+	}
+	t, err := s.rt.CreateThread(r.Context(), req.ID, mcpruntime.ThreadOptions{Instance: req.Instance})
+	if err != nil {
+		return 0, nil, err
+	}
+	location(w, "/admin/v1/threads/%s", t.ID)
+	return http.StatusCreated, threadDetail(t), nil
+}
+
+type threadList struct {
+	Threads []threadJSON `json:"threads"`
+}
+
+func (s *Server) listThreads(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (int, any, error) {
+	ts, err := s.rt.Threads(r.Context())
+	if err != nil {
+		return 0, nil, err
+	}
+	out := threadList{Threads: make([]threadJSON, len(ts))}
+	for i, t := range ts {
+		out.Threads[i] = threadSummary(t)
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) getThread(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	t, err := s.rt.Thread(r.Context(), ps.ByName("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, threadDetail(t), nil
+}
+
+func (s *Server) deleteThread(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	if err := s.rt.DeleteThread(r.Context(), ps.ByName("id")); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+func (s *Server) detach(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	if err := s.rt.Detach(r.Context(), ps.ByName("id")); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+func (s *Server) archive(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	if err := s.rt.Archive(r.Context(), ps.ByName("id")); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+// instanceRequest is the body of the routes that act on (thread, instance).
+type instanceRequest struct {
+	Instance string `json:"instance"`
+}
+
+func decodeInstance(w http.ResponseWriter, r *http.Request) (string, error) {
+	var req instanceRequest
+	if err := decode(w, r, &req, false); err != nil {
+		return "", err
+	}
+	return req.Instance, required("instance", req.Instance)
+}
+
+// ---- provider sessions ----
+
+type providerSessionJSON struct {
+	ProviderSessionID string `json:"providerSessionId"`
+	CredentialID      string `json:"credentialId"`
+	Endpoint          string `json:"endpoint"`
+	// Authorization is present only in the answer that minted the
+	// credential: a token is shown once.
+	Authorization string   `json:"authorization,omitempty"`
+	Capabilities  []string `json:"capabilities"`
+	Reused        bool     `json:"reused"`
+}
+
+func (s *Server) openProviderSession(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	instance, err := decodeInstance(w, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	p, err := s.rt.OpenProviderSession(r.Context(), ps.ByName("id"), instance)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := providerSessionJSON{
+		ProviderSessionID: p.ID,
+		CredentialID:      p.CredentialID,
+		Endpoint:          p.Endpoint,
+		Capabilities:      nonNil(p.Capabilities),
+		Reused:            p.Reused,
+	}
+	location(w, "/admin/v1/provider-sessions/%s", p.ID)
+	if p.Reused {
+		return http.StatusOK, out, nil
+	}
+	out.Authorization = p.Authorization
+	return http.StatusCreated, out, nil
+}
+
+func (s *Server) releaseProviderSession(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	if err := s.rt.ReleaseProviderSession(r.Context(), ps.ByName("id")); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+// ---- switch, rotate, runs ----
+
+type switchJSON struct {
+	Instance string `json:"instance"`
+	Previous string `json:"previous"`           // "" if the thread had none
+	EndedRun string `json:"endedRun,omitempty"` // the run the switch ended
+}
+
+func (s *Server) switchProvider(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	instance, err := decodeInstance(w, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := s.rt.SwitchProvider(r.Context(), ps.ByName("id"), instance)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, switchJSON{Instance: instance, Previous: res.Previous, EndedRun: res.EndedRun}, nil
+}
+
+type credentialJSON struct {
+	CredentialID  string `json:"credentialId"`
+	Authorization string `json:"authorization"`
+}
+
+func (s *Server) rotate(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	instance, err := decodeInstance(w, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	c, err := s.rt.Rotate(r.Context(), ps.ByName("id"), instance)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, credentialJSON{CredentialID: c.ID, Authorization: c.Authorization}, nil
+}
+
+type runIDJSON struct {
+	RunID string `json:"runId"`
+}
+
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	instance, err := decodeInstance(w, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	id := ps.ByName("id")
+	run, err := s.rt.StartRun(r.Context(), id, instance)
+	if err != nil {
+		return 0, nil, err
+	}
+	location(w, "/admin/v1/threads/%s/runs/current", id)
+	return http.StatusCreated, runIDJSON{RunID: run}, nil
+}
+
+func (s *Server) endRun(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	if err := s.rt.EndRun(r.Context(), ps.ByName("id"), ""); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+// ---- client grants ----
+
+type issueClientRequest struct {
+	Label  string `json:"label"`
+	Access string `json:"access"`
+}
+
+type clientTokenJSON struct {
+	ClientID string `json:"clientId"`
+	Token    string `json:"token"`
+}
+
+func (s *Server) issueClient(w http.ResponseWriter, r *http.Request, _ httprouter.Params) (int, any, error) {
+	var req issueClientRequest
+	if err := decode(w, r, &req, false); err != nil {
+		return 0, nil, err
+	}
+	if err := required("access", req.Access); err != nil {
+		return 0, nil, err
+	}
+	c, err := s.rt.IssueClient(r.Context(), req.Label, req.Access)
+	if err != nil {
+		return 0, nil, err
+	}
+	location(w, "/admin/v1/clients/%s", c.ClientID)
+	return http.StatusCreated, clientTokenJSON{ClientID: c.ClientID, Token: c.Token}, nil
+}
+
+type refreshClientRequest struct {
+	RevokePrevious bool `json:"revokePrevious"`
+}
+
+type tokenJSON struct {
+	Token string `json:"token"`
+}
+
+func (s *Server) refreshClient(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	var req refreshClientRequest
+	if err := decode(w, r, &req, true); err != nil {
+		return 0, nil, err
+	}
+	tok, err := s.rt.RefreshClient(r.Context(), ps.ByName("id"), req.RevokePrevious)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, tokenJSON{Token: tok}, nil
+}
+
+func (s *Server) revokeClient(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	if err := s.rt.RevokeClient(r.Context(), ps.ByName("id")); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+// ---- MCP sessions ----
+
+type sessionJSON struct {
+	ID         string    `json:"id"`
+	Owner      string    `json:"owner"` // namespace: "cred:<id>" or "client:<id>"
+	Created    time.Time `json:"created,omitzero"`
+	LastActive time.Time `json:"lastActive,omitzero"`
+	// Busy is known only from a live endpoint (Options.MCP); it is absent
+	// when the list comes from the store.
+	Busy *bool `json:"busy,omitempty"`
+}
+
+type sessionList struct {
+	Sessions []sessionJSON `json:"sessions"`
+}
+
+func (s *Server) listSessions(_ http.ResponseWriter, _ *http.Request, _ httprouter.Params) (int, any, error) {
+	out := sessionList{Sessions: []sessionJSON{}}
+	if s.opts.MCP != nil {
+		for _, info := range s.opts.MCP.SessionInfos() {
+			busy := info.Busy
+			out.Sessions = append(out.Sessions, sessionJSON{
+				ID: info.ID, Owner: info.Owner, Created: info.Created, LastActive: info.LastActive, Busy: &busy,
+			})
+		}
+		return http.StatusOK, out, nil
+	}
+	recs, err := s.rt.Store().Read().MCPSessions(nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, rec := range recs {
+		out.Sessions = append(out.Sessions, sessionJSON{
+			ID: rec.ID, Owner: rec.Owner, Created: rec.Created, LastActive: rec.LastActive,
+		})
+	}
+	return http.StatusOK, out, nil
+}
