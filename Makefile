@@ -17,6 +17,11 @@ build: ## compile everything and bin/runtime
 run: ## run the runtime on its embedded in-memory default (loopback only)
 	$(GO) run ./cmd/runtime
 
+.PHONY: demo
+demo: ## the whole story over real HTTP on free loopback ports; fails if a step deviates
+	$(GO) build -o bin/runtime ./cmd/runtime
+	bash scripts/demo.sh bin/runtime
+
 .PHONY: test
 test: ## vet, then every test with the race detector (what CI runs)
 	$(GO) vet $(PKGS)

@@ -1,132 +1,149 @@
-// Command runtime runs the session runtime on its embedded in-memory store.
+// Command runtime is the standalone session runtime: a sidecar that a host
+// written in any language runs and drives over HTTP.
 //
-// It serves the MCP endpoint (/mcp) and /healthz on a loopback address
-// until interrupted. With -demo (the default) it also creates a thread
-// "demo" with an in-process provider instance "demo", opens its provider
-// session, starts a run, and writes that session's Authorization header
-// value to a 0600 file whose path it logs (never the token itself), so a
-// client can connect at once. The admin API and configuration file arrive
-// with the standalone-server issue.
+//	runtime [serve] [flags]     serve MCP and the admin API (the default)
+//	runtime admin <command> …   drive a running server's admin API
+//
+// `runtime serve` serves the MCP endpoint on --listen (127.0.0.1:7331,
+// path /mcp) and the admin API, /healthz and /readyz on --admin-listen
+// (127.0.0.1:7332), loopback only unless told otherwise. The admin token
+// is $RUNTIME_ADMIN_TOKEN, or one generated at start and written to a 0600
+// file whose path is logged (never the token). With --demo (the default)
+// it also creates a thread "demo" served by an in-process provider
+// instance "demo", opens its provider session, starts a run and writes that
+// session's Authorization header value to a 0600 file whose path it logs.
+// SIGINT or SIGTERM shuts it down gracefully.
+//
+// Every setting has one name: the flag --NAME, the environment variable
+// RUNTIME_NAME (upper case, "-" as "_") and the key NAME of the optional
+// TOML config file (--config, $RUNTIME_CONFIG). A flag beats the
+// environment, which beats the file, which beats the default. Invalid
+// settings exit with status 2. `runtime --help` lists them all.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"strings"
 	"syscall"
-	"time"
 
-	"github.com/julienschmidt/httprouter"
-
-	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/alecthomas/kong"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "runtime:", err)
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
-
-var errUsage = errors.New("usage")
-
-func run(args []string) error {
-	fs := flag.NewFlagSet("runtime", flag.ContinueOnError)
-	listen := fs.String("listen", "127.0.0.1:7331", "address to serve on (loopback unless told otherwise)")
-	demo := fs.Bool("demo", true, "create a demo thread and write its credential to a 0600 file")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	host, _, err := net.SplitHostPort(*listen)
-	if err != nil {
-		return fmt.Errorf("%w: -listen %q: %w", errUsage, *listen, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		logger.Warn("listening beyond loopback", "addr", *listen)
-	}
-
-	rt, err := mcpruntime.New(mcpruntime.Config{Endpoint: "http://" + *listen + "/mcp", Logger: logger})
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	mcp, err := rt.MCPHandler(mcpruntime.MCPOptions{})
-	if err != nil {
-		return err
-	}
-	if *demo {
-		path, err := setupDemo(ctx, rt)
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(filepath.Dir(path))
-		logger.Info("demo credential written", "file", path, "thread", "demo", "instance", "demo")
-	}
-
-	router := httprouter.New()
-	router.GET("/healthz", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintln(w, `{"status":"ok"}`)
-	})
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp)
-	mux.Handle("/", router)
-	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
-	logger.Info("runtime serving", "addr", ln.Addr().String())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down")
-	mcp.Close() // end streams first, or Shutdown would wait for them
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdown)
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills at once
+	}()
+	code := run(ctx, os.Args[1:], environ(), os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-// setupDemo creates the demo thread and instance, opens the provider
-// session, starts a run, and writes the Authorization value to a 0600 file.
-func setupDemo(ctx context.Context, rt *mcpruntime.Runtime) (string, error) {
-	if err := rt.RegisterInstance(ctx, "demo", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
-		return "", err
+// cli is the command line. Settings (tag `config:""`) also come from the
+// environment and the config file; see config.go.
+type cli struct {
+	Config    string `config:"" placeholder:"FILE" help:"TOML config file of settings, keyed by flag name."`
+	LogFormat string `config:"" enum:"text,json" default:"text" placeholder:"FORMAT" help:"Log format: text or json."`
+	LogLevel  string `config:"" enum:"debug,info,warn,error" default:"info" placeholder:"LEVEL" help:"Log level: debug, info, warn or error."`
+
+	Serve serveCmd `cmd:"" default:"withargs" help:"Serve MCP and the admin API until SIGINT or SIGTERM (the default command)."`
+	Admin adminCmd `cmd:"" help:"Drive a running server through its admin API over HTTP."`
+}
+
+// deps is what a command's Run receives.
+type deps struct {
+	ctx    context.Context
+	env    map[string]string
+	stdout io.Writer
+	stderr io.Writer
+	logger *slog.Logger
+	cli    *cli
+}
+
+// usageError is a bad invocation or configuration: exit status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// exitCode carries kong's exit (after --help) out of its parse.
+type exitCode int
+
+// run is the whole program: parse args and settings from env and the
+// config file, run the command, return the exit status. ctx ends on
+// SIGINT or SIGTERM.
+func run(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) int {
+	var c cli
+	kctx, code, err := parse(&c, args, env, stdout, stderr)
+	if err != nil || code >= 0 {
+		if err != nil {
+			fmt.Fprintf(stderr, "runtime: %v\nrun \"runtime --help\" for usage\n", err)
+		}
+		return max(code, 0)
 	}
-	if _, err := rt.CreateThread(ctx, "demo", mcpruntime.ThreadOptions{Instance: "demo"}); err != nil {
-		return "", err
+	logger := newLogger(stderr, c.LogFormat, c.LogLevel)
+	d := &deps{ctx: ctx, env: env, stdout: stdout, stderr: stderr, logger: logger, cli: &c}
+	if err := kctx.Run(d, kongCommand(kctx.Command())); err != nil {
+		// One line per problem, each saying who speaks.
+		fmt.Fprintf(stderr, "runtime: %s\n", strings.ReplaceAll(err.Error(), "\n", "\nruntime: "))
+		if errors.As(err, new(usageError)) {
+			return 2
+		}
+		return 1
 	}
-	ps, err := rt.OpenProviderSession(ctx, "demo", "demo")
+	return 0
+}
+
+// parse parses the command line. code is -1 to go on, else the status to
+// exit with (0 after --help, 2 on error).
+func parse(c *cli, args []string, env map[string]string, stdout, stderr io.Writer) (kctx *kong.Context, code int, err error) {
+	res := &settings{env: env}
+	parser, err := kong.New(c,
+		kong.Name("runtime"),
+		kong.Description("The MCP session runtime: serve it, or drive a running one through its admin API.\n\n"+
+			"Every setting is a flag --NAME, an environment variable RUNTIME_NAME (upper case, - as _) and a key NAME "+
+			"of the TOML config file; a flag beats the environment, which beats the file, which beats the default."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(exitCode(code)) }),
+		kong.Resolvers(res),
+		kong.WithBeforeResolve(res.load),
+		kong.ValueFormatter(helpValue),
+		kong.Vars{"default_token_file": defaultTokenFile(env)},
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
 	if err != nil {
-		return "", err
+		return nil, 1, err // the grammar itself is wrong
 	}
-	if _, err := rt.StartRun(ctx, "demo", "demo"); err != nil {
-		return "", err
-	}
-	dir, err := os.MkdirTemp("", "mcpruntime-demo-")
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(exitCode)
+			if !ok {
+				panic(r)
+			}
+			kctx, code, err = nil, int(e), nil
+		}
+	}()
+	kctx, err = parser.Parse(args)
 	if err != nil {
-		return "", err
+		return nil, 2, err
 	}
-	path := filepath.Join(dir, "authorization")
-	if err := os.WriteFile(path, []byte(ps.Authorization+"\n"), 0o600); err != nil {
-		return "", err
+	return kctx, -1, nil
+}
+
+// newLogger returns the slog logger of the settings (already validated).
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return path, nil
+	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -1,0 +1,337 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// adminCmd is `runtime admin …`: one HTTP request to the admin API per
+// command, its JSON answer printed on stdout. A non-2xx answer prints the
+// API's error on stderr and exits 1.
+type adminCmd struct {
+	AdminURL       string        `config:"" default:"http://127.0.0.1:7332" placeholder:"URL" help:"Base URL of the admin API."`
+	AdminTokenFile string        `config:"" default:"${default_token_file}" placeholder:"FILE" help:"File holding the admin token; read when $RUNTIME_ADMIN_TOKEN is not set."`
+	Field          string        `short:"f" placeholder:"NAME" help:"Print only this top-level field of the answer (a string without quotes), for scripts."`
+	Verbose        bool          `short:"v" help:"Print each request and its HTTP status on stderr."`
+	Timeout        time.Duration `default:"60s" help:"Bound on each request."`
+
+	Instance instanceCmds `cmd:"" help:"Provider instances."`
+	Thread   threadCmds   `cmd:"" help:"Threads."`
+	Session  sessionCmds  `cmd:"" help:"Provider sessions of a (thread, instance) pair."`
+	Run      runCmds      `cmd:"" help:"Runs of a thread."`
+	Client   clientCmds   `cmd:"" help:"Client grants (hosts' own MCP clients)."`
+	Sessions sessionsCmd  `cmd:"" help:"List live MCP sessions (GET /admin/v1/sessions)."`
+}
+
+type instanceCmds struct {
+	Create instanceCreateCmd `cmd:"" help:"Register a provider instance (POST /admin/v1/instances)."`
+}
+
+type threadCmds struct {
+	Create  threadCreateCmd `cmd:"" help:"Create a thread (POST /admin/v1/threads)."`
+	List    threadListCmd   `cmd:"" help:"List threads (GET /admin/v1/threads)."`
+	Get     threadArg       `cmd:"" help:"Show a thread and its messages (GET /admin/v1/threads/{id})."`
+	Switch  threadInstance  `cmd:"" help:"Switch the thread to an instance (POST …/threads/{id}/switch)."`
+	Rotate  threadInstance  `cmd:"" help:"Rotate the pair's credential; prints the new authorization (POST …/threads/{id}/rotate)."`
+	Detach  threadArg       `cmd:"" help:"Detach the thread's provider (POST …/threads/{id}/detach)."`
+	Archive threadArg       `cmd:"" help:"Archive the thread: readable, no change, credentials revoked (POST …/threads/{id}/archive)."`
+	Delete  threadArg       `cmd:"" help:"Delete the thread and revoke its credentials (DELETE …/threads/{id})."`
+}
+
+type sessionCmds struct {
+	Open    threadInstance `cmd:"" help:"Open (or reuse) the pair's provider session; prints its authorization once (POST …/threads/{id}/provider-sessions)."`
+	Release idArg          `cmd:"" help:"Release a provider session (DELETE /admin/v1/provider-sessions/{id})."`
+}
+
+type runCmds struct {
+	Start threadInstance `cmd:"" help:"Start a run of the thread by an instance (POST …/threads/{id}/runs)."`
+	End   threadArg      `cmd:"" help:"End the thread's current run (DELETE …/threads/{id}/runs/current)."`
+}
+
+type clientCmds struct {
+	Create  clientCreateCmd  `cmd:"" help:"Issue a client grant; prints its clientId and token (POST /admin/v1/clients)."`
+	Refresh clientRefreshCmd `cmd:"" help:"Issue a new token for a client grant (POST /admin/v1/clients/{id}/refresh)."`
+	Revoke  idArg            `cmd:"" help:"Revoke a client grant and all its tokens (DELETE /admin/v1/clients/{id})."`
+}
+
+type instanceCreateCmd struct {
+	ID           string   `arg:"" help:"Instance id."`
+	Driver       string   `default:"inproc" help:"Driver kind."`
+	DriverConfig string   `placeholder:"JSON" help:"The driver's own configuration, a JSON value (sent as \"config\")."`
+	Capabilities []string `placeholder:"CAP" help:"Capabilities given to every credential minted for the instance."`
+}
+
+type threadListCmd struct{}
+
+type clientRefreshCmd struct {
+	ID             string `arg:"" help:"Client id."`
+	RevokePrevious bool   `help:"Also revoke the grant's earlier tokens."`
+}
+
+type threadCreateCmd struct {
+	ID       string `arg:"" help:"Thread id."`
+	Instance string `help:"The thread's initial provider instance."`
+}
+
+type clientCreateCmd struct {
+	Label  string `help:"Label of the grant, for people."`
+	Access string `enum:"read-only,read-write" default:"read-only" help:"read-only or read-write."`
+}
+
+type threadArg struct {
+	Thread string `arg:"" help:"Thread id."`
+}
+
+type threadInstance struct {
+	Thread   string `arg:"" help:"Thread id."`
+	Instance string `arg:"" help:"Provider instance id."`
+}
+
+type idArg struct {
+	ID string `arg:"" help:"Id."`
+}
+
+type sessionsCmd struct{}
+
+// The commands. Each Run is called by kong for the selected command.
+
+func (c *instanceCreateCmd) Run(d *deps) error {
+	body := map[string]any{"id": c.ID, "driver": c.Driver}
+	if len(c.DriverConfig) > 0 {
+		if !json.Valid([]byte(c.DriverConfig)) {
+			return usageError{fmt.Errorf("--driver-config %q: not valid JSON", c.DriverConfig)}
+		}
+		body["config"] = json.RawMessage(c.DriverConfig)
+	}
+	if len(c.Capabilities) > 0 {
+		body["capabilities"] = c.Capabilities
+	}
+	return d.call(http.MethodPost, "/admin/v1/instances", body)
+}
+
+func (c *threadCreateCmd) Run(d *deps) error {
+	body := map[string]any{"id": c.ID}
+	if c.Instance != "" {
+		body["instance"] = c.Instance
+	}
+	return d.call(http.MethodPost, "/admin/v1/threads", body)
+}
+
+func (c *threadArg) Run(d *deps, cmd kongCommand) error {
+	t := "/admin/v1/threads/" + url.PathEscape(c.Thread)
+	switch cmd {
+	case "admin thread get <thread>":
+		return d.call(http.MethodGet, t, nil)
+	case "admin thread detach <thread>":
+		return d.call(http.MethodPost, t+"/detach", nil)
+	case "admin thread archive <thread>":
+		return d.call(http.MethodPost, t+"/archive", nil)
+	case "admin thread delete <thread>":
+		return d.call(http.MethodDelete, t, nil)
+	case "admin run end <thread>":
+		return d.call(http.MethodDelete, t+"/runs/current", nil)
+	}
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+func (c *threadInstance) Run(d *deps, cmd kongCommand) error {
+	t := "/admin/v1/threads/" + url.PathEscape(c.Thread)
+	body := map[string]any{"instance": c.Instance}
+	switch cmd {
+	case "admin thread switch <thread> <instance>":
+		return d.call(http.MethodPost, t+"/switch", body)
+	case "admin thread rotate <thread> <instance>":
+		return d.call(http.MethodPost, t+"/rotate", body)
+	case "admin session open <thread> <instance>":
+		return d.call(http.MethodPost, t+"/provider-sessions", body)
+	case "admin run start <thread> <instance>":
+		return d.call(http.MethodPost, t+"/runs", body)
+	}
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+func (c *idArg) Run(d *deps, cmd kongCommand) error {
+	id := url.PathEscape(c.ID)
+	switch cmd {
+	case "admin session release <id>":
+		return d.call(http.MethodDelete, "/admin/v1/provider-sessions/"+id, nil)
+	case "admin client revoke <id>":
+		return d.call(http.MethodDelete, "/admin/v1/clients/"+id, nil)
+	}
+	return fmt.Errorf("unknown command %q", cmd)
+}
+
+func (c *threadListCmd) Run(d *deps) error {
+	return d.call(http.MethodGet, "/admin/v1/threads", nil)
+}
+
+func (c *clientRefreshCmd) Run(d *deps) error {
+	var body any // no body: the admin API's default, keep earlier tokens
+	if c.RevokePrevious {
+		body = map[string]any{"revokePrevious": true}
+	}
+	return d.call(http.MethodPost, "/admin/v1/clients/"+url.PathEscape(c.ID)+"/refresh", body)
+}
+
+func (c *clientCreateCmd) Run(d *deps) error {
+	return d.call(http.MethodPost, "/admin/v1/clients", map[string]any{"label": c.Label, "access": c.Access})
+}
+
+func (c *sessionsCmd) Run(d *deps) error {
+	return d.call(http.MethodGet, "/admin/v1/sessions", nil)
+}
+
+// kongCommand is the selected command's path, such as "admin thread get
+// <thread>", for commands that share an argument struct.
+type kongCommand string
+
+// apiError is a non-2xx answer of the admin API.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+	Body    string
+}
+
+func (e *apiError) Error() string {
+	s := fmt.Sprintf("admin API: %d %s", e.Status, http.StatusText(e.Status))
+	switch {
+	case e.Code != "" && e.Message != "":
+		s += ": " + e.Code + ": " + e.Message
+	case e.Code != "":
+		s += ": " + e.Code
+	case e.Body != "":
+		s += ": " + e.Body
+	}
+	return s
+}
+
+// call makes one admin API request and prints its answer.
+func (d *deps) call(method, path string, body any) error {
+	a := &d.cli.Admin
+	base, err := checkURL("admin-url", a.AdminURL)
+	if err != nil {
+		return usageError{err}
+	}
+	token, err := a.token(d.env)
+	if err != nil {
+		return err
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	u := strings.TrimSuffix(base.String(), "/") + path
+	ctx, cancel := context.WithTimeout(d.ctx, a.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	// A client of its own: no proxy from the environment, nothing left
+	// behind once the command is done.
+	tr := &http.Transport{Proxy: nil}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return fmt.Errorf("admin API at %s: %w", base, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("admin API: reading the answer: %w", err)
+	}
+	if a.Verbose {
+		fmt.Fprintf(d.stderr, "%s %s → %d %s\n", method, path, resp.StatusCode, http.StatusText(resp.StatusCode))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		e := &apiError{Status: resp.StatusCode}
+		var eb struct {
+			Error   string `json:"error"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
+			e.Code, e.Message = eb.Error, eb.Message
+		} else {
+			e.Body = strings.TrimSpace(string(data))
+			if len(e.Body) > 200 {
+				e.Body = e.Body[:200] + "…"
+			}
+		}
+		return e
+	}
+	return a.print(d.stdout, data)
+}
+
+// print writes an answer: indented JSON, or the one field asked for.
+func (a *adminCmd) print(w io.Writer, data []byte) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		if a.Field != "" {
+			return fmt.Errorf("the answer is empty, with no field %q", a.Field)
+		}
+		return nil
+	}
+	if a.Field != "" {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(data, &obj); err != nil {
+			return fmt.Errorf("the answer is not a JSON object: %w", err)
+		}
+		raw, ok := obj[a.Field]
+		if !ok {
+			return fmt.Errorf("the answer has no field %q", a.Field)
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			_, err := fmt.Fprintln(w, s)
+			return err
+		}
+		data = raw
+	}
+	data = bytes.TrimSpace(data)
+	var out bytes.Buffer
+	if err := json.Indent(&out, data, "", "  "); err != nil {
+		// Not JSON: print it as it came.
+		_, err := w.Write(data)
+		return err
+	}
+	out.WriteByte('\n')
+	_, err := w.Write(out.Bytes())
+	return err
+}
+
+// token is $RUNTIME_ADMIN_TOKEN, else the content of the token file.
+func (a *adminCmd) token(env map[string]string) (string, error) {
+	if tok := strings.TrimSpace(env[envAdminToken]); tok != "" {
+		return tok, nil
+	}
+	if a.AdminTokenFile == "" {
+		return "", usageError{errors.New("no admin token: set $" + envAdminToken + " or --admin-token-file")}
+	}
+	b, err := os.ReadFile(a.AdminTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("no admin token: $%s is not set and %w (is the server running, with the same --admin-token-file?)", envAdminToken, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("no admin token: %s is empty", a.AdminTokenFile)
+	}
+	return tok, nil
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeAdmin is an httptest stand-in for the admin API: it records each
+// request and answers what the test says.
+type fakeAdmin struct {
+	*httptest.Server
+	mu     sync.Mutex
+	reqs   []fakeReq
+	status int
+	answer string
+}
+
+type fakeReq struct {
+	Method, Path, Auth, ContentType string
+	Body                            any // decoded JSON, nil if none
+}
+
+func newFakeAdmin(t *testing.T) *fakeAdmin {
+	f := &fakeAdmin{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		req := fakeReq{Method: r.Method, Path: r.URL.EscapedPath(), Auth: r.Header.Get("Authorization"), ContentType: r.Header.Get("Content-Type")}
+		if len(b) > 0 {
+			if err := json.Unmarshal(b, &req.Body); err != nil {
+				req.Body = "not JSON: " + string(b)
+			}
+		}
+		f.mu.Lock()
+		f.reqs = append(f.reqs, req)
+		status, answer := f.status, f.answer
+		f.mu.Unlock()
+		if answer != "" {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, answer)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeAdmin) respond(status int, answer string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status, f.answer, f.reqs = status, answer, nil
+}
+
+func (f *fakeAdmin) requests() []fakeReq {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fakeReq(nil), f.reqs...)
+}
+
+func TestAdminCLIRequests(t *testing.T) {
+	f := newFakeAdmin(t)
+	env := map[string]string{"RUNTIME_ADMIN_TOKEN": "admintok", "RUNTIME_ADMIN_URL": f.URL}
+	obj := func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		args   string
+		method string
+		path   string
+		body   any
+		status int
+		answer string
+	}{
+		{"instance create codex --driver inproc", "POST", "/admin/v1/instances", obj("id", "codex", "driver", "inproc"), 201, `{"id":"codex"}`},
+		{"instance create codex", "POST", "/admin/v1/instances", obj("id", "codex", "driver", "inproc"), 201, `{}`},
+		{`instance create x --driver exec --driver-config {"cmd":["a"]} --capabilities net,fs`, "POST", "/admin/v1/instances",
+			obj("id", "x", "driver", "exec", "config", obj("cmd", []any{"a"}), "capabilities", []any{"net", "fs"}), 201, `{}`},
+		{"thread create t1", "POST", "/admin/v1/threads", obj("id", "t1"), 201, `{"id":"t1"}`},
+		{"thread create t1 --instance codex", "POST", "/admin/v1/threads", obj("id", "t1", "instance", "codex"), 201, `{"id":"t1"}`},
+		{"thread list", "GET", "/admin/v1/threads", nil, 200, `{"threads":[]}`},
+		{"thread get t1", "GET", "/admin/v1/threads/t1", nil, 200, `{"id":"t1"}`},
+		{"thread get a:b@c", "GET", "/admin/v1/threads/a:b@c", nil, 200, `{}`},
+		{"thread switch t1 claude", "POST", "/admin/v1/threads/t1/switch", obj("instance", "claude"), 200, `{"instance":"claude"}`},
+		{"thread rotate t1 codex", "POST", "/admin/v1/threads/t1/rotate", obj("instance", "codex"), 200, `{"authorization":"Bearer x"}`},
+		{"thread detach t1", "POST", "/admin/v1/threads/t1/detach", nil, 204, ""},
+		{"thread archive t1", "POST", "/admin/v1/threads/t1/archive", nil, 204, ""},
+		{"thread delete t1", "DELETE", "/admin/v1/threads/t1", nil, 204, ""},
+		{"session open t1 codex", "POST", "/admin/v1/threads/t1/provider-sessions", obj("instance", "codex"), 201, `{"providerSessionId":"ps_1"}`},
+		{"session release ps_1", "DELETE", "/admin/v1/provider-sessions/ps_1", nil, 204, ""},
+		{"run start t1 codex", "POST", "/admin/v1/threads/t1/runs", obj("instance", "codex"), 201, `{"runId":"run_1"}`},
+		{"run end t1", "DELETE", "/admin/v1/threads/t1/runs/current", nil, 204, ""},
+		{"client create --label ci --access read-only", "POST", "/admin/v1/clients", obj("label", "ci", "access", "read-only"), 201, `{"clientId":"cl_1","token":"t"}`},
+		{"client create --label ci --access read-write", "POST", "/admin/v1/clients", obj("label", "ci", "access", "read-write"), 201, `{}`},
+		{"client create", "POST", "/admin/v1/clients", obj("label", "", "access", "read-only"), 201, `{}`},
+		{"client refresh cl_1", "POST", "/admin/v1/clients/cl_1/refresh", nil, 200, `{"token":"t2"}`},
+		{"client refresh cl_1 --revoke-previous", "POST", "/admin/v1/clients/cl_1/refresh", obj("revokePrevious", true), 200, `{"token":"t3"}`},
+		{"client revoke cl_1", "DELETE", "/admin/v1/clients/cl_1", nil, 204, ""},
+		{"sessions", "GET", "/admin/v1/sessions", nil, 200, `{"sessions":[]}`},
+	} {
+		t.Run(tc.args, func(t *testing.T) {
+			f.respond(tc.status, tc.answer)
+			code, stdout, stderr := runCLI(context.Background(), env, append([]string{"admin"}, strings.Fields(tc.args)...)...)
+			if code != 0 {
+				t.Fatalf("exit %d; stderr %q", code, stderr)
+			}
+			reqs := f.requests()
+			if len(reqs) != 1 {
+				t.Fatalf("%d requests, want 1", len(reqs))
+			}
+			r := reqs[0]
+			if r.Method != tc.method || r.Path != tc.path {
+				t.Errorf("request %s %s, want %s %s", r.Method, r.Path, tc.method, tc.path)
+			}
+			if r.Auth != "Bearer admintok" {
+				t.Errorf("Authorization %q", r.Auth)
+			}
+			if !reflect.DeepEqual(r.Body, tc.body) {
+				t.Errorf("body %#v, want %#v", r.Body, tc.body)
+			}
+			if (tc.body != nil) != (r.ContentType == "application/json") {
+				t.Errorf("Content-Type %q with body %v", r.ContentType, tc.body)
+			}
+			if tc.answer == "" {
+				if stdout != "" {
+					t.Errorf("204 printed %q", stdout)
+				}
+				return
+			}
+			var got, want any
+			if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+				t.Fatalf("stdout %q is not JSON: %v", stdout, err)
+			}
+			_ = json.Unmarshal([]byte(tc.answer), &want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("printed %s, want %s", stdout, tc.answer)
+			}
+		})
+	}
+}
+
+func TestAdminCLIOutput(t *testing.T) {
+	f := newFakeAdmin(t)
+	env := map[string]string{"RUNTIME_ADMIN_TOKEN": "admintok"}
+	admin := func(args ...string) (int, string, string) {
+		return runCLI(context.Background(), env, append([]string{"admin", "--admin-url", f.URL}, args...)...)
+	}
+
+	f.respond(201, `{"providerSessionId":"ps_1","authorization":"Bearer mcprt_x","capabilities":["a"]}`+"\n")
+	code, stdout, _ := admin("session", "open", "t1", "codex")
+	if want := "{\n  \"providerSessionId\": \"ps_1\",\n  \"authorization\": \"Bearer mcprt_x\",\n  \"capabilities\": [\n    \"a\"\n  ]\n}\n"; code != 0 || stdout != want {
+		t.Errorf("indented answer: exit %d %q, want %q", code, stdout, want)
+	}
+	code, stdout, _ = admin("-f", "authorization", "session", "open", "t1", "codex")
+	if code != 0 || stdout != "Bearer mcprt_x\n" {
+		t.Errorf("--field of a string: exit %d %q", code, stdout)
+	}
+	code, stdout, _ = admin("session", "open", "--field", "capabilities", "t1", "codex")
+	if code != 0 || stdout != "[\n  \"a\"\n]\n" {
+		t.Errorf("--field of an array: exit %d %q", code, stdout)
+	}
+	code, _, stderr := admin("--field", "nope", "session", "open", "t1", "codex")
+	if code != 1 || !strings.Contains(stderr, `no field "nope"`) {
+		t.Errorf("--field missing: exit %d %q", code, stderr)
+	}
+	code, stdout, stderr = admin("-v", "thread", "get", "t1")
+	if code != 0 || !strings.Contains(stderr, "GET /admin/v1/threads/t1 → 201 Created") || stdout == "" {
+		t.Errorf("--verbose: exit %d stdout %q stderr %q", code, stdout, stderr)
+	}
+
+	// Errors: the API's code and message on stderr, exit 1, nothing on stdout.
+	for _, tc := range []struct {
+		status int
+		answer string
+		want   string
+	}{
+		{404, `{"error":"unknown_thread","message":"thread \"t9\" not found"}`, `runtime: admin API: 404 Not Found: unknown_thread: thread "t9" not found`},
+		{401, `{"error":"unauthorized","message":"missing or invalid admin token"}`, "401 Unauthorized: unauthorized"},
+		{409, `{"error":"thread_exists"}`, "409 Conflict: thread_exists"},
+		{501, "not implemented\n", "501 Not Implemented: not implemented"},
+	} {
+		f.respond(tc.status, tc.answer)
+		code, stdout, stderr := admin("thread", "get", "t9")
+		if code != 1 || stdout != "" || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%d: exit %d stdout %q stderr %q, want %q", tc.status, code, stdout, stderr, tc.want)
+		}
+	}
+
+	// No server there.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	code, _, stderr = runCLI(context.Background(), env, "admin", "--admin-url", dead.URL, "sessions")
+	if code != 1 || !strings.Contains(stderr, "admin API at "+dead.URL) {
+		t.Errorf("no server: exit %d %q", code, stderr)
+	}
+}
+
+func TestAdminCLIToken(t *testing.T) {
+	f := newFakeAdmin(t)
+	f.respond(200, `{}`)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "admin-token")
+	if err := os.WriteFile(file, []byte("filetok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string // Authorization sent, "" for none (an error)
+	}{
+		{"env beats the file", map[string]string{"RUNTIME_ADMIN_TOKEN": "envtok"}, []string{"--admin-token-file", file}, "Bearer envtok"},
+		{"file from the flag", nil, []string{"--admin-token-file", file}, "Bearer filetok"},
+		{"file from env", map[string]string{"RUNTIME_ADMIN_TOKEN_FILE": file}, nil, "Bearer filetok"},
+		{"file by default under HOME", map[string]string{"HOME": "/nonexistent-home"}, nil, ""},
+		{"file by default under XDG_RUNTIME_DIR", map[string]string{"XDG_RUNTIME_DIR": filepath.Join(dir, "..", filepath.Base(dir), "xdg")}, nil, "Bearer xdgtok"},
+		{"no file", nil, []string{"--admin-token-file", filepath.Join(dir, "missing")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if xdg := tc.env["XDG_RUNTIME_DIR"]; xdg != "" {
+				if err := writeSecretFile(filepath.Join(xdg, "mcpruntime", "admin-token"), "xdgtok"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.respond(200, `{}`)
+			code, _, stderr := runCLI(context.Background(), tc.env, append(append([]string{"admin", "--admin-url", f.URL}, tc.args...), "sessions")...)
+			reqs := f.requests()
+			if tc.want == "" {
+				if code != 1 || len(reqs) != 0 || !strings.Contains(stderr, "no admin token") {
+					t.Errorf("exit %d, %d requests, stderr %q", code, len(reqs), stderr)
+				}
+				return
+			}
+			if code != 0 || len(reqs) != 1 || reqs[0].Auth != tc.want {
+				t.Errorf("exit %d stderr %q requests %+v, want Authorization %q", code, stderr, reqs, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,412 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/admin"
+	"github.com/agenthost/mcpruntime/metrics"
+)
+
+// serveCmd is `runtime serve`, the default command.
+type serveCmd struct {
+	Listen               string   `config:"" default:"127.0.0.1:7331" placeholder:"HOST:PORT" help:"MCP listen address; loopback unless told otherwise."`
+	MCPPath              string   `config:"" name:"mcp-path" default:"/mcp" placeholder:"PATH" help:"Path of the MCP endpoint."`
+	Endpoint             string   `config:"" placeholder:"URL" help:"MCP URL handed to provider sessions. Default: http://<listen address><mcp-path>, 127.0.0.1 for an unspecified host."`
+	AllowedHosts         []string `config:"" placeholder:"HOST" help:"Host header values the MCP endpoint accepts besides loopback ones and, when --listen is beyond loopback, its own host."`
+	AdminListen          string   `config:"" default:"127.0.0.1:7332" placeholder:"HOST:PORT" help:"Listen address of the admin API, /healthz and /readyz."`
+	AdminTokenFile       string   `config:"" default:"${default_token_file}" placeholder:"FILE" help:"Where a generated admin token is written (mode 0600) when $RUNTIME_ADMIN_TOKEN is not set."`
+	CredentialWindow     duration `config:"" default:"24h" placeholder:"DURATION" help:"A provider credential expires after this long without a turn start; never: no expiry."`
+	ClientTokenTTL       duration `config:"" name:"client-token-ttl" default:"24h" placeholder:"DURATION" help:"A client token authenticates this long after issue; never: no expiry."`
+	BodyLimit            byteSize `config:"" default:"4MiB" placeholder:"SIZE" help:"Largest MCP POST body, in bytes or with a KiB, MiB or GiB suffix."`
+	IdleTimeout          duration `config:"" default:"30m" placeholder:"DURATION" help:"An MCP session with nothing in flight for this long ends; never: no eviction."`
+	SessionsPerNamespace int      `config:"" default:"64" placeholder:"N" help:"MCP sessions per principal; the next initialize evicts its least recently active idle one, or gets 429."`
+	MaxSessions          int      `config:"" default:"100000" placeholder:"N" help:"MCP sessions in all; past it initialize gets 503."`
+	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
+	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, how long HTTP requests in flight may take to finish once MCP sessions have ended."`
+	Demo                 bool     `config:"" default:"true" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its Authorization value to a 0600 file."`
+}
+
+// validate checks what the types alone do not.
+func (s *serveCmd) validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, a := range []struct{ name, addr string }{{"listen", s.Listen}, {"admin-listen", s.AdminListen}} {
+		if err := checkAddr(a.name, a.addr); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.Listen == s.AdminListen && !strings.HasSuffix(s.Listen, ":0") {
+		add("--listen and --admin-listen are both %q; they must differ", s.Listen)
+	}
+	if !strings.HasPrefix(s.MCPPath, "/") || strings.ContainsAny(s.MCPPath, " ?#") {
+		add("--mcp-path %q: want a path such as /mcp", s.MCPPath)
+	}
+	if s.Endpoint != "" {
+		if u, err := url.Parse(s.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("--endpoint %q: want an absolute http(s) URL", s.Endpoint)
+		}
+	}
+	for _, h := range s.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, " /") {
+			add("--allowed-hosts: %q is not a host name or IP address", h)
+		}
+	}
+	for _, d := range []struct {
+		name     string
+		v        duration
+		canNever bool
+	}{
+		{"credential-window", s.CredentialWindow, true},
+		{"client-token-ttl", s.ClientTokenTTL, true},
+		{"idle-timeout", s.IdleTimeout, true},
+		{"keep-alive", s.KeepAlive, false},
+		{"shutdown-grace", s.ShutdownGrace, false},
+	} {
+		if d.v == never && !d.canNever {
+			add("--%s: never is not allowed here", d.name)
+		} else if d.v != never && d.v <= 0 {
+			add("--%s %s: want a positive duration", d.name, time.Duration(d.v))
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"body-limit", int64(s.BodyLimit)}, {"sessions-per-namespace", int64(s.SessionsPerNamespace)}, {"max-sessions", int64(s.MaxSessions)}} {
+		if n.v < 1 {
+			add("--%s %d: want at least 1", n.name, n.v)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runtimeDuration maps a duration setting to the runtime's convention
+// (mcpruntime.NoExpiry, or a negative transport timeout, for never).
+func runtimeDuration(d duration) time.Duration {
+	if d == never {
+		return mcpruntime.NoExpiry
+	}
+	return time.Duration(d)
+}
+
+// readyHookKey is a context key: a func(mcpAddr, adminAddr string) called
+// once the server is ready. Tests use it to learn the ports of :0.
+type readyHookKey struct{}
+
+// health is the state /readyz reports.
+type health struct{ state atomic.Int32 }
+
+const (
+	stateStarting int32 = iota
+	stateReady
+	stateShuttingDown
+)
+
+func (h *health) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	fmt.Fprintln(w, `{"status":"ok"}`)
+}
+
+func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	switch h.state.Load() {
+	case stateReady:
+		fmt.Fprintln(w, `{"status":"ready"}`)
+	case stateShuttingDown:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, `{"status":"shutting down"}`)
+	default:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, `{"status":"starting"}`)
+	}
+}
+
+// Run serves until d.ctx ends, then shuts down gracefully.
+func (s *serveCmd) Run(d *deps) error {
+	if err := s.validate(); err != nil {
+		return usageError{err}
+	}
+	log := d.logger
+
+	token, generated, err := adminToken(d.env, log)
+	if err != nil {
+		return err
+	}
+	if generated && s.AdminTokenFile == "" {
+		return usageError{errors.New("no place for the admin token file: set --admin-token-file or $RUNTIME_ADMIN_TOKEN (none of $XDG_RUNTIME_DIR, $XDG_CACHE_HOME, $HOME is set)")}
+	}
+
+	// Listen first: a second server on the same ports fails here, before
+	// it touches the first one's token file.
+	mcpLn, err := net.Listen("tcp", s.Listen)
+	if err != nil {
+		return fmt.Errorf("MCP listener: %w", err)
+	}
+	defer mcpLn.Close()
+	adminLn, err := net.Listen("tcp", s.AdminListen)
+	if err != nil {
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	defer adminLn.Close()
+	mcpAddr, adminAddr := mcpLn.Addr().String(), adminLn.Addr().String()
+
+	allowed := append([]string(nil), s.AllowedHosts...)
+	if !loopback(s.Listen) {
+		own := ownHosts(s.Listen)
+		allowed = append(allowed, own...)
+		log.Warn("MCP listener is beyond loopback", "addr", mcpAddr)
+		log.Info("MCP Host check allows the listener's own host besides loopback", "hosts", own)
+	}
+	if !loopback(s.AdminListen) {
+		log.Warn("admin listener is beyond loopback", "addr", adminAddr)
+	}
+	endpoint := s.Endpoint
+	if endpoint == "" {
+		endpoint = "http://" + urlHost(s.Listen, mcpAddr) + s.MCPPath
+	}
+
+	rt, err := mcpruntime.New(mcpruntime.Config{
+		Endpoint:         endpoint,
+		CredentialWindow: runtimeDuration(s.CredentialWindow),
+		ClientTokenTTL:   runtimeDuration(s.ClientTokenTTL),
+		Logger:           log,
+	})
+	if err != nil {
+		return err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = rt.Close()
+		}
+	}()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var mcpSessions func() int // set once the endpoint exists
+	observer := metrics.New(reg, rt, func() int { return mcpSessions() })
+	mcp, err := rt.MCPHandler(mcpruntime.MCPOptions{
+		Observer:                observer,
+		Path:                    s.MCPPath,
+		AllowedHosts:            allowed,
+		MaxBodyBytes:            int64(s.BodyLimit),
+		IdleTimeout:             runtimeDuration(s.IdleTimeout),
+		MaxSessionsPerNamespace: s.SessionsPerNamespace,
+		MaxSessions:             s.MaxSessions,
+		KeepAlive:               time.Duration(s.KeepAlive),
+		Logger:                  log,
+	})
+	if err != nil {
+		return err
+	}
+	mcpSessions = mcp.Sessions
+	adminAPI := admin.New(rt, admin.Options{Token: token, MCP: mcp, Logger: log})
+
+	if generated {
+		if err := writeSecretFile(s.AdminTokenFile, token); err != nil {
+			return fmt.Errorf("admin token file: %w", err)
+		}
+		defer removeSecretFile(s.AdminTokenFile, token)
+		log.Info("admin token written", "file", s.AdminTokenFile)
+	}
+	if s.Demo {
+		path, err := setupDemo(d.ctx, rt)
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		defer os.RemoveAll(filepath.Dir(path))
+		log.Info("demo credential written", "file", path, "thread", "demo", "instance", "demo")
+	}
+
+	var h health
+	adminMux := http.NewServeMux()
+	adminMux.HandleFunc("GET /healthz", h.healthz)
+	adminMux.HandleFunc("GET /readyz", h.readyz)
+	adminMux.Handle("/admin/", adminAPI)
+	adminMux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	mcpHTTP := &http.Server{Handler: mcp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
+	adminHTTP := &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
+	errc := make(chan error, 2)
+	go func() { errc <- fmt.Errorf("MCP server: %w", mcpHTTP.Serve(mcpLn)) }()
+	go func() { errc <- fmt.Errorf("admin server: %w", adminHTTP.Serve(adminLn)) }()
+	h.state.Store(stateReady)
+	log.Info("runtime ready", "mcp", "http://"+urlHost(s.Listen, mcpAddr)+s.MCPPath,
+		"admin", "http://"+urlHost(s.AdminListen, adminAddr)+"/admin/v1/", "endpoint", endpoint)
+	if hook, ok := d.ctx.Value(readyHookKey{}).(func(mcpAddr, adminAddr string)); ok {
+		hook(mcpAddr, adminAddr)
+	}
+
+	var serveErr error
+	select {
+	case <-d.ctx.Done():
+		log.Info("shutting down", "grace", time.Duration(s.ShutdownGrace))
+	case serveErr = <-errc:
+		log.Error("server failed; shutting down", "err", serveErr)
+	}
+
+	// Graceful shutdown: not ready; end MCP sessions and their streams;
+	// stop accepting and let in-flight requests finish within the grace;
+	// then close the runtime, which revokes every credential and token.
+	h.state.Store(stateShuttingDown)
+	mcp.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.ShutdownGrace))
+	defer cancel()
+	for _, srv := range []struct {
+		name string
+		srv  *http.Server
+	}{{"MCP", mcpHTTP}, {"admin", adminHTTP}} {
+		if err := srv.srv.Shutdown(sctx); err != nil {
+			log.Warn("grace period over; closing connections", "server", srv.name, "err", err)
+			_ = srv.srv.Close()
+		}
+	}
+	closed = true
+	if err := rt.Close(); err != nil {
+		log.Error("closing the runtime", "err", err)
+		return err
+	}
+	if serveErr != nil {
+		return serveErr
+	}
+	log.Info("shut down")
+	return nil
+}
+
+// adminToken is $RUNTIME_ADMIN_TOKEN, or a new random one (generated).
+func adminToken(env map[string]string, log *slog.Logger) (token string, generated bool, err error) {
+	if tok := strings.TrimSpace(env[envAdminToken]); tok != "" {
+		if len(tok) < 32 {
+			log.Warn("$" + envAdminToken + " is short; use at least 32 random characters")
+		}
+		log.Info("admin token from $" + envAdminToken)
+		return tok, false, nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", false, err
+	}
+	return "mcpadm_" + base64.RawURLEncoding.EncodeToString(b), true, nil
+}
+
+// writeSecretFile writes secret to path with mode 0600, in a 0700
+// directory made if missing, replacing any file there atomically.
+func writeSecretFile(path, secret string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".admin-token-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after the rename, a no-op
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// removeSecretFile removes path if it still holds secret (another server
+// may have replaced it since).
+func removeSecretFile(path, secret string) {
+	if b, err := os.ReadFile(path); err == nil && bytes.Equal(bytes.TrimSpace(b), []byte(secret)) {
+		_ = os.Remove(path)
+	}
+}
+
+// ownHosts are the Host names a listener beyond loopback answers to: its
+// host, or for an unspecified one (":7331", "0.0.0.0:7331") this machine's
+// name and addresses.
+func ownHosts(addr string) []string {
+	host, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return []string{strings.Trim(host, "[]")}
+	}
+	var hosts []string
+	if name, err := os.Hostname(); err == nil && name != "" {
+		hosts = append(hosts, name)
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			hosts = append(hosts, n.IP.String())
+		}
+	}
+	return hosts
+}
+
+// urlHost is a listener's address as a URL host: the configured host
+// (loopback for an unspecified one: 127.0.0.1, or ::1 for "::") with the
+// port actually bound (configured 0 picks one).
+func urlHost(configured, bound string) string {
+	host, _, err := net.SplitHostPort(configured)
+	_, port, err2 := net.SplitHostPort(bound)
+	if err != nil || err2 != nil {
+		return bound
+	}
+	switch ip := net.ParseIP(host); {
+	case host == "" || (ip != nil && ip.Equal(net.IPv4zero)):
+		host = "127.0.0.1"
+	case ip != nil && ip.IsUnspecified():
+		host = "::1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// setupDemo creates the demo thread and instance, opens the provider
+// session, starts a run, and writes the Authorization value to a 0600 file
+// in a new temporary directory.
+func setupDemo(ctx context.Context, rt *mcpruntime.Runtime) (string, error) {
+	if err := rt.RegisterInstance(ctx, "demo", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
+		return "", err
+	}
+	if _, err := rt.CreateThread(ctx, "demo", mcpruntime.ThreadOptions{Instance: "demo"}); err != nil {
+		return "", err
+	}
+	ps, err := rt.OpenProviderSession(ctx, "demo", "demo")
+	if err != nil {
+		return "", err
+	}
+	if _, err := rt.StartRun(ctx, "demo", "demo"); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "mcpruntime-demo-")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "authorization")
+	if err := os.WriteFile(path, []byte(ps.Authorization+"\n"), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return path, nil
+}
