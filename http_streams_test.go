@@ -398,3 +398,44 @@ func TestHTTPStreamClosesOnExpiry(t *testing.T) {
 	waitSessionGone(t, rt, "expiry", sid)
 	want401(t, "request after expiry", e.post(tok, sid, `{"jsonrpc":"2.0","id":1,"method":"ping"}`), `Bearer error="invalid_token"`)
 }
+
+// TestHTTPStreamCloseStreamsKeepsCalls: the first step of a graceful
+// shutdown closes every standalone stream and refuses new sessions, while a
+// call in flight runs to its end.
+func TestHTTPStreamCloseStreamsKeepsCalls(t *testing.T) {
+	rt := quietRuntime(t, mcpruntime.Config{})
+	registerInproc(t, rt, "A")
+	createThreads(t, rt, "T")
+	_, tok := openMinted(t, rt, "T", "A")
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{
+		Name:   "slow",
+		Access: mcpruntime.AccessRead,
+		Handler: func(ctx context.Context, _ *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) {
+			started <- struct{}{}
+			select {
+			case <-release:
+				return &mcpruntime.ToolResult{Text: "finished"}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+	}))
+	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
+	sid := e.initialize(tok)
+	st := e.stream(tok, sid)
+	call := e.asyncPost(tok, sid, callBody(`"s-1"`, "slow", ""))
+	<-started
+
+	e.srv.CloseStreams()
+	st.wantEndWithin(t, "CloseStreams", time.Now(), streamCloseWithin)
+	if got := e.do(http.MethodPost, mcpHeaders(tok, ""), initBody("2025-11-25")); got.Status != http.StatusServiceUnavailable {
+		t.Fatalf("initialize while draining = %d, want 503", got.Status)
+	}
+	close(release)
+	res := call.await(t, "the call in flight")
+	if res.Status != http.StatusOK || !strings.Contains(string(res.Body), "finished") {
+		t.Fatalf("call in flight = %d %s, want 200 with its result", res.Status, res.Body)
+	}
+}

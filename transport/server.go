@@ -262,6 +262,15 @@ func (s *Server) Close() {
 	})
 }
 
+// CloseStreams starts a graceful shutdown: new sessions are refused (503)
+// and every standalone stream ends, while calls in flight go on, so that
+// http.Server.Shutdown can wait for them. Close ends the sessions after.
+func (s *Server) CloseStreams() {
+	for _, e := range s.reg.closeAll() {
+		s.root.Send(e.pid, &session.CloseStream{})
+	}
+}
+
 // Sessions returns the number of live sessions.
 func (s *Server) Sessions() int { return s.reg.count() }
 

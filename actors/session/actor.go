@@ -84,6 +84,10 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 		ctx.Respond(&StreamOpened{})
 	case *StreamClosed:
 		a.stream = nil
+	case *CloseStream:
+		if a.stream != nil {
+			a.stream()
+		}
 	case *Initialized:
 		a.initialized = true
 	case *GetInfo:

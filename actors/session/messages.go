@@ -54,6 +54,10 @@ type OpenStream struct{ Close context.CancelFunc }
 // StreamOpened answers OpenStream.
 type StreamOpened struct{ Err error }
 
+// CloseStream ends the standalone stream, if one is open; calls in flight
+// go on (graceful shutdown).
+type CloseStream struct{}
+
 // StreamClosed says the standalone stream ended.
 type StreamClosed struct{}
 
@@ -92,6 +96,7 @@ func (*End) sessionMessage()          {}
 func (*Cancel) sessionMessage()       {}
 func (*OpenStream) sessionMessage()   {}
 func (*StreamClosed) sessionMessage() {}
+func (*CloseStream) sessionMessage()  {}
 func (*Initialized) sessionMessage()  {}
 func (*Delete) sessionMessage()       {}
 func (*GetInfo) sessionMessage()      {}

@@ -41,7 +41,7 @@ type serveCmd struct {
 	SessionsPerNamespace int      `config:"" default:"64" placeholder:"N" help:"MCP sessions per principal; the next initialize evicts its least recently active idle one, or gets 429."`
 	MaxSessions          int      `config:"" default:"100000" placeholder:"N" help:"MCP sessions in all; past it initialize gets 503."`
 	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
-	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, how long HTTP requests in flight may take to finish once MCP sessions have ended."`
+	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, how long MCP calls and HTTP requests in flight may take to finish once streams are closed."`
 	Demo                 bool     `config:"" default:"true" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its Authorization value to a 0600 file."`
 }
 
@@ -264,11 +264,12 @@ func (s *serveCmd) Run(d *deps) error {
 		log.Error("server failed; shutting down", "err", serveErr)
 	}
 
-	// Graceful shutdown: not ready; end MCP sessions and their streams;
-	// stop accepting and let in-flight requests finish within the grace;
-	// then close the runtime, which revokes every credential and token.
+	// Graceful shutdown: not ready; no new MCP sessions and every stream
+	// closed; stop accepting and let calls in flight finish within the
+	// grace; then end the sessions (cancelling what is left) and close the
+	// runtime, which revokes every credential and token.
 	h.state.Store(stateShuttingDown)
-	mcp.Close()
+	mcp.CloseStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.ShutdownGrace))
 	defer cancel()
 	for _, srv := range []struct {
@@ -280,6 +281,7 @@ func (s *serveCmd) Run(d *deps) error {
 			_ = srv.srv.Close()
 		}
 	}
+	mcp.Close()
 	closed = true
 	if err := rt.Close(); err != nil {
 		log.Error("closing the runtime", "err", err)
