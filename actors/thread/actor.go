@@ -454,7 +454,9 @@ func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err er
 	if err == nil {
 		if t, terr := a.load(); terr != nil || t.Status != memdb.ThreadActive {
 			// Archived while the open ran: the session must not keep the thread.
-			a.abortOpen(ctx, prov, &pendingOpen{sessionID: sid, newSession: p.newSession})
+			// A multi-thread driver may have attached the thread to a session
+			// serving others (sid is then not the id we proposed): detach only.
+			a.abortOpen(ctx, prov, &pendingOpen{sessionID: sid, newSession: p.newSession && sid == p.sessionID})
 			err = fmt.Errorf("open provider session on %s: %w", a.cfg.ID, ErrArchived)
 		}
 	}
