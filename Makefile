@@ -36,9 +36,14 @@ prop: ## the property suite, long (1000 checks per property)
 	$(GO) test -run 'Prop|Machine' -count=1 ./proptest/ -rapid.checks=1000
 
 .PHONY: fuzz
-fuzz: ## fuzz the HTTP handler and the lifecycle state machine, 30 s each
+fuzz: ## fuzz JSON-RPC decoding, the HTTP handler and the lifecycle state machine, 30 s each
 	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./transport/
+	$(GO) test -run '^$$' -fuzz=FuzzDecodeMessage -fuzztime=30s ./transport/
 	$(GO) test -run '^$$' -fuzz=FuzzLifecycleMachine -fuzztime=30s ./proptest/
+
+.PHONY: mutants
+mutants: ## run the suite against each deliberate bug in scripts/mutants/; fails if one survives
+	bash scripts/mutants.sh
 
 .PHONY: bench
 bench: ## ns/op and allocs/op of the hot paths

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -265,6 +266,11 @@ func ask[R any](ctx context.Context, r *Runtime, pid *actor.PID, msg any, timeou
 		if cerr := ctx.Err(); cerr != nil {
 			return zero, cerr
 		}
+		if errors.Is(err, actor.ErrDeadLetter) {
+			// The actor stopped between lookup and request (a racing delete
+			// or revoke): answer as if the lookup had missed.
+			return zero, fmt.Errorf("request %T to %s: %w", msg, pid.Id, goneError(pid.Id))
+		}
 		return zero, fmt.Errorf("request %T to %s: %w", msg, pid.Id, err)
 	}
 	out, ok := res.(R)
@@ -272,6 +278,19 @@ func ask[R any](ctx context.Context, r *Runtime, pid *actor.PID, msg any, timeou
 		return zero, fmt.Errorf("request %T to %s: unexpected reply %T", msg, pid.Id, res)
 	}
 	return out, nil
+}
+
+// goneError is the not-found sentinel of the kind of actor named id.
+func goneError(id string) error {
+	switch {
+	case strings.HasPrefix(id, threadPrefix):
+		return ErrUnknownThread
+	case strings.HasPrefix(id, clientPrefix):
+		return ErrUnknownClient
+	case strings.HasPrefix(id, instancePrefix):
+		return ErrUnknownInstance
+	}
+	return actor.ErrDeadLetter
 }
 
 // RegisterInstance registers a provider instance and starts its actor.
@@ -368,6 +387,10 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 		r.threads[id] = pid
 	}
 	r.mu.Unlock()
+	if errors.Is(err, actor.ErrNameExists) {
+		// A delete of the same id is still stopping its actor.
+		return Thread{}, fmt.Errorf("thread %s is being deleted: %w", id, ErrThreadExists)
+	}
 	if err != nil {
 		return Thread{}, fmt.Errorf("start thread %s: %w", id, err)
 	}
@@ -610,23 +633,34 @@ func (r *Runtime) DeleteThread(ctx context.Context, threadID string) error {
 	if err != nil {
 		return err
 	}
+	// Claim the thread first: of two racing deletes exactly one proceeds,
+	// and calls that start from now on find no thread.
+	r.mu.Lock()
+	if r.threads[threadID] != pid {
+		r.mu.Unlock()
+		return fmt.Errorf("thread %s: %w", threadID, ErrUnknownThread)
+	}
+	delete(r.threads, threadID)
+	r.mu.Unlock()
 	res, err := ask[*thread.DeleteResult](ctx, r, pid, &thread.Delete{}, 2*r.cfg.ActorTimeout)
-	if err != nil {
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil && !errors.Is(err, ErrUnknownThread) {
+		// Not deleted (a timeout, a cancelled context): the thread stays
+		// reachable, so its credentials can still be revoked.
+		r.mu.Lock()
+		if r.threads[threadID] == nil {
+			r.threads[threadID] = pid
+		}
+		r.mu.Unlock()
 		return err
 	}
-	if res.Err != nil {
-		return res.Err
+	// The id is free for CreateThread once the actor is gone.
+	if serr := r.root.StopFuture(pid).Wait(); serr != nil {
+		r.cfg.Logger.Warn("wait for thread actor to stop", "thread", threadID, "err", serr)
 	}
-	// The id is free once the actor is gone.
-	if err := r.root.StopFuture(pid).Wait(); err != nil {
-		r.cfg.Logger.Warn("wait for thread actor to stop", "thread", threadID, "err", err)
-	}
-	r.mu.Lock()
-	if r.threads[threadID] == pid {
-		delete(r.threads, threadID)
-	}
-	r.mu.Unlock()
-	return nil
+	return err
 }
 
 // IssueClient creates a client grant with access "read-only" or
@@ -702,7 +736,11 @@ func (r *Runtime) RevokeClient(ctx context.Context, clientID string) error {
 	if err := r.checkOpen(); err != nil {
 		return err
 	}
-	pid := r.clientPID(clientID)
+	// Claim the grant first: of two racing revokes, exactly one finds it.
+	r.mu.Lock()
+	pid := r.clients[clientID]
+	delete(r.clients, clientID)
+	r.mu.Unlock()
 	if pid == nil {
 		return fmt.Errorf("client %q: %w", clientID, ErrUnknownClient)
 	}
@@ -710,15 +748,7 @@ func (r *Runtime) RevokeClient(ctx context.Context, clientID string) error {
 	if err != nil {
 		return err
 	}
-	if res.Err != nil {
-		return res.Err
-	}
-	r.mu.Lock()
-	if r.clients[clientID] == pid {
-		delete(r.clients, clientID)
-	}
-	r.mu.Unlock()
-	return nil
+	return res.Err
 }
 
 // Authenticate resolves a bearer token to its principal: a shape check,

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/agenthost/mcpruntime/actors/session"
@@ -113,6 +114,13 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	default:
 		s.request(w, r, p, e, msg)
 	}
+}
+
+// ended reports whether a failed request to a session's actor failed
+// because the session ended after the owner check (a racing DELETE, idle
+// eviction or revocation): it is then 404, as if it had ended before.
+func (s *Server) ended(e *entry, err error) bool {
+	return err != nil && (errors.Is(err, actor.ErrDeadLetter) || s.reg.get(e.id) == nil)
 }
 
 func knownMethod(m string) bool {
@@ -250,6 +258,9 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 	defer cancel()
 	res, err := s.ask(e.pid, &session.Begin{RequestID: string(msg.ID), Cancel: cancel})
 	switch {
+	case s.ended(e, err):
+		writeNotFound(w) // ended between the owner check and now
+		return
 	case err != nil:
 		writeRPC(w, http.StatusServiceUnavailable, errorResponse(msg.ID, CodeInternalError, "session busy"))
 		return
@@ -379,6 +390,9 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 	defer cancel()
 	res, err := s.ask(e.pid, &session.OpenStream{Close: cancel})
 	switch {
+	case s.ended(e, err):
+		writeNotFound(w) // ended between the owner check and now
+		return
 	case err != nil:
 		writeRPC(w, http.StatusServiceUnavailable, errorResponse(nil, CodeInternalError, "session busy"))
 		return
@@ -430,6 +444,10 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprout
 		return
 	}
 	res, err := s.ask(e.pid, &session.Delete{Reason: session.ReasonDeleted})
+	if s.ended(e, err) {
+		writeNotFound(w) // ended between the owner check and now
+		return
+	}
 	if err != nil {
 		writeRPC(w, http.StatusServiceUnavailable, errorResponse(nil, CodeInternalError, "session busy"))
 		return

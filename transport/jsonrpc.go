@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 )
 
 // JSON-RPC 2.0 error codes used by the transport.
@@ -50,18 +51,28 @@ func decodeMessage(body []byte) (*message, error) {
 		}
 		return nil, errBatch
 	}
-	var m message
+	// Members are read by their exact names (encoding/json would match
+	// "JSONRPC" or "Method" too; JSON-RPC names are case-sensitive).
+	var members map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&m); err != nil {
+	if err := dec.Decode(&members); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return nil, errInvalid
+			return nil, errInvalid // valid JSON, but not an object
 		}
 		return nil, errParse
 	}
-	if dec.More() {
-		return nil, errParse // trailing data
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errParse // trailing data, a stray closing bracket included
 	}
+	var m message
+	if err := unmarshalMember(members, "jsonrpc", &m.JSONRPC); err != nil {
+		return nil, errInvalid
+	}
+	if err := unmarshalMember(members, "method", &m.Method); err != nil {
+		return nil, errInvalid
+	}
+	m.ID, m.Params, m.Result, m.Error = members["id"], members["params"], members["result"], members["error"]
 	if m.JSONRPC != "2.0" {
 		return nil, errInvalid
 	}
@@ -75,6 +86,15 @@ func decodeMessage(body []byte) (*message, error) {
 		return nil, errInvalid
 	}
 	return &m, nil
+}
+
+// unmarshalMember decodes members[name], if present, into v.
+func unmarshalMember(members map[string]json.RawMessage, name string, v any) error {
+	raw, ok := members[name]
+	if !ok {
+		return nil
+	}
+	return json.Unmarshal(raw, v)
 }
 
 // validID accepts the ids MCP allows: a string or an integer-valued number.

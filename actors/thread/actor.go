@@ -607,6 +607,12 @@ func (a *threadActor) rotate(ctx actor.Context, msg *Rotate) {
 		}
 	}
 	reply := ctx.Sender()
+	if len(reqs) > 0 {
+		// Until the session holds the new credential, an open of the pair
+		// would find a live credential nobody holds and replace it: opens
+		// wait, as they wait for an open in flight.
+		a.pending[msg.Instance] = &pendingOpen{}
+	}
 	a.gather(ctx, reqs, func(results []any, errs []error) {
 		for i := range results {
 			if e := replyErr(results[i], errs[i]); e != nil {
@@ -614,6 +620,14 @@ func (a *threadActor) rotate(ctx actor.Context, msg *Rotate) {
 			}
 		}
 		ctx.Send(reply, &RotateResult{CredentialID: cred.ID, Authorization: "Bearer " + tok})
+		if p := a.pending[msg.Instance]; p != nil && len(reqs) > 0 {
+			delete(a.pending, msg.Instance)
+			// Opens that waited are handled now, in arrival order, as if
+			// they had come after the rotate.
+			for _, w := range p.waiters {
+				ctx.RequestWithCustomSender(ctx.Self(), &OpenProviderSession{Instance: msg.Instance}, w)
+			}
+		}
 	})
 }
 

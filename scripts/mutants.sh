@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Mutant score: build the runtime with each deliberate bug in
+# scripts/mutants/*.mut, one at a time, and run the test suite against it.
+# The tree is never edited: each mutant is a patched copy of one file in a
+# temp dir, handed to the compiler with `go test -overlay`.
+#
+# usage: scripts/mutants.sh [mutant-file...]   (default: all)
+# env:   MUTANT_JOBS (parallel mutants, default 2), MUTANT_TIMEOUT (s, default 300)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+GO="${GO:-go}"
+JOBS="${MUTANT_JOBS:-2}"
+TIMEOUT="${MUTANT_TIMEOUT:-300}"
+BASE_PKGS=(./ ./transport/ ./actors/... ./proptest/)
+
+# run_one MUTANT OUTDIR: apply, test, and write OUTDIR/<name>.result as
+# "status<TAB>detail".
+run_one() {
+	local mut="$1" out="$2"
+	local name dir target pkgdir
+	name="$(basename "$mut" .mut)"
+	dir="$out/$name"
+	mkdir -p "$dir"
+	if ! target="$(python3 scripts/mutants/apply.py "$mut" "$root" "$dir/mutated.go" 2>"$dir/apply.err")"; then
+		printf 'INVALID\t%s\n' "$(head -1 "$dir/apply.err")" >"$out/$name.result"
+		return 0
+	fi
+	printf '{"Replace":{"%s":"%s"}}\n' "$root/$target" "$dir/mutated.go" >"$dir/overlay.json"
+	pkgdir="./$(dirname "$target")/"
+	[ "$pkgdir" = "././" ] && pkgdir=./
+	local pkgs=("${BASE_PKGS[@]}")
+	case " ${pkgs[*]} " in
+	*" $pkgdir "*) ;;
+	*) [[ "$pkgdir" == ./actors/* ]] || pkgs+=("$pkgdir") ;;
+	esac
+	local rc=0
+	timeout "$TIMEOUT" "$GO" test -count=1 -overlay="$dir/overlay.json" -timeout "$((TIMEOUT - 10))s" "${pkgs[@]}" >"$dir/test.log" 2>&1 || rc=$?
+	if [ "$rc" -eq 0 ]; then
+		printf 'SURVIVED\t-\n' >"$out/$name.result"
+		return 0
+	fi
+	if grep -qE '\[build failed\]|\[setup failed\]|^# ' "$dir/test.log"; then
+		printf 'INVALID\tbuild failed: %s (see %s)\n' "$(grep -m1 -E '\.go:[0-9]+:[0-9]+: ' "$dir/test.log" || echo '?')" "$dir/test.log" >"$out/$name.result"
+		return 0
+	fi
+	local killers
+	killers="$(grep -oE '^--- FAIL: [^ ]+' "$dir/test.log" | sed 's/^--- FAIL: //' | awk '!seen[$0]++' | head -3 | paste -sd, - || true)"
+	if [ -z "$killers" ]; then
+		if [ "$rc" -eq 124 ]; then
+			killers="timeout after ${TIMEOUT}s"
+		else
+			killers="$(grep -E '^(panic:|FAIL|fatal error:)' "$dir/test.log" | head -2 | paste -sd' ' - || true)"
+			killers="${killers:-exit $rc}"
+		fi
+	fi
+	printf 'KILLED\t%s\n' "$killers" >"$out/$name.result"
+}
+
+if [ "${1:-}" = "--one" ]; then
+	run_one "$2" "$3"
+	exit 0
+fi
+
+if [ $# -gt 0 ]; then
+	mutants=("$@")
+else
+	mutants=(scripts/mutants/*.mut)
+fi
+out="$(mktemp -d "${TMPDIR:-/tmp}/mutants.XXXXXX")"
+start=$SECONDS
+echo "mutants: ${#mutants[@]} mutants, $JOBS at a time, logs in $out"
+# The unmutated tree must pass, or every mutant would look killed.
+if ! timeout "$TIMEOUT" "$GO" test -count=1 -timeout "$((TIMEOUT - 10))s" "${BASE_PKGS[@]}" ./memdb/ >"$out/baseline.log" 2>&1; then
+	echo "mutants: the unmutated suite fails; see $out/baseline.log" >&2
+	grep -E '^(--- FAIL|FAIL|panic:)|\[build failed\]' "$out/baseline.log" | head -10 >&2 || true
+	exit 1
+fi
+echo "baseline: suite passes unmutated ($((SECONDS - start))s)"
+printf '%s\n' "${mutants[@]}" | xargs -P "$JOBS" -I{} bash "$root/scripts/mutants.sh" --one {} "$out"
+
+killed=0 survived=0 invalid=0
+printf '\n%-42s %-9s %s\n' MUTANT RESULT "KILLED BY"
+for mut in "${mutants[@]}"; do
+	name="$(basename "$mut" .mut)"
+	IFS=$'\t' read -r status detail <"$out/$name.result" || { status=INVALID detail="no result"; }
+	case "$status" in
+	KILLED) killed=$((killed + 1)); printf '%-42s %-9s %s\n' "$name" killed "$detail" ;;
+	SURVIVED) survived=$((survived + 1)); printf '%-42s %-9s %s\n' "$name" SURVIVED "$detail" ;;
+	*) invalid=$((invalid + 1)); printf '%-42s %-9s %s\n' "$name" INVALID "$detail" ;;
+	esac
+done
+echo
+echo "time: $((SECONDS - start))s"
+if [ "$invalid" -gt 0 ]; then
+	echo "mutants: $invalid invalid (pattern gone or does not compile): fix their definitions"
+fi
+echo "mutants: $killed killed, $survived survived"
+[ "$survived" -eq 0 ] && [ "$invalid" -eq 0 ]
