@@ -3,7 +3,11 @@ package proptest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,5 +136,160 @@ func TestReopenAfterExpiryRebindsAttachedSession(t *testing.T) {
 	}
 	if got := sessions[0].Authorizations(); len(got) != 2 || got[1] != again.Authorization {
 		t.Fatalf("driver session %s got Authorizations %q, want the first and then %q", sessions[0].ID, got, again.Authorization)
+	}
+}
+
+// TestConcurrentRevokeClientIsUnknownNotDeadLetter: of two RevokeClient
+// calls racing on one grant, one revokes it and the other must answer
+// ErrUnknownClient, as it would in either sequential order. The concurrent
+// machine found that the loser can instead get the actor system's raw
+// "request *client.Revoke to client/<id>: future: dead letter", or wait the
+// whole ActorTimeout (5 s) and get "future: timeout": RevokeClient
+// (runtime.go:705-711) looks the grant's actor up in r.clients, then asks
+// it; the winner stops that actor (and only deletes it from r.clients after
+// its answer, runtime.go:716-720) in between, and the ask's failure is
+// returned as is instead of ErrUnknownClient.
+// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.)
+func TestConcurrentRevokeClientIsUnknownNotDeadLetter(t *testing.T) {
+	ctx := context.Background()
+	rt, _ := newRegressRuntime(t)
+	for i := range 200 {
+		ct, err := rt.IssueClient(ctx, fmt.Sprintf("client %d", i), readWrite)
+		if err != nil {
+			t.Fatalf("IssueClient: %v", err)
+		}
+		var errs [2]error
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for j := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[j] = rt.RevokeClient(ctx, ct.ClientID)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		ok, unknown := 0, 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, mcpruntime.ErrUnknownClient):
+				unknown++
+			}
+		}
+		if ok != 1 || unknown != 1 {
+			t.Fatalf("round %d: two racing RevokeClient(%s) = %v, %v; want one success and one ErrUnknownClient", i, ct.ClientID, errs[0], errs[1])
+		}
+	}
+}
+
+// TestCallRacingDeleteIsNotFoundNotBusy: a tools/call racing a DELETE of
+// its session must be answered as if it came before the DELETE (200) or
+// after it (404: "the id answers 404 forever after", SPEC §5). The
+// concurrent machine found it can get 503 "session busy" instead: the call
+// passes the owner check (transport/server.go:350-357), the DELETE stops
+// the session actor, and the call's Begin ask (transport/handlers.go:250)
+// fails with a dead letter, which handlers.go:251-254 answers as 503; GET
+// (handlers.go:380-384) and DELETE (handlers.go:432-436) map the same
+// failure the same way.
+// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.)
+func TestCallRacingDeleteIsNotFoundNotBusy(t *testing.T) {
+	ctx := context.Background()
+	rt, _ := newRegressRuntime(t)
+	srv, err := rt.MCPHandler(mcpruntime.MCPOptions{MaxSessionsPerNamespace: 1 << 20, ActorTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	h := &httpMachine{url: hs.URL + "/mcp", client: &http.Client{Transport: tr}}
+	ct, err := rt.IssueClient(ctx, "racer", readWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who := caller{token: ct.Token}
+	for i := range 300 {
+		r := h.do(http.MethodPost, who, "", initializeBody(1))
+		sid := r.header.Get("Mcp-Session-Id")
+		if r.err != nil || r.status != http.StatusOK || sid == "" {
+			t.Fatalf("initialize = %d %s %v", r.status, r.body, r.err)
+		}
+		var call, del result
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			call = h.do(http.MethodPost, who, sid, callBody(2, "thread_read", map[string]string{"threadId": "none"}))
+		}()
+		go func() { defer wg.Done(); <-start; del = h.do(http.MethodDelete, who, sid, nil) }()
+		close(start)
+		wg.Wait()
+		if call.err != nil || del.err != nil {
+			t.Fatalf("round %d: %v, %v", i, call.err, del.err)
+		}
+		if del.status != http.StatusNoContent {
+			t.Fatalf("round %d: DELETE = %d %s, want 204", i, del.status, del.body)
+		}
+		if call.status != http.StatusOK && call.status != http.StatusNotFound {
+			t.Fatalf("round %d: tools/call racing DELETE = %d %s, want 200 (before) or 404 (after)", i, call.status, call.body)
+		}
+	}
+}
+
+// TestOpenRacingRotateReusesTheRebindingSession: (T, I) has an open
+// provider session attached to T. A Rotate(T, I) and an
+// OpenProviderSession(T, I) at the same time must behave as one of the two
+// sequential orders, and in both the open reuses that session (rotate
+// first: the session was re-bound to the rotated credential, which the
+// open re-attaches). The concurrent machine found that the open can
+// instead mint a third credential and start a second driver session for
+// the pair, revoking the credential the rotate had just handed to the
+// first session. In actors/thread/actor.go the rotate commits the new
+// credential (:581-592), then re-binds the holding session through the
+// instance actor without blocking the thread actor (:597-617, a.gather);
+// unlike an open (:427) it marks nothing pending, so an open handled in
+// that window (:324) finds a live credential that no session holds yet and
+// replaces it.
+// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.)
+func TestOpenRacingRotateReusesTheRebindingSession(t *testing.T) {
+	ctx := context.Background()
+	rt, _ := newRegressRuntime(t)
+	if err := rt.RegisterInstance(ctx, "a", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		th := fmt.Sprintf("T%d", i)
+		if _, err := rt.CreateThread(ctx, th, mcpruntime.ThreadOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		first, err := rt.OpenProviderSession(ctx, th, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rotErr, openErr error
+		var again mcpruntime.ProviderSession
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() { defer wg.Done(); <-start; _, rotErr = rt.Rotate(ctx, th, "a") }()
+		go func() { defer wg.Done(); <-start; again, openErr = rt.OpenProviderSession(ctx, th, "a") }()
+		close(start)
+		wg.Wait()
+		if rotErr != nil && !errors.Is(rotErr, mcpruntime.ErrBusy) {
+			t.Fatalf("round %d: Rotate = %v", i, rotErr)
+		}
+		if openErr != nil {
+			t.Fatalf("round %d: OpenProviderSession = %v", i, openErr)
+		}
+		if !again.Reused || again.ID != first.ID {
+			t.Fatalf("round %d: OpenProviderSession racing Rotate = %+v, want a reuse of session %s (Rotate: %v)", i, again, first.ID, rotErr)
+		}
 	}
 }
