@@ -32,8 +32,8 @@ race: ## every test with the race detector
 	$(GO) test -race $(PKGS)
 
 .PHONY: prop
-prop: ## the property suite, long (1000 checks per property)
-	$(GO) test -run 'Prop|Machine' -count=1 ./proptest/ -rapid.checks=1000
+prop: ## the property suite, long: 1000 checks per machine, under the race detector
+	$(GO) test -race -run 'Prop|Machine' -count=1 -timeout 60m ./proptest/ -rapid.checks=1000
 
 .PHONY: fuzz
 fuzz: ## fuzz JSON-RPC decoding, the HTTP handler and the lifecycle state machine, 30 s each
