@@ -97,6 +97,16 @@ func runStatusRows(t *testing.T, e *mcpEnv, tok, sid string, rows []statusRow) {
 				st, res = e.openStream(h)
 				if st != nil {
 					st.close()
+					// The server notices the client went away asynchronously;
+					// the next row's GET must not find this stream still open.
+					waitUntil(t, "stream released", func() bool {
+						for _, info := range e.srv.SessionInfos() {
+							if info.ID == s && info.Busy {
+								return false
+							}
+						}
+						return true
+					})
 				}
 			} else {
 				res = e.do(method, h, row.body)

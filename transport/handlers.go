@@ -405,8 +405,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 	}
 	e.act.Begin(s.opts.Now())
 	defer func() {
-		e.act.End(s.opts.Now())
+		// StreamClosed is queued before the activity ends, so whoever sees
+		// the session idle and opens a new stream is queued behind it.
 		s.root.Send(e.pid, &session.StreamClosed{})
+		e.act.End(s.opts.Now())
 	}()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
