@@ -460,17 +460,18 @@ func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err er
 			err = fmt.Errorf("open provider session on %s: %w", a.cfg.ID, ErrArchived)
 		}
 	}
-	if err != nil {
-		if p.token != "" {
-			// Only a credential this open minted is revoked.
-			a.write(func(w *memdb.Writer) error {
-				c, err := w.Credential(nil, p.cred.ID)
-				if err != nil {
-					return nil // pruned or deleted already
-				}
-				return a.revoke(w, c, ReasonOpenFailed, a.cfg.Now())
-			})
+	if err != nil && !p.newSession && errors.Is(err, provider.ErrUnknownSession) {
+		// The session we re-attached to ended meanwhile (a racing release or
+		// death): open again from the store as it is now, as if this open
+		// had come after the release.
+		a.revokeMinted(p)
+		for _, w := range p.waiters {
+			ctx.RequestWithCustomSender(ctx.Self(), &OpenProviderSession{Instance: inst}, w)
 		}
+		return
+	}
+	if err != nil {
+		a.revokeMinted(p) // only a credential this open minted is revoked
 		for _, w := range p.waiters {
 			ctx.Send(w, &OpenProviderSessionResult{Err: err})
 		}
@@ -505,6 +506,20 @@ func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err er
 		}
 		ctx.Send(w, res)
 	}
+}
+
+// revokeMinted revokes the credential an open minted, if it did.
+func (a *threadActor) revokeMinted(p *pendingOpen) {
+	if p.token == "" {
+		return
+	}
+	a.write(func(w *memdb.Writer) error {
+		c, err := w.Credential(nil, p.cred.ID)
+		if err != nil {
+			return nil // pruned or deleted already
+		}
+		return a.revoke(w, c, ReasonOpenFailed, a.cfg.Now())
+	})
 }
 
 // abortOpen makes the provider undo an open: a new session is closed, a
