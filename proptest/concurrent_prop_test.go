@@ -119,6 +119,12 @@ func (h *httpMachine) batch(t *rapid.T) {
 			if a.callSID != "" && a.callSID == b.deleteSID {
 				a.deleteRacing = true
 			}
+			if a.callSID != "" && i != j && revokes(b.desc) {
+				// A revocation may leave the call's owner namespace with no
+				// live credential: the session ends and cancels the call in
+				// flight, as a DELETE would.
+				a.deleteRacing = true
+			}
 			if i != j && a.openPair != "" && a.openPair == b.openPair {
 				a.twinOpen = b
 			}
@@ -604,6 +610,16 @@ func (h *httpMachine) posted(text string) bool {
 			if m.Text == text {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// revokes reports whether an operation of a batch can revoke credentials.
+func revokes(desc string) bool {
+	for _, p := range []string{"Archive(", "Rotate(", "ReleaseProviderSession(", "RevokeClient(", "DeleteThread("} {
+		if strings.HasPrefix(desc, p) {
+			return true
 		}
 	}
 	return false

@@ -58,6 +58,10 @@ type pendingOpen struct {
 	// newSession: the open asked for a new session (abort closes it); else
 	// it attached the thread to an existing one (abort detaches).
 	newSession bool
+	// rotating: not an open but a rotate re-binding the pair's session;
+	// rotates that arrive meanwhile wait in rotates and run after it.
+	rotating bool
+	rotates  []*actor.PID
 }
 
 type threadActor struct {
@@ -584,7 +588,11 @@ func (a *threadActor) switchProvider(instance string) (prev, ended string, err e
 }
 
 func (a *threadActor) rotate(ctx actor.Context, msg *Rotate) {
-	if a.pending[msg.Instance] != nil {
+	if p := a.pending[msg.Instance]; p != nil {
+		if p.rotating {
+			p.rotates = append(p.rotates, ctx.Sender())
+			return
+		}
 		ctx.Respond(&RotateResult{Err: fmt.Errorf("rotate (%s, %s): %w", a.cfg.ID, msg.Instance, ErrBusy)})
 		return
 	}
@@ -626,7 +634,7 @@ func (a *threadActor) rotate(ctx actor.Context, msg *Rotate) {
 		// Until the session holds the new credential, an open of the pair
 		// would find a live credential nobody holds and replace it: opens
 		// wait, as they wait for an open in flight.
-		a.pending[msg.Instance] = &pendingOpen{}
+		a.pending[msg.Instance] = &pendingOpen{rotating: true}
 	}
 	a.gather(ctx, reqs, func(results []any, errs []error) {
 		for i := range results {
@@ -641,6 +649,9 @@ func (a *threadActor) rotate(ctx actor.Context, msg *Rotate) {
 			// they had come after the rotate.
 			for _, w := range p.waiters {
 				ctx.RequestWithCustomSender(ctx.Self(), &OpenProviderSession{Instance: msg.Instance}, w)
+			}
+			for _, w := range p.rotates {
+				ctx.RequestWithCustomSender(ctx.Self(), &Rotate{Instance: msg.Instance}, w)
 			}
 		}
 	})
@@ -910,6 +921,9 @@ func (a *threadActor) delete(ctx actor.Context) {
 		a.abortOpen(ctx, a.cfg.Provider(inst), p)
 		for _, w := range p.waiters {
 			ctx.Send(w, &OpenProviderSessionResult{Err: fmt.Errorf("thread %s: %w", a.cfg.ID, ErrNotFound)})
+		}
+		for _, w := range p.rotates {
+			ctx.Send(w, &RotateResult{Err: fmt.Errorf("thread %s: %w", a.cfg.ID, ErrNotFound)})
 		}
 		delete(a.pending, inst)
 	}
