@@ -615,9 +615,10 @@ func (h *httpMachine) posted(text string) bool {
 	return false
 }
 
-// revokes reports whether an operation of a batch can revoke credentials.
+// revokes reports whether an operation of a batch can revoke credentials
+// (an open replaces the pair's credential it does not reuse).
 func revokes(desc string) bool {
-	for _, p := range []string{"Archive(", "Rotate(", "ReleaseProviderSession(", "RevokeClient(", "DeleteThread("} {
+	for _, p := range []string{"Archive(", "Rotate(", "ReleaseProviderSession(", "RevokeClient(", "DeleteThread(", "OpenProviderSession(", "RefreshClient("} {
 		if strings.HasPrefix(desc, p) {
 			return true
 		}
