@@ -3,10 +3,10 @@ package client_test
 import (
 	"errors"
 	"fmt"
+	"github.com/agenthost/mcpruntime/internal/actortest"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,30 +30,12 @@ const timeout = 2 * time.Second
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeClock is the injectable clock of the actor under test.
-type fakeClock struct {
-	mu  sync.Mutex // guards now
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type env struct {
 	t     *testing.T
 	sys   *actor.ActorSystem
 	root  *actor.RootContext
 	store *memdb.Store
-	clock *fakeClock
+	clock *actortest.Clock
 	pids  []*actor.PID
 }
 
@@ -69,7 +51,7 @@ func newEnv(t *testing.T) *env {
 		actor.WithDeadLetterThrottleInterval(100*time.Millisecond),
 		actor.WithDeadLetterRequestLogging(false),
 	)
-	e := &env{t: t, sys: sys, root: sys.Root, store: store, clock: &fakeClock{now: t0}}
+	e := &env{t: t, sys: sys, root: sys.Root, store: store, clock: actortest.NewClock(t0)}
 	t.Cleanup(func() {
 		for _, pid := range slices.Backward(e.pids) {
 			if err := e.root.StopFuture(pid).Wait(); err != nil {
@@ -112,22 +94,9 @@ func (e *env) spawn(id string, o grantOpts) *actor.PID {
 	return pid
 }
 
-func ask[R any](t *testing.T, root *actor.RootContext, pid *actor.PID, msg any) R {
-	t.Helper()
-	res, err := root.RequestFuture(pid, msg, timeout).Result()
-	if err != nil {
-		t.Fatalf("request %T to %s: %v", msg, pid.Id, err)
-	}
-	r, ok := res.(R)
-	if !ok {
-		t.Fatalf("request %T to %s: reply %T, want %T", msg, pid.Id, res, *new(R))
-	}
-	return r
-}
-
 func (e *env) grant(pid *actor.PID) *memdb.ClientGrant {
 	e.t.Helper()
-	info := ask[*client.GrantInfo](e.t, e.root, pid, &client.GetGrant{})
+	info := actortest.Ask[*client.GrantInfo](e.t, e.root, pid, &client.GetGrant{})
 	if info.Err != nil {
 		e.t.Fatalf("GetGrant(%s) = %v", pid.Id, info.Err)
 	}
@@ -136,7 +105,7 @@ func (e *env) grant(pid *actor.PID) *memdb.ClientGrant {
 
 func (e *env) issue(pid *actor.PID, revokePrevious bool) *client.TokenIssued {
 	e.t.Helper()
-	res := ask[*client.TokenIssued](e.t, e.root, pid, &client.IssueToken{RevokePrevious: revokePrevious})
+	res := actortest.Ask[*client.TokenIssued](e.t, e.root, pid, &client.IssueToken{RevokePrevious: revokePrevious})
 	if res.Err != nil {
 		e.t.Fatalf("IssueToken(%v) = %v", revokePrevious, res.Err)
 	}
@@ -332,7 +301,7 @@ func TestRevoke(t *testing.T) {
 	e.clock.Advance(31 * time.Minute) // the first token has expired, two are live
 	kept := e.issue(other, false).Token
 
-	r := ask[*client.Revoked](t, e.root, pid, &client.Revoke{})
+	r := actortest.Ask[*client.Revoked](t, e.root, pid, &client.Revoke{})
 	if r.Err != nil || r.Tokens != 2 {
 		t.Errorf("Revoke = %+v, want 2 live tokens revoked", r)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/agenthost/mcpruntime/internal/actortest"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -33,24 +34,6 @@ const timeout = 2 * time.Second
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeClock is the injectable clock of the actors under test.
-type fakeClock struct {
-	mu  sync.Mutex // guards now
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // env is one test's actor system, store and driver.
 type env struct {
 	t      *testing.T
@@ -58,7 +41,7 @@ type env struct {
 	root   *actor.RootContext
 	store  *memdb.Store
 	inproc *provider.Inproc
-	clock  *fakeClock
+	clock  *actortest.Clock
 	base   context.Context
 	work   *sync.WaitGroup
 
@@ -89,7 +72,7 @@ func newEnv(t *testing.T) *env {
 		root:      sys.Root,
 		store:     store,
 		inproc:    &provider.Inproc{},
-		clock:     &fakeClock{now: t0},
+		clock:     actortest.NewClock(t0),
 		base:      base,
 		work:      &sync.WaitGroup{},
 		opTimeout: timeout,
@@ -152,22 +135,9 @@ func (e *env) spawnInproc(id string, config json.RawMessage) *actor.PID {
 	return e.spawn(id, d)
 }
 
-func ask[R any](t *testing.T, root *actor.RootContext, pid *actor.PID, msg any) R {
-	t.Helper()
-	res, err := root.RequestFuture(pid, msg, timeout).Result()
-	if err != nil {
-		t.Fatalf("request %T to %s: %v", msg, pid.Id, err)
-	}
-	r, ok := res.(R)
-	if !ok {
-		t.Fatalf("request %T to %s: reply %T, want %T", msg, pid.Id, res, *new(R))
-	}
-	return r
-}
-
 func (e *env) open(pid *actor.PID, sessionID string, b provider.Binding) *provider.OpenSessionResult {
 	e.t.Helper()
-	return ask[*provider.OpenSessionResult](e.t, e.root, pid, &provider.OpenSession{SessionID: sessionID, Binding: b})
+	return actortest.Ask[*provider.OpenSessionResult](e.t, e.root, pid, &provider.OpenSession{SessionID: sessionID, Binding: b})
 }
 
 func (e *env) mustOpen(pid *actor.PID, sessionID string, b provider.Binding) string {
@@ -181,7 +151,7 @@ func (e *env) mustOpen(pid *actor.PID, sessionID string, b provider.Binding) str
 
 func (e *env) sessions(pid *actor.PID) []*memdb.ProviderSession {
 	e.t.Helper()
-	return ask[*provider.Sessions](e.t, e.root, pid, &provider.GetSessions{}).Sessions
+	return actortest.Ask[*provider.Sessions](e.t, e.root, pid, &provider.GetSessions{}).Sessions
 }
 
 func (e *env) record(id string) (*memdb.ProviderSession, error) {
@@ -474,7 +444,7 @@ func TestAttachThread(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			res := ask[*provider.AttachThreadResult](t, e.root, pid, &test.attach)
+			res := actortest.Ask[*provider.AttachThreadResult](t, e.root, pid, &test.attach)
 			if !errors.Is(res.Err, test.wantErr) {
 				t.Fatalf("AttachThread(%+v) = %v, want %v", test.attach, res.Err, test.wantErr)
 			}
@@ -505,7 +475,7 @@ func TestDetachThreadKeepsCredentials(t *testing.T) {
 	pid := e.spawnInproc("a", nil)
 	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
 
-	res := ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"})
+	res := actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"})
 	if diff := cmp.Diff([]string{"ps_1"}, res.Sessions); diff != "" {
 		t.Errorf("DetachThread(t1) sessions (-want +got):\n%s", diff)
 	}
@@ -523,14 +493,14 @@ func TestDetachThreadKeepsCredentials(t *testing.T) {
 	}
 
 	// An unknown thread is detached from nothing.
-	res = ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t9"})
+	res = actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t9"})
 	if len(res.Sessions) != 0 {
 		t.Errorf("DetachThread(t9) sessions = %v, want none", res.Sessions)
 	}
 
 	// A detached exclusive session can take the thread back.
 	re := provider.Binding{Thread: "t1", Instance: "a", CredentialID: "c1"}
-	if r := ask[*provider.AttachThreadResult](t, e.root, pid, &provider.AttachThread{SessionID: "ps_1", Binding: re}); r.Err != nil {
+	if r := actortest.Ask[*provider.AttachThreadResult](t, e.root, pid, &provider.AttachThread{SessionID: "ps_1", Binding: re}); r.Err != nil {
 		t.Fatalf("re-attach = %v", r.Err)
 	}
 	got, err = e.record("ps_1")
@@ -548,7 +518,7 @@ func TestCloseSession(t *testing.T) {
 	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
 	e.clock.Advance(time.Minute)
 
-	res := ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
+	res := actortest.Ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
 	if res.Err != nil {
 		t.Fatalf("CloseSession(ps_1) = %v", res.Err)
 	}
@@ -571,7 +541,7 @@ func TestCloseSession(t *testing.T) {
 		t.Errorf("SessionClosed events (-want +got):\n%s", diff)
 	}
 
-	again := ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
+	again := actortest.Ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
 	if !errors.Is(again.Err, provider.ErrUnknownSession) {
 		t.Errorf("second CloseSession(ps_1) = %v, want ErrUnknownSession", again.Err)
 	}
@@ -682,7 +652,7 @@ func TestCloseAll(t *testing.T) {
 		e.mustOpen(pid, id, binding("t"+n, "c"+n))
 	}
 
-	res := ask[*provider.CloseAllResult](t, e.root, pid, &provider.CloseAll{Reason: provider.ReasonShutdown})
+	res := actortest.Ask[*provider.CloseAllResult](t, e.root, pid, &provider.CloseAll{Reason: provider.ReasonShutdown})
 	var closed []string
 	for _, s := range res.Sessions {
 		closed = append(closed, s.ID)
@@ -713,7 +683,7 @@ func TestCloseAll(t *testing.T) {
 		t.Errorf("OpenSession after CloseAll = %v, want ErrStopping", r.Err)
 	}
 	// Nothing left: answered at once.
-	if r := ask[*provider.CloseAllResult](t, e.root, pid, &provider.CloseAll{Reason: provider.ReasonShutdown}); len(r.Sessions) != 0 {
+	if r := actortest.Ask[*provider.CloseAllResult](t, e.root, pid, &provider.CloseAll{Reason: provider.ReasonShutdown}); len(r.Sessions) != 0 {
 		t.Errorf("second CloseAll sessions = %+v, want none", r.Sessions)
 	}
 }
@@ -786,7 +756,7 @@ func TestReceiveNeverBlocksOnDriver(t *testing.T) {
 	if got := e.sessions(pid); len(got) != 0 {
 		t.Errorf("GetSessions while opening = %+v, want none", got)
 	}
-	if r := ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"}); len(r.Sessions) != 0 {
+	if r := actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"}); len(r.Sessions) != 0 {
 		t.Errorf("DetachThread while opening = %v, want none", r.Sessions)
 	}
 	close(gate)

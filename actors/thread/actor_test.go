@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agenthost/mcpruntime/internal/actortest"
 	"log/slog"
 	"slices"
 	"strings"
@@ -36,24 +37,6 @@ const endpoint = "http://127.0.0.1:7331/mcp"
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeClock is the injectable clock of the actors under test.
-type fakeClock struct {
-	mu  sync.Mutex // guards now
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // env is one test's actor system, store, driver and clock.
 type env struct {
 	t      *testing.T
@@ -61,7 +44,7 @@ type env struct {
 	root   *actor.RootContext
 	store  *memdb.Store
 	inproc *provider.Inproc
-	clock  *fakeClock
+	clock  *actortest.Clock
 	base   context.Context
 	work   *sync.WaitGroup
 	cfg    thread.Config // template of every thread actor's config
@@ -87,7 +70,7 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 		root:   sys.Root,
 		store:  store,
 		inproc: &provider.Inproc{},
-		clock:  &fakeClock{now: t0},
+		clock:  actortest.NewClock(t0),
 		base:   base,
 		work:   &sync.WaitGroup{},
 	}
@@ -137,7 +120,7 @@ func (e *env) addInstance(id string, d provider.Driver, caps ...string) *actor.P
 		e.t.Fatalf("spawn provider/%s: %v", id, err)
 	}
 	e.pids = append(e.pids, pid)
-	ask[*provider.Sessions](e.t, e.root, pid, &provider.GetSessions{}) // its record is written
+	actortest.Ask[*provider.Sessions](e.t, e.root, pid, &provider.GetSessions{}) // its record is written
 	return pid
 }
 
@@ -174,22 +157,9 @@ func (e *env) spawnThread(id, instance string) *actor.PID {
 	return pid
 }
 
-func ask[R any](t *testing.T, root *actor.RootContext, pid *actor.PID, msg any) R {
-	t.Helper()
-	res, err := root.RequestFuture(pid, msg, timeout).Result()
-	if err != nil {
-		t.Fatalf("request %T to %s: %v", msg, pid.Id, err)
-	}
-	r, ok := res.(R)
-	if !ok {
-		t.Fatalf("request %T to %s: reply %T, want %T", msg, pid.Id, res, *new(R))
-	}
-	return r
-}
-
 func (e *env) thread(pid *actor.PID) *memdb.Thread {
 	e.t.Helper()
-	info := ask[*thread.ThreadInfo](e.t, e.root, pid, &thread.GetThread{})
+	info := actortest.Ask[*thread.ThreadInfo](e.t, e.root, pid, &thread.GetThread{})
 	if info.Err != nil {
 		e.t.Fatalf("GetThread(%s) = %v", pid.Id, info.Err)
 	}
@@ -198,7 +168,7 @@ func (e *env) thread(pid *actor.PID) *memdb.Thread {
 
 func (e *env) open(pid *actor.PID, instance string) *thread.OpenProviderSessionResult {
 	e.t.Helper()
-	return ask[*thread.OpenProviderSessionResult](e.t, e.root, pid, &thread.OpenProviderSession{Instance: instance})
+	return actortest.Ask[*thread.OpenProviderSessionResult](e.t, e.root, pid, &thread.OpenProviderSession{Instance: instance})
 }
 
 func (e *env) mustOpen(pid *actor.PID, instance string) *thread.OpenProviderSessionResult {
@@ -212,7 +182,7 @@ func (e *env) mustOpen(pid *actor.PID, instance string) *thread.OpenProviderSess
 
 func (e *env) rotate(pid *actor.PID, instance string) *thread.RotateResult {
 	e.t.Helper()
-	res := ask[*thread.RotateResult](e.t, e.root, pid, &thread.Rotate{Instance: instance})
+	res := actortest.Ask[*thread.RotateResult](e.t, e.root, pid, &thread.Rotate{Instance: instance})
 	if res.Err != nil {
 		e.t.Fatalf("Rotate(%s, %s) = %v", pid.Id, instance, res.Err)
 	}
@@ -221,7 +191,7 @@ func (e *env) rotate(pid *actor.PID, instance string) *thread.RotateResult {
 
 func (e *env) startRun(pid *actor.PID, instance string) string {
 	e.t.Helper()
-	res := ask[*thread.StartRunResult](e.t, e.root, pid, &thread.StartRun{Instance: instance})
+	res := actortest.Ask[*thread.StartRunResult](e.t, e.root, pid, &thread.StartRun{Instance: instance})
 	if res.Err != nil {
 		e.t.Fatalf("StartRun(%s, %s) = %v", pid.Id, instance, res.Err)
 	}
@@ -451,7 +421,7 @@ func TestOpenProviderSessionReuse(t *testing.T) {
 		{
 			name: "after a plain detach",
 			between: func(e *env, pid *actor.PID) {
-				if r := ask[*thread.DetachResult](e.t, e.root, pid, &thread.Detach{}); r.Err != nil {
+				if r := actortest.Ask[*thread.DetachResult](e.t, e.root, pid, &thread.Detach{}); r.Err != nil {
 					e.t.Fatalf("Detach = %v", r.Err)
 				}
 			},
@@ -513,7 +483,7 @@ func TestOpenProviderSessionMultiThread(t *testing.T) {
 		t.Errorf("record = %+v, want both threads and credentials", rec)
 	}
 	// T1 leaves and comes back: the session still holds its token.
-	if r := ask[*thread.DetachResult](t, e.root, t1, &thread.Detach{}); r.Err != nil {
+	if r := actortest.Ask[*thread.DetachResult](t, e.root, t1, &thread.Detach{}); r.Err != nil {
 		t.Fatal(r.Err)
 	}
 	back := e.mustOpen(t1, "m")
@@ -630,7 +600,7 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 		e.addInstance("a", &gatedDriver{inner: e.inprocDriver("a", ""), failAttach: &failAttach})
 		pid := e.spawnThread("T", "")
 		first := e.mustOpen(pid, "a")
-		if r := ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err != nil {
+		if r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 		before := e.cred(first.CredentialID)
@@ -697,7 +667,7 @@ func TestOpenProviderSessionRefused(t *testing.T) {
 			e.addInproc("a", "")
 			pid := e.spawnThread("T", "")
 			if test.archive {
-				if r := ask[*thread.ArchiveResult](t, e.root, pid, &thread.Archive{}); r.Err != nil {
+				if r := actortest.Ask[*thread.ArchiveResult](t, e.root, pid, &thread.Archive{}); r.Err != nil {
 					t.Fatal(r.Err)
 				}
 			}
@@ -723,7 +693,7 @@ func TestReleaseCredentials(t *testing.T) {
 	credU := e.mustOpen(other, "a").CredentialID
 	cred := res.CredentialID
 
-	closed := ask[*provider.CloseSessionResult](t, e.root, prov, &provider.CloseSession{SessionID: res.SessionID, Reason: provider.ReasonReleased})
+	closed := actortest.Ask[*provider.CloseSessionResult](t, e.root, prov, &provider.CloseSession{SessionID: res.SessionID, Reason: provider.ReasonReleased})
 	if closed.Err != nil || !slices.Equal(closed.Session.Credentials, []string{cred}) {
 		t.Fatalf("CloseSession = %+v, want the record of %s", closed, cred)
 	}
@@ -735,7 +705,7 @@ func TestReleaseCredentials(t *testing.T) {
 			ID: "ps_other", Instance: "a", Credentials: []string{cred}, State: memdb.SessionOpen, Opened: t0,
 		})
 	})
-	r := ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
+	r := actortest.Ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
 	if r.Err != nil || len(r.Revoked) != 0 {
 		t.Errorf("ReleaseCredentials while another session holds %s = %+v, want nothing revoked", cred, r)
 	}
@@ -750,7 +720,7 @@ func TestReleaseCredentials(t *testing.T) {
 		})
 	})
 	e.clock.Advance(time.Minute)
-	r = ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
+	r = actortest.Ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
 	if r.Err != nil || !slices.Equal(r.Revoked, []string{cred}) {
 		t.Errorf("ReleaseCredentials = %+v, want %s revoked", r, cred)
 	}
@@ -763,7 +733,7 @@ func TestReleaseCredentials(t *testing.T) {
 		t.Errorf("credential of thread U state = %q, want live", c.State)
 	}
 	// Releasing again revokes nothing more.
-	r = ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
+	r = actortest.Ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
 	if r.Err != nil || len(r.Revoked) != 0 {
 		t.Errorf("second ReleaseCredentials = %+v, want nothing revoked", r)
 	}
@@ -779,7 +749,7 @@ func TestSwitchProvider(t *testing.T) {
 	run := e.startRun(pid, "a")
 	before := e.creds("T")
 
-	res := ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"})
+	res := actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"})
 	if diff := cmp.Diff(&thread.SwitchProviderResult{Previous: "a", EndedRun: run}, res); diff != "" {
 		t.Errorf("SwitchProvider(b) (-want +got):\n%s", diff)
 	}
@@ -793,7 +763,7 @@ func TestSwitchProvider(t *testing.T) {
 
 	// A run of the new current instance survives a switch to itself.
 	runB := e.startRun(pid, "b")
-	res = ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"})
+	res = actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"})
 	if res.Err != nil || res.EndedRun != "" || res.Previous != "b" {
 		t.Errorf("SwitchProvider(b) again = %+v, want no run ended", res)
 	}
@@ -802,7 +772,7 @@ func TestSwitchProvider(t *testing.T) {
 	}
 
 	// An unknown instance changes nothing.
-	res = ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "nope"})
+	res = actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "nope"})
 	if !errors.Is(res.Err, thread.ErrUnknownInstance) {
 		t.Errorf("SwitchProvider(nope) = %v, want ErrUnknownInstance", res.Err)
 	}
@@ -857,7 +827,7 @@ func TestRotate(t *testing.T) {
 		t.Errorf("open after rotate = %+v, want reuse of %s with %s", again, ra.SessionID, res.CredentialID)
 	}
 
-	if r := ask[*thread.RotateResult](t, e.root, pid, &thread.Rotate{Instance: "nope"}); !errors.Is(r.Err, thread.ErrUnknownInstance) {
+	if r := actortest.Ask[*thread.RotateResult](t, e.root, pid, &thread.Rotate{Instance: "nope"}); !errors.Is(r.Err, thread.ErrUnknownInstance) {
 		t.Errorf("Rotate(nope) = %v, want ErrUnknownInstance", r.Err)
 	}
 }
@@ -935,7 +905,7 @@ func TestTouchAndExpiry(t *testing.T) {
 	check("after mint", t0, t0.Add(time.Hour))
 
 	e.clock.Advance(40 * time.Minute)
-	if r := ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 1 {
+	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 1 {
 		t.Errorf("Touch = %+v, want 1 refreshed", r)
 	}
 	check("after touch", t0.Add(40*time.Minute), t0.Add(100*time.Minute))
@@ -948,13 +918,13 @@ func TestTouchAndExpiry(t *testing.T) {
 	if c := e.cred(first.CredentialID); c.LiveAt(e.clock.Now()) {
 		t.Fatalf("credential %+v still live past its window", c)
 	}
-	if r := ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 0 {
+	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 0 {
 		t.Errorf("Touch after expiry = %+v, want nothing refreshed", r)
 	}
 	check("after touching an expired credential", t0.Add(80*time.Minute), t0.Add(140*time.Minute))
 
 	caller := thread.Caller{Kind: memdb.KindProvider, CredentialID: first.CredentialID, Namespace: "cred:" + first.CredentialID, Thread: "T", Instance: "a"}
-	r := ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: "late"}})
+	r := actortest.Ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: "late"}})
 	if !errors.Is(r.Err, thread.ErrNotLive) {
 		t.Errorf("Mutate with an expired credential during run %s = %v, want ErrNotLive", run, r.Err)
 	}
@@ -982,7 +952,7 @@ func TestNoExpiryWindow(t *testing.T) {
 	if !c.Expires.IsZero() || !c.LiveAt(e.clock.Now()) {
 		t.Errorf("credential with no window = %+v, want no expiry and live", c)
 	}
-	if r := ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 1 {
+	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 1 {
 		t.Errorf("Touch = %+v, want 1 refreshed", r)
 	}
 	if c := e.cred(res.CredentialID); !c.Expires.IsZero() || !c.LastLive.Equal(e.clock.Now()) {
@@ -1050,7 +1020,7 @@ func TestMutate(t *testing.T) {
 		t.Run(test.name, func(t *testing.T) {
 			before := e.thread(test.target)
 			e.clock.Advance(time.Second)
-			res := ask[*thread.MutateResult](t, e.root, test.target, &thread.Mutate{Caller: test.caller, Effect: &thread.AppendMessage{Text: test.text}})
+			res := actortest.Ask[*thread.MutateResult](t, e.root, test.target, &thread.Mutate{Caller: test.caller, Effect: &thread.AppendMessage{Text: test.text}})
 			if !errors.Is(res.Err, test.wantErr) {
 				t.Fatalf("Mutate(%s) = %v, want %v", test.name, res.Err, test.wantErr)
 			}
@@ -1073,10 +1043,10 @@ func TestMutate(t *testing.T) {
 
 	post := func(target *actor.PID, c thread.Caller) error {
 		t.Helper()
-		return ask[*thread.MutateResult](t, e.root, target, &thread.Mutate{Caller: c, Effect: &thread.AppendMessage{Text: "x"}}).Err
+		return actortest.Ask[*thread.MutateResult](t, e.root, target, &thread.Mutate{Caller: c, Effect: &thread.AppendMessage{Text: "x"}}).Err
 	}
 	t.Run("caller without an active run", func(t *testing.T) {
-		if r := ask[*thread.EndRunResult](t, e.root, pid, &thread.EndRun{}); r.Err != nil {
+		if r := actortest.Ask[*thread.EndRunResult](t, e.root, pid, &thread.EndRun{}); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 		if err := post(pid, live); !errors.Is(err, thread.ErrNotLive) {
@@ -1088,7 +1058,7 @@ func TestMutate(t *testing.T) {
 	})
 	t.Run("caller after a switch away", func(t *testing.T) {
 		e.startRun(pid, "a")
-		if r := ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"}); r.Err != nil {
+		if r := actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"}); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 		if err := post(pid, live); !errors.Is(err, thread.ErrNotLive) {
@@ -1100,7 +1070,7 @@ func TestMutate(t *testing.T) {
 		}
 	})
 	t.Run("archived target", func(t *testing.T) {
-		if r := ask[*thread.ArchiveResult](t, e.root, other, &thread.Archive{}); r.Err != nil {
+		if r := actortest.Ask[*thread.ArchiveResult](t, e.root, other, &thread.Archive{}); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 		if err := post(other, providerCaller(rb.CredentialID, "b")); !errors.Is(err, thread.ErrArchived) {
@@ -1118,7 +1088,7 @@ func TestMutateMessageLogBounded(t *testing.T) {
 	caller := thread.Caller{Kind: memdb.KindProvider, CredentialID: res.CredentialID, Namespace: "cred:" + res.CredentialID, Thread: "T", Instance: "a"}
 
 	for i := range 5 {
-		r := ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: fmt.Sprint("m", i)}})
+		r := actortest.Ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: fmt.Sprint("m", i)}})
 		if r.Err != nil {
 			t.Fatalf("post %d = %v", i, r.Err)
 		}
@@ -1143,13 +1113,13 @@ func TestDetach(t *testing.T) {
 	e := newEnv(t)
 	e.addInproc("a", "")
 	pid := e.spawnThread("T", "")
-	if r := ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err != nil || len(r.Sessions) != 0 {
+	if r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err != nil || len(r.Sessions) != 0 {
 		t.Errorf("Detach with no sessions = %+v, want none", r)
 	}
 	res := e.mustOpen(pid, "a")
 	before := e.cred(res.CredentialID)
 
-	r := ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{})
+	r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{})
 	if r.Err != nil || !slices.Equal(r.Sessions, []string{res.SessionID}) {
 		t.Errorf("Detach = %+v, want [%s]", r, res.SessionID)
 	}
@@ -1178,7 +1148,7 @@ func TestArchive(t *testing.T) {
 	e.startRun(pid, "a")
 	e.clock.Advance(time.Minute)
 
-	r := ask[*thread.ArchiveResult](t, e.root, pid, &thread.Archive{})
+	r := actortest.Ask[*thread.ArchiveResult](t, e.root, pid, &thread.Archive{})
 	if r.Err != nil || r.Revoked != 3 {
 		t.Errorf("Archive = %+v, want 3 revoked", r)
 	}
@@ -1229,7 +1199,7 @@ func TestRevokeAll(t *testing.T) {
 	e.mustOpen(pid, "a")
 	e.mustOpen(pid, "b")
 
-	r := ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: thread.ReasonShutdown})
+	r := actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: thread.ReasonShutdown})
 	if r.Err != nil || r.Revoked != 2 {
 		t.Errorf("RevokeAll = %+v, want 2 revoked", r)
 	}
@@ -1241,7 +1211,7 @@ func TestRevokeAll(t *testing.T) {
 	if th := e.thread(pid); th.Status != memdb.ThreadActive {
 		t.Errorf("thread status after RevokeAll = %q, want active", th.Status)
 	}
-	r = ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: thread.ReasonShutdown})
+	r = actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: thread.ReasonShutdown})
 	if r.Err != nil || r.Revoked != 0 {
 		t.Errorf("second RevokeAll = %+v, want nothing revoked", r)
 	}
@@ -1281,7 +1251,7 @@ func TestDelete(t *testing.T) {
 	e.rotate(pid, "a")
 	e.startRun(pid, "a")
 
-	r := ask[*thread.DeleteResult](t, e.root, pid, &thread.Delete{})
+	r := actortest.Ask[*thread.DeleteResult](t, e.root, pid, &thread.Delete{})
 	if r.Err != nil || r.Revoked != 1 {
 		t.Errorf("Delete = %+v, want 1 live credential revoked", r)
 	}
