@@ -20,6 +20,7 @@ const (
 	DefaultRevokedKept      = 16
 	DefaultActorTimeout     = 5 * time.Second
 	DefaultOpenTimeout      = 30 * time.Second
+	DefaultProviderIdle     = 30 * time.Minute
 )
 
 // Config configures a Runtime. The zero value is a working in-memory
@@ -46,7 +47,12 @@ type Config struct {
 	// OpenTimeout bounds each driver call, including opening a provider
 	// session. Zero: DefaultOpenTimeout.
 	OpenTimeout time.Duration
-	// Drivers adds provider kinds to the built-in "inproc", by kind name. A
+	// ProviderIdle releases a provider session (closes it and revokes its
+	// credentials) once none of its threads has had a turn for this long
+	// and none has a run of its instance in flight. Zero:
+	// DefaultProviderIdle; NoExpiry: never.
+	ProviderIdle time.Duration
+	// Drivers adds provider kinds to the built-in "inproc" and "exec", by kind name. A
 	// name given here replaces a built-in one.
 	Drivers map[string]provider.Factory
 	// Now is the clock. Nil: time.Now. Tests move time with it.
@@ -76,6 +82,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OpenTimeout <= 0 {
 		c.OpenTimeout = DefaultOpenTimeout
+	}
+	if c.ProviderIdle == 0 {
+		c.ProviderIdle = DefaultProviderIdle
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agenthost/mcpruntime/actors/client"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/execdriver"
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -76,6 +77,7 @@ func New(cfg Config) (*Runtime, error) {
 		clients:   map[string]*actor.PID{},
 	}
 	r.drivers.Register(provider.InprocKind, r.inproc.Factory())
+	r.drivers.Register(execdriver.Kind, execdriver.Factory(logger))
 	for kind, f := range cfg.Drivers {
 		r.drivers.Register(kind, f)
 	}
@@ -97,24 +99,26 @@ func (r *Runtime) Inproc() *provider.Inproc { return r.inproc }
 // the actors that own its tables and breaks the runtime's guarantees.
 func (r *Runtime) Store() *memdb.Store { return r.store }
 
-// SubscribeProviderEvents calls fn with every *provider.SessionClosed
-// event, from the goroutine of the actor that published it: fn must not
-// block. The returned function unsubscribes.
-func (r *Runtime) SubscribeProviderEvents(fn func(*provider.SessionClosed)) (unsubscribe func()) {
+// SubscribeProviderEvents calls fn with every provider event
+// (*provider.SessionOpened, *provider.ThreadAttached,
+// *provider.ThreadDetached, *provider.SessionClosed), from the goroutine of
+// the actor that published it: fn must not block. The returned function
+// unsubscribes.
+func (r *Runtime) SubscribeProviderEvents(fn func(provider.Event)) (unsubscribe func()) {
 	sub := r.system.EventStream.Subscribe(func(evt any) {
-		if e, ok := evt.(*provider.SessionClosed); ok {
+		if e, ok := evt.(provider.Event); ok {
 			fn(e)
 		}
 	})
 	return func() { r.system.EventStream.Unsubscribe(sub) }
 }
 
-// onEvent turns the death of a provider session into the release of its
-// credentials (SPEC §3). It runs on the publishing actor's goroutine, so it
-// only sends.
+// onEvent turns the end of a provider session the host did not ask for (it
+// died, or idled) into the release of its credentials (SPEC §3). It runs on
+// the publishing actor's goroutine, so it only sends.
 func (r *Runtime) onEvent(evt any) {
 	e, ok := evt.(*provider.SessionClosed)
-	if !ok || e.Reason != provider.ReasonDied {
+	if !ok || (e.Reason != provider.ReasonDied && e.Reason != provider.ReasonIdle) {
 		return
 	}
 	for t, creds := range r.credentialsByThread(e.Session.Credentials) {
@@ -313,13 +317,14 @@ func (r *Runtime) RegisterInstance(ctx context.Context, id string, spec Instance
 			ID: id, Driver: spec.Driver, Config: slices.Clone(spec.Config),
 			Capabilities: slices.Clone(spec.Capabilities), Created: r.cfg.Now(),
 		},
-		Driver:    drv,
-		Store:     r.store,
-		Now:       r.cfg.Now,
-		OpTimeout: r.cfg.OpenTimeout,
-		Work:      &r.work,
-		Base:      r.base,
-		Logger:    r.cfg.Logger,
+		Driver:      drv,
+		Store:       r.store,
+		Now:         r.cfg.Now,
+		OpTimeout:   r.cfg.OpenTimeout,
+		IdleRelease: r.cfg.ProviderIdle,
+		Work:        &r.work,
+		Base:        r.base,
+		Logger:      r.cfg.Logger,
 	})
 	r.mu.Lock()
 	if r.closed {
@@ -500,14 +505,21 @@ func (r *Runtime) ReleaseProviderSession(ctx context.Context, id string) error {
 	if res.Err != nil {
 		return res.Err
 	}
+	return r.releaseCredentials(ctx, res.Session)
+}
+
+// releaseCredentials revokes the credentials a closed provider session
+// recorded, except those another open session holds, and returns once
+// they no longer authenticate.
+func (r *Runtime) releaseCredentials(ctx context.Context, closed *memdb.ProviderSession) error {
 	var errs []error
-	for t, creds := range r.credentialsByThread(res.Session.Credentials) {
+	for t, creds := range r.credentialsByThread(closed.Credentials) {
 		pid := r.threadPID(t)
 		if pid == nil {
 			continue
 		}
 		rel, err := ask[*thread.ReleaseCredentialsResult](ctx, r, pid,
-			&thread.ReleaseCredentials{SessionID: id, Credentials: creds}, r.cfg.ActorTimeout)
+			&thread.ReleaseCredentials{SessionID: closed.ID, Credentials: creds}, r.cfg.ActorTimeout)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -516,6 +528,40 @@ func (r *Runtime) ReleaseProviderSession(ctx context.Context, id string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ReleaseIdleProviderSessions releases, now, every provider session idle
+// for at least Config.ProviderIdle (instances also do it on their own
+// timers, within a quarter of that time) and returns their ids, sorted.
+// When it returns, the credentials they held no longer authenticate,
+// except those another open session holds.
+func (r *Runtime) ReleaseIdleProviderSessions(ctx context.Context) ([]string, error) {
+	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	pids := make([]*actor.PID, 0, len(r.instances))
+	for _, pid := range r.instances {
+		pids = append(pids, pid)
+	}
+	r.mu.Unlock()
+	var (
+		ids  []string
+		errs []error
+	)
+	for _, pid := range pids {
+		res, err := ask[*provider.ReleaseIdleResult](ctx, r, pid, &provider.ReleaseIdle{}, r.cfg.ActorTimeout)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, s := range res.Sessions {
+			ids = append(ids, s.ID)
+			errs = append(errs, r.releaseCredentials(ctx, s))
+		}
+	}
+	slices.Sort(ids)
+	return ids, errors.Join(errs...)
 }
 
 // SwitchProvider makes instance the thread's current provider instance.

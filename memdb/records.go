@@ -42,6 +42,9 @@ type Thread struct {
 	Messages []Message
 	NextSeq  uint64 // sequence number of the next message
 	Created  time.Time
+	// LastTurn is when a run last started or ended on the thread, or it was
+	// touched; provider sessions serving it count idleness from there.
+	LastTurn time.Time
 }
 
 // Run is a thread's active run. It always belongs to the thread's current

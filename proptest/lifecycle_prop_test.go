@@ -18,6 +18,7 @@ import (
 	"pgregory.net/rapid"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/actors/provider"
 )
 
 // The lifecycle machine drives every lifecycle operation of the public API
@@ -94,10 +95,13 @@ type lifecycleMachine struct {
 }
 
 // subscribeCounting subscribes to the runtime's provider events and counts
-// them in n. The event type is inferred from the subscribe function, so the
-// test needs no import of the runtime's actor packages.
-func subscribeCounting[E any](subscribe func(func(E)) func(), n *atomic.Int64) (unsubscribe func()) {
-	return subscribe(func(E) { n.Add(1) })
+// the SessionClosed ones in n.
+func subscribeCounting(subscribe func(func(provider.Event)) func(), n *atomic.Int64) (unsubscribe func()) {
+	return subscribe(func(e provider.Event) {
+		if _, ok := e.(*provider.SessionClosed); ok {
+			n.Add(1)
+		}
+	})
 }
 
 func newLifecycleMachine(t *rapid.T) *lifecycleMachine {

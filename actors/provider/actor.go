@@ -23,6 +23,10 @@ type Config struct {
 	Now      func() time.Time
 	// OpTimeout bounds every driver call (Open, Attach, Detach, Close).
 	OpTimeout time.Duration
+	// IdleRelease closes a session once none of its threads has had a turn
+	// (a run started or ended, a touch) for this long and none has a run of
+	// this instance in flight. Zero or negative: never.
+	IdleRelease time.Duration
 	// Work counts driver goroutines, so the runtime can wait for them on
 	// shutdown.
 	Work *sync.WaitGroup
@@ -45,7 +49,10 @@ type child struct {
 	binding   Binding    // first binding, the one Open got
 	openReply *actor.PID // requester of the OpenSession that created it
 	record    *memdb.ProviderSession
-	closed    bool // closed (or aborted); waiting for the actor to stop
+	// lastActive is when the session was opened or last had a thread
+	// attached or detached; turns on its threads count too (see idleSince).
+	lastActive time.Time
+	closed     bool // closed (or aborted); waiting for the actor to stop
 	// openAnswered: openReply has had its answer (success or failure).
 	openAnswered bool
 	// closedRecord and closeReplies: CloseSession is answered once the
@@ -61,7 +68,12 @@ type instanceActor struct {
 	// closeAllWaiters are answered once every child has stopped.
 	closeAllWaiters []*actor.PID
 	closedByAll     []*memdb.ProviderSession
+	// idleTimer, while armed, sends idleTick to the actor.
+	idleTimer *time.Timer
 }
+
+// idleTick is the idle-release timer firing.
+type idleTick struct{}
 
 func (a *instanceActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
@@ -92,6 +104,12 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 		}
 		a.closeAllWaiters = append(a.closeAllWaiters, ctx.Sender())
 		a.answerCloseAll(ctx)
+	case *ReleaseIdle:
+		ctx.Respond(&ReleaseIdleResult{Sessions: a.releaseIdle(ctx)})
+	case *idleTick:
+		a.idleTimer = nil
+		a.releaseIdle(ctx)
+		a.armIdle(ctx)
 	case *GetSessions:
 		sessions, err := a.cfg.Store.Read().ProviderSessionsByInstance(nil, a.cfg.Instance.ID)
 		if err != nil {
@@ -128,7 +146,12 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 			delete(a.children, id)
 		}
 		a.answerCloseAll(ctx)
-	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *actor.Stopping:
+		if a.idleTimer != nil {
+			a.idleTimer.Stop()
+			a.idleTimer = nil
+		}
+	case *actor.Stopped, *actor.Restarting:
 	default:
 		a.cfg.Logger.Warn("provider actor: unexpected message", "type", fmt.Sprintf("%T", msg))
 	}
@@ -215,8 +238,11 @@ func (a *instanceActor) opened(ctx actor.Context, msg *childOpened) {
 			State:       memdb.SessionOpen,
 			Opened:      now,
 		}
+		c.lastActive = now
 		a.put(c.record)
 		ctx.Send(c.openReply, &OpenSessionResult{SessionID: c.id})
+		ctx.ActorSystem().EventStream.Publish(&SessionOpened{Session: c.record.Clone()})
+		a.armIdle(ctx)
 	}
 }
 
@@ -254,7 +280,12 @@ func (a *instanceActor) attached(ctx actor.Context, msg *childAttached) {
 		if !slices.Contains(r.Credentials, msg.binding.CredentialID) {
 			r.Credentials = append(r.Credentials, msg.binding.CredentialID)
 		}
+		c.lastActive = a.cfg.Now()
 		a.put(r)
+		ctx.ActorSystem().EventStream.Publish(&ThreadAttached{
+			Instance: a.cfg.Instance.ID, SessionID: c.id,
+			Thread: msg.binding.Thread, CredentialID: msg.binding.CredentialID,
+		})
 	}
 	if msg.fromOpen {
 		res := &OpenSessionResult{Err: err}
@@ -275,8 +306,10 @@ func (a *instanceActor) detach(ctx actor.Context, msg *DetachThread) {
 			continue
 		}
 		c.record.Threads = slices.DeleteFunc(c.record.Threads, func(t string) bool { return t == msg.Thread })
+		c.lastActive = a.cfg.Now()
 		a.put(c.record)
 		ctx.Send(c.pid, &opDetach{thread: msg.Thread})
+		ctx.ActorSystem().EventStream.Publish(&ThreadDetached{Instance: a.cfg.Instance.ID, SessionID: c.id, Thread: msg.Thread})
 		from = append(from, id)
 	}
 	ctx.Respond(&DetachThreadResult{Sessions: from})
@@ -310,6 +343,72 @@ func (a *instanceActor) close(ctx actor.Context, c *child, reason string, cause 
 	ctx.ActorSystem().EventStream.Publish(&SessionClosed{Session: rec.Clone(), Reason: reason, Err: cause})
 	a.cfg.Logger.Info("provider session closed", "instance", a.cfg.Instance.ID, "session", c.id, "reason", reason, "err", cause)
 	return rec
+}
+
+// releaseIdle closes every open session idle for at least IdleRelease and
+// returns their records as they were at close.
+func (a *instanceActor) releaseIdle(ctx actor.Context) []*memdb.ProviderSession {
+	if a.cfg.IdleRelease <= 0 {
+		return nil
+	}
+	rd := a.cfg.Store.Read()
+	now := a.cfg.Now()
+	var released []*memdb.ProviderSession
+	for _, id := range a.sortedChildren() {
+		c := a.children[id]
+		if c.closed || c.record == nil {
+			continue
+		}
+		since, busy := a.idleSince(rd, c)
+		if busy || now.Sub(since) < a.cfg.IdleRelease {
+			continue
+		}
+		released = append(released, a.close(ctx, c, ReasonIdle, nil))
+	}
+	return released
+}
+
+// idleSince returns when the session last had something to do: its own
+// last open/attach/detach, or the last turn of a thread it serves. busy
+// reports a run of this instance in flight on one of its threads: an
+// in-flight turn defers idle release.
+func (a *instanceActor) idleSince(rd *memdb.Reader, c *child) (since time.Time, busy bool) {
+	since = c.lastActive
+	for _, id := range c.record.Threads {
+		t, err := rd.Thread(nil, id)
+		if err != nil {
+			continue // deleted: no turns any more
+		}
+		if t.Run != nil && t.Run.Instance == a.cfg.Instance.ID {
+			return since, true
+		}
+		if t.LastTurn.After(since) {
+			since = t.LastTurn
+		}
+	}
+	return since, false
+}
+
+// armIdle starts the idle-release timer if it is off and a session is open.
+// It ticks at a quarter of IdleRelease (at most once a minute), so a
+// session is released at most that late.
+func (a *instanceActor) armIdle(ctx actor.Context) {
+	if a.cfg.IdleRelease <= 0 || a.idleTimer != nil || a.stopping {
+		return
+	}
+	open := false
+	for _, c := range a.children {
+		if !c.closed && c.record != nil {
+			open = true
+			break
+		}
+	}
+	if !open {
+		return
+	}
+	every := min(max(a.cfg.IdleRelease/4, 5*time.Millisecond), time.Minute)
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	a.idleTimer = time.AfterFunc(every, func() { root.Send(self, &idleTick{}) })
 }
 
 func (a *instanceActor) answerCloseAll(ctx actor.Context) {

@@ -24,6 +24,7 @@ const (
 	ReasonDied     = "died"     // the driver reported that it ended
 	ReasonAborted  = "aborted"  // its open was abandoned by the thread
 	ReasonShutdown = "shutdown" // the runtime is closing
+	ReasonIdle     = "idle"     // no turn on its threads for the idle-release time
 )
 
 // Message is the provider actor's protocol.
@@ -105,14 +106,51 @@ type Sessions struct {
 	Sessions []*memdb.ProviderSession
 }
 
-// SessionClosed is published on the actor system's event stream whenever a
-// provider session ends, for whatever reason. Hosts subscribe to it; the
-// runtime uses it to revoke the credentials of sessions that died.
+// ReleaseIdle asks the instance to release, now, every session that has been
+// idle for at least the idle-release time (see Config.IdleRelease). The
+// instance also does this on its own timer. Answered by *ReleaseIdleResult.
+type ReleaseIdle struct{}
+
+// ReleaseIdleResult answers ReleaseIdle with the records of the sessions it
+// closed, as they were at close.
+type ReleaseIdleResult struct {
+	Sessions []*memdb.ProviderSession
+}
+
+// Event is what an instance actor publishes on the actor system's event
+// stream: *SessionOpened, *ThreadAttached, *ThreadDetached and
+// *SessionClosed. Hosts subscribe to watch their agents; the runtime uses
+// SessionClosed to revoke the credentials of sessions that died or idled.
+type Event interface{ providerEvent() }
+
+// SessionOpened: the driver started a session (its Open returned).
+type SessionOpened struct {
+	Session *memdb.ProviderSession
+}
+
+// ThreadAttached: a thread was bound to an open session (a multi-thread
+// attach, a re-attach after a detach, or a re-bind after a rotation).
+type ThreadAttached struct {
+	Instance, SessionID, Thread, CredentialID string
+}
+
+// ThreadDetached: a thread was unbound from a session; its credential stays
+// live.
+type ThreadDetached struct {
+	Instance, SessionID, Thread string
+}
+
+// SessionClosed: a provider session ended, for whatever reason.
 type SessionClosed struct {
 	Session *memdb.ProviderSession
 	Reason  string
 	Err     error // the driver's error for ReasonDied, else nil
 }
+
+func (*SessionOpened) providerEvent()  {}
+func (*ThreadAttached) providerEvent() {}
+func (*ThreadDetached) providerEvent() {}
+func (*SessionClosed) providerEvent()  {}
 
 func (*OpenSession) providerMessage()  {}
 func (*AttachThread) providerMessage() {}
@@ -120,3 +158,4 @@ func (*DetachThread) providerMessage() {}
 func (*CloseSession) providerMessage() {}
 func (*CloseAll) providerMessage()     {}
 func (*GetSessions) providerMessage()  {}
+func (*ReleaseIdle) providerMessage()  {}

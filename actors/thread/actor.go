@@ -580,6 +580,7 @@ func (a *threadActor) switchProvider(instance string) (prev, ended string, err e
 		prev = t.Instance
 		if t.Run != nil && t.Run.Instance != instance {
 			ended, t.Run = t.Run.ID, nil
+			t.LastTurn = a.cfg.Now()
 		}
 		t.Instance = instance
 		return w.PutThread(t)
@@ -705,6 +706,7 @@ func (a *threadActor) startRun(instance string) (string, error) {
 		}
 		id = token.NewID("run_")
 		t.Run = &memdb.Run{ID: id, Instance: instance, Started: now}
+		t.LastTurn = now
 		if _, err := a.touchTxn(w, now); err != nil {
 			return err
 		}
@@ -724,6 +726,7 @@ func (a *threadActor) endRun(runID string) (string, error) {
 			return fmt.Errorf("end run %q on %s: %w", runID, a.cfg.ID, ErrNoRun)
 		}
 		id, t.Run = t.Run.ID, nil
+		t.LastTurn = a.cfg.Now()
 		return w.PutThread(t)
 	})
 	return id, err
@@ -732,12 +735,16 @@ func (a *threadActor) endRun(runID string) (string, error) {
 func (a *threadActor) touch() (int, error) {
 	var n int
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		if _, err := a.loadActive(w); err != nil {
+		t, err := a.loadActive(w)
+		if err != nil {
 			return err
 		}
-		var err error
-		n, err = a.touchTxn(w, a.cfg.Now())
-		return err
+		now := a.cfg.Now()
+		if n, err = a.touchTxn(w, now); err != nil {
+			return err
+		}
+		t.LastTurn = now
+		return w.PutThread(t)
 	})
 	return n, err
 }

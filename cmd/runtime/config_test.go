@@ -142,7 +142,7 @@ func TestDefaults(t *testing.T) {
 		Listen: "127.0.0.1:7331", MCPPath: "/mcp", AdminListen: "127.0.0.1:7332",
 		AdminTokenFile:   "/home/u/.cache/mcpruntime/admin-token",
 		CredentialWindow: duration(24 * time.Hour), ClientTokenTTL: duration(24 * time.Hour),
-		BodyLimit: 4 << 20, IdleTimeout: duration(30 * time.Minute), SessionsPerNamespace: 64,
+		BodyLimit: 4 << 20, IdleTimeout: duration(30 * time.Minute), ProviderIdle: duration(30 * time.Minute), SessionsPerNamespace: 64,
 		MaxSessions: 100000, KeepAlive: duration(25 * time.Second), ShutdownGrace: duration(10 * time.Second), Demo: true,
 	}
 	if !reflect.DeepEqual(s, want) {

@@ -38,6 +38,7 @@ type serveCmd struct {
 	ClientTokenTTL       duration `config:"" name:"client-token-ttl" default:"24h" placeholder:"DURATION" help:"A client token authenticates this long after issue; never: no expiry."`
 	BodyLimit            byteSize `config:"" default:"4MiB" placeholder:"SIZE" help:"Largest MCP POST body, in bytes or with a KiB, MiB or GiB suffix."`
 	IdleTimeout          duration `config:"" default:"30m" placeholder:"DURATION" help:"An MCP session with nothing in flight for this long ends; never: no eviction."`
+	ProviderIdle         duration `config:"" default:"30m" placeholder:"DURATION" help:"A provider session none of whose threads had a turn for this long (and none has a run in flight) is released; never: no idle release."`
 	SessionsPerNamespace int      `config:"" default:"64" placeholder:"N" help:"MCP sessions per principal; the next initialize evicts its least recently active idle one, or gets 429."`
 	MaxSessions          int      `config:"" default:"100000" placeholder:"N" help:"MCP sessions in all; past it initialize gets 503."`
 	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
@@ -78,6 +79,7 @@ func (s *serveCmd) validate() error {
 		{"credential-window", s.CredentialWindow, true},
 		{"client-token-ttl", s.ClientTokenTTL, true},
 		{"idle-timeout", s.IdleTimeout, true},
+		{"provider-idle", s.ProviderIdle, true},
 		{"keep-alive", s.KeepAlive, false},
 		{"shutdown-grace", s.ShutdownGrace, false},
 	} {
@@ -189,6 +191,7 @@ func (s *serveCmd) Run(d *deps) error {
 		Endpoint:         endpoint,
 		CredentialWindow: runtimeDuration(s.CredentialWindow),
 		ClientTokenTTL:   runtimeDuration(s.ClientTokenTTL),
+		ProviderIdle:     runtimeDuration(s.ProviderIdle),
 		Logger:           log,
 	})
 	if err != nil {

@@ -1,0 +1,79 @@
+// Package execdriver is the "exec" provider kind: every provider session is
+// one OS process, started from the instance's [Config] the way hosts start
+// Codex, Claude Code or OpenCode.
+//
+// A process is handed its MCP connection two ways, as real agents take it:
+//
+//   - environment variables: [EnvURL], [EnvAuthorization] and the others
+//     named Env…, describing its own session and nothing else;
+//
+//   - a JSON MCP config file, written 0600 into Config.ConfigDir,
+//
+//     {"mcpServers":{"<serverName>":{"type":"http","url":"…","headers":{"Authorization":"Bearer …"}}}}
+//
+//     whose path replaces [ConfigPlaceholder] in the arguments and is in
+//     [EnvMCPConfig]. After a credential rotation the file is rewritten
+//     (atomically) with the new token; the environment cannot change, so
+//     agents that only read the environment see the new token after a
+//     restart.
+//
+// The environment is built from scratch: Config.Env plus the variables named
+// in Config.InheritEnv; a process never sees the runtime's other variables,
+// nor any other session's token.
+//
+// The process runs in a process group of its own. Its stdout and stderr go
+// to the log, a record per line with the session id. Closing the session
+// sends SIGTERM to the group, then SIGKILL after Config.Grace; when the
+// process exits, for whatever reason, the rest of its group is killed, it
+// is reaped, and its config file is removed. A process that exits on its
+// own is reported with [provider.Events.Died]; one that exits within
+// Config.StartupWait of its start fails the open instead.
+//
+// Sessions are exclusive: one process serves one thread. Detach keeps the
+// process (a handoff); a re-attach of the same thread is a no-op.
+package execdriver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/agenthost/mcpruntime/actors/provider"
+)
+
+// Kind is the driver's kind name.
+const Kind = "exec"
+
+// Factory returns the [provider.Factory] to register under [Kind]. Process
+// output is logged to logger.
+func Factory(logger *slog.Logger) provider.Factory {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return func(instance string, raw json.RawMessage) (provider.Driver, error) {
+		cfg, path, err := ParseConfig(raw)
+		if err != nil {
+			return nil, err
+		}
+		if err := supported(); err != nil {
+			return nil, err
+		}
+		return &driver{cfg: cfg, path: path, logger: logger.With("instance", instance)}, nil
+	}
+}
+
+type driver struct {
+	cfg    Config
+	path   string // the command, resolved
+	logger *slog.Logger
+}
+
+func (d *driver) MultiThread() bool { return false }
+
+func (d *driver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+	if req.Binding.Authorization == "" {
+		return nil, fmt.Errorf("exec: open of %s without a credential", req.SessionID)
+	}
+	return start(ctx, d, req)
+}

@@ -1,0 +1,259 @@
+package execdriver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agenthost/mcpruntime/actors/provider"
+)
+
+// waitDelay bounds how long Wait keeps copying output after the process
+// exited (a grandchild may hold the pipes; it is killed with the group).
+const waitDelay = time.Second
+
+// session is one process.
+type session struct {
+	id     string
+	thread string
+	cfg    Config
+	file   string // MCP config file
+	cmd    *exec.Cmd
+	events provider.Events
+	logger *slog.Logger
+	stderr *lineLogger
+
+	done    chan struct{} // closed once the process is reaped and cleaned up
+	waitErr error         // the process's exit; read after done
+
+	mu      sync.Mutex // guards the fields below
+	opened  bool       // Open returned it: from now on an exit is a death
+	closing bool       // Close was called: an exit is not a death
+	exited  bool       // reaped
+}
+
+func start(ctx context.Context, d *driver, req provider.OpenRequest) (*session, error) {
+	b := req.Binding
+	file, err := writeConfig(d.cfg.ConfigDir, req.SessionID, d.cfg.ServerName, b)
+	if err != nil {
+		return nil, err
+	}
+	logger := d.logger.With("session", req.SessionID)
+	args := make([]string, len(d.cfg.Args))
+	for i, a := range d.cfg.Args {
+		args[i] = strings.ReplaceAll(a, ConfigPlaceholder, file)
+	}
+	cmd := exec.Command(d.path, args...)
+	cmd.Dir = d.cfg.Dir
+	cmd.Env = environ(d.cfg, file, req)
+	cmd.Stdin = nil // /dev/null
+	stdout := newLineLogger(logger, "stdout")
+	stderr := newLineLogger(logger, "stderr")
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.WaitDelay = waitDelay
+	setGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		os.Remove(file)
+		return nil, fmt.Errorf("exec: start %s: %w", d.cfg.Command, err)
+	}
+	s := &session{
+		id: req.SessionID, thread: b.Thread, cfg: d.cfg, file: file, cmd: cmd,
+		events: req.Events, logger: logger, stderr: stderr, done: make(chan struct{}),
+	}
+	logger.Info("provider process started", "pid", cmd.Process.Pid, "command", d.cfg.Command, "thread", b.Thread)
+	go s.wait(stdout)
+
+	timer := time.NewTimer(time.Duration(d.cfg.StartupWait))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		s.mu.Lock()
+		exited := s.exited
+		s.opened = !exited
+		s.mu.Unlock()
+		if !exited {
+			return s, nil
+		}
+		<-s.done
+		return nil, fmt.Errorf("exec: %s exited at once (%v)%s", d.cfg.Command, s.waitErr, s.stderr.tail())
+	case <-s.done:
+		return nil, fmt.Errorf("exec: %s exited at once (%v)%s", d.cfg.Command, s.waitErr, s.stderr.tail())
+	case <-ctx.Done():
+		s.stop(context.Background())
+		return nil, fmt.Errorf("exec: start %s: %w", d.cfg.Command, ctx.Err())
+	}
+}
+
+// wait reaps the process, kills what is left of its group, removes the
+// config file, and reports a death unless the session was being closed.
+func (s *session) wait(stdout *lineLogger) {
+	err := s.cmd.Wait()
+	killGroup(s.cmd) // no child outlives its leader
+	stdout.flush()
+	s.stderr.flush()
+	if rerr := os.Remove(s.file); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		s.logger.Warn("remove MCP config file", "err", rerr)
+	}
+	s.waitErr = err
+	s.mu.Lock()
+	s.exited = true
+	died := s.opened && !s.closing
+	s.mu.Unlock()
+	close(s.done)
+	s.logger.Info("provider process exited", "pid", s.cmd.Process.Pid, "status", exitStatus(err), "died", died)
+	if died {
+		s.events.Died(fmt.Errorf("process exited: %s%s", exitStatus(err), s.stderr.tail()))
+	}
+}
+
+// Attach re-binds the session's thread. A new credential (after a
+// rotation) is written to the config file; an empty Authorization is a
+// re-attach of the token the process already holds.
+func (s *session) Attach(ctx context.Context, b provider.Binding) error {
+	if b.Thread != s.thread {
+		return fmt.Errorf("exec: session %s serves thread %s, not %s", s.id, s.thread, b.Thread)
+	}
+	if b.Authorization == "" {
+		return nil
+	}
+	select {
+	case <-s.done:
+		return fmt.Errorf("exec: session %s: process has exited", s.id)
+	default:
+	}
+	return rewriteConfig(s.file, s.cfg.ServerName, b)
+}
+
+// Detach keeps the process: a handoff, the thread may come back.
+func (s *session) Detach(ctx context.Context, thread string) error { return nil }
+
+// Close ends the process: SIGTERM to its group, SIGKILL after the grace.
+func (s *session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	return s.stop(ctx)
+}
+
+func (s *session) stop(ctx context.Context) error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	signalGroup(s.cmd, sigTerm)
+	grace := time.NewTimer(time.Duration(s.cfg.Grace))
+	defer grace.Stop()
+	select {
+	case <-s.done:
+		return nil
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	s.logger.Warn("provider process did not stop on SIGTERM; killing", "pid", s.cmd.Process.Pid)
+	killGroup(s.cmd)
+	<-s.done // SIGKILL cannot be ignored; Wait returns within waitDelay
+	return nil
+}
+
+// mcpConfig is the file format agents read.
+type mcpConfig struct {
+	MCPServers map[string]mcpServer `json:"mcpServers"`
+}
+
+type mcpServer struct {
+	Type    string            `json:"type"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+}
+
+func configJSON(server string, b provider.Binding) ([]byte, error) {
+	return json.MarshalIndent(mcpConfig{MCPServers: map[string]mcpServer{server: {
+		Type: "http", URL: b.Endpoint, Headers: map[string]string{"Authorization": b.Authorization},
+	}}}, "", "  ")
+}
+
+// writeConfig creates the session's MCP config file, readable by its owner
+// only.
+func writeConfig(dir, session, server string, b provider.Binding) (string, error) {
+	data, err := configJSON(server, b)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(dir, "mcp-"+session+"-*.json") // mode 0600
+	if err != nil {
+		return "", fmt.Errorf("exec: write MCP config file: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", fmt.Errorf("exec: write MCP config file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("exec: write MCP config file: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// rewriteConfig replaces the file's content atomically: a reader sees the
+// old file or the new one, never half of one.
+func rewriteConfig(path, server string, b provider.Binding) error {
+	data, err := configJSON(server, b)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("exec: rewrite MCP config file: %w", err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("exec: rewrite MCP config file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("exec: rewrite MCP config file: %w", err)
+	}
+	return nil
+}
+
+// environ builds the process's environment from scratch.
+func environ(cfg Config, file string, req provider.OpenRequest) []string {
+	var env []string
+	for _, name := range cfg.InheritEnv {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	for name, v := range cfg.Env {
+		env = append(env, name+"="+v)
+	}
+	return append(env,
+		EnvURL+"="+req.Binding.Endpoint,
+		EnvAuthorization+"="+req.Binding.Authorization,
+		EnvMCPConfig+"="+file,
+		EnvServerName+"="+cfg.ServerName,
+		EnvThread+"="+req.Binding.Thread,
+		EnvInstance+"="+req.Instance,
+		EnvSession+"="+req.SessionID,
+	)
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
