@@ -498,7 +498,7 @@ func (r *Runtime) ReleaseProviderSession(ctx context.Context, id string) error {
 		return fmt.Errorf("provider session %q: %w", id, ErrUnknownProviderSession)
 	}
 	res, err := ask[*provider.CloseSessionResult](ctx, r, r.instancePID(rec.Instance),
-		&provider.CloseSession{SessionID: id, Reason: provider.ReasonReleased}, r.cfg.ActorTimeout)
+		&provider.CloseSession{SessionID: id, Reason: provider.ReasonReleased}, r.cfg.OpenTimeout+r.cfg.ActorTimeout) // waits for the driver's Close
 	if err != nil {
 		return err
 	}
@@ -533,8 +533,9 @@ func (r *Runtime) releaseCredentials(ctx context.Context, closed *memdb.Provider
 // ReleaseIdleProviderSessions releases, now, every provider session idle
 // for at least Config.ProviderIdle (instances also do it on their own
 // timers, within a quarter of that time) and returns their ids, sorted.
-// When it returns, the credentials they held no longer authenticate,
-// except those another open session holds.
+// When it returns, their driver sessions are closed and the credentials
+// they held no longer authenticate, except those another open session
+// holds.
 func (r *Runtime) ReleaseIdleProviderSessions(ctx context.Context) ([]string, error) {
 	if err := r.checkOpen(); err != nil {
 		return nil, err
@@ -550,7 +551,7 @@ func (r *Runtime) ReleaseIdleProviderSessions(ctx context.Context) ([]string, er
 		errs []error
 	)
 	for _, pid := range pids {
-		res, err := ask[*provider.ReleaseIdleResult](ctx, r, pid, &provider.ReleaseIdle{}, r.cfg.ActorTimeout)
+		res, err := ask[*provider.ReleaseIdleResult](ctx, r, pid, &provider.ReleaseIdle{}, r.cfg.OpenTimeout+r.cfg.ActorTimeout)
 		if err != nil {
 			errs = append(errs, err)
 			continue

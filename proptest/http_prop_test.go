@@ -166,7 +166,7 @@ func (m *model) namespaceState(ns string) nsState {
 // clone deep-copies the model (the concurrent machine tries orders on
 // copies).
 func (m *model) clone() *model {
-	out := newModel(m.now, m.window, m.clientTTL, m.endpoint)
+	out := newModel(m.now, m.window, m.clientTTL, m.idle, m.endpoint)
 	for k, v := range m.instances {
 		out.instances[k] = modelInstance{caps: slices.Clone(v.caps), multi: v.multi}
 	}
@@ -353,6 +353,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,
 		ClientTokenTTL:   mcpruntime.NoExpiry,
+		ProviderIdle:     testProviderIdle,
 		RevokedKept:      1 << 20,
 		Now:              clock.Now,
 		Logger:           slog.New(slog.DiscardHandler),
@@ -381,7 +382,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		ctx:   context.Background(),
 		rt:    rt,
 		clock: clock,
-		m:     newModel(testStart, testWindow, 0, testEndpoint),
+		m:     newModel(testStart, testWindow, 0, testProviderIdle, testEndpoint),
 	}
 	unsubscribe := subscribeCounting(rt.SubscribeProviderEvents, &lm.closes)
 	t.Cleanup(unsubscribe)

@@ -32,13 +32,18 @@ import (
 
 // Set-up of every iteration.
 const (
-	testEndpoint    = "http://127.0.0.1:7331/mcp"
-	testWindow      = time.Hour
-	testClientTTL   = 2 * time.Hour
-	unknownInstance = "ix" // never registered
-	unknownSession  = "ps_00000000000000000000000000000000"
-	unknownClient   = "cl_00000000000000000000000000000000"
-	unknownRun      = "run_00000000000000000000000000000000"
+	testEndpoint  = "http://127.0.0.1:7331/mcp"
+	testWindow    = time.Hour
+	testClientTTL = 2 * time.Hour
+	// testProviderIdle: provider sessions with no turn for this long are
+	// released. The instances' own timers tick once a real minute at this
+	// setting, far beyond a check's life; the machine sweeps after each
+	// clock step instead, which is what a timer would do at that moment.
+	testProviderIdle = 30 * time.Minute
+	unknownInstance  = "ix" // never registered
+	unknownSession   = "ps_00000000000000000000000000000000"
+	unknownClient    = "cl_00000000000000000000000000000000"
+	unknownRun       = "run_00000000000000000000000000000000"
 	// waitTimeout bounds the wait for the asynchronous effect of a driver
 	// death. It is a deadline for a poll, not a threshold on speed.
 	waitTimeout = 10 * time.Second
@@ -110,6 +115,7 @@ func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,
 		ClientTokenTTL:   testClientTTL,
+		ProviderIdle:     testProviderIdle,
 		RevokedKept:      1 << 20, // no pruning: a revoked token keeps its reason
 		Now:              clock.Now,
 		Logger:           slog.New(slog.DiscardHandler),
@@ -122,7 +128,7 @@ func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
 		ctx:   context.Background(),
 		rt:    rt,
 		clock: clock,
-		m:     newModel(testStart, testWindow, testClientTTL, testEndpoint),
+		m:     newModel(testStart, testWindow, testClientTTL, testProviderIdle, testEndpoint),
 	}
 	// Subscribed after the runtime's own subscriber, which turns a death
 	// into the release of the session's credentials: when this one counts
@@ -832,7 +838,10 @@ func (s *lifecycleMachine) Post(t *rapid.T) {
 }
 
 // AdvanceClock moves time on, sometimes past the liveness window. Tokens
-// can only die of it.
+// can only die of it. Then the idle provider sessions are released, as the
+// instances' timers would do at that moment (SPEC §3 "release / close a
+// provider session": each one's credentials are revoked unless another open
+// session holds them).
 func (s *lifecycleMachine) AdvanceClock(t *rapid.T) {
 	d := rapid.SampledFrom(clockSteps).Draw(t, "by")
 	before := s.liveness()
@@ -844,4 +853,26 @@ func (s *lifecycleMachine) AdvanceClock(t *rapid.T) {
 			t.Fatalf("AdvanceClock(%v) revived %s (%s)", d, c.id, c.describe())
 		}
 	}
+	call := fmt.Sprintf("ReleaseIdleProviderSessions after AdvanceClock(%v)", d)
+	want := s.m.releaseIdle()
+	got, err := s.rt.ReleaseIdleProviderSessions(s.ctx)
+	if err != nil {
+		t.Fatalf("%s: %v", call, err)
+	}
+	if diff := cmp.Diff(want, got, cmpOpts); diff != "" {
+		t.Fatalf("%s: released sessions (-want +got):\n%s", call, diff)
+	}
+	for _, id := range got {
+		if d := s.rt.Inproc().Session(id); d == nil || !d.Closed() {
+			t.Fatalf("%s: released %s, but its driver session is not closed", call, id)
+		}
+	}
+	// Only the credentials the released sessions held may have died.
+	held := map[string]bool{}
+	for _, id := range got {
+		for _, c := range s.m.sessByID[id].creds {
+			held[c] = true
+		}
+	}
+	s.frame(t, call, after, func(c *modelCred) bool { return c.kind == kindProvider && held[c.id] })
 }

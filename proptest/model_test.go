@@ -59,6 +59,9 @@ type modelSession struct {
 	open     bool
 	threads  []string // attached threads
 	creds    []string // credential ids handed to it (kept across detach)
+	// active: when it was opened, or last had a thread attached or
+	// detached; idle release counts from here or a later turn.
+	active time.Time
 }
 
 // modelMessage is one posted message.
@@ -81,6 +84,8 @@ type modelThread struct {
 	created     time.Time
 	messages    []modelMessage
 	nextSeq     uint64
+	// lastTurn: when a run last started or ended, or the thread was touched.
+	lastTurn time.Time
 }
 
 // modelInstance is a registered provider instance.
@@ -102,6 +107,9 @@ type model struct {
 	window    time.Duration
 	clientTTL time.Duration
 	endpoint  string
+	// idle: a provider session with no turn on its threads for this long,
+	// and no run of its instance in flight on one, is released.
+	idle time.Duration
 
 	instances map[string]modelInstance
 	threads   map[string]*modelThread // existing threads only
@@ -121,11 +129,12 @@ type model struct {
 	failNext map[string]bool
 }
 
-func newModel(now time.Time, window, clientTTL time.Duration, endpoint string) *model {
+func newModel(now time.Time, window, clientTTL, idle time.Duration, endpoint string) *model {
 	return &model{
 		now:        now,
 		window:     window,
 		clientTTL:  clientTTL,
+		idle:       idle,
 		endpoint:   endpoint,
 		instances:  map[string]modelInstance{},
 		threads:    map[string]*modelThread{},
@@ -274,10 +283,48 @@ func (m *model) openMultiSession(instance string) *modelSession {
 // detachThread unbinds thread from every open session.
 func (m *model) detachThread(thread string) {
 	for _, s := range m.sessions {
-		if s.open {
+		if s.open && slices.Contains(s.threads, thread) {
 			s.threads = slices.DeleteFunc(s.threads, func(t string) bool { return t == thread })
+			s.active = m.now
 		}
 	}
+}
+
+// releaseIdle closes every open session idle for at least m.idle and
+// returns their ids, sorted. A session's idleness counts from its last
+// open, attach or detach, or the last turn of a thread it serves,
+// whichever is later; a run of its instance on one of its threads defers
+// it.
+func (m *model) releaseIdle() []string {
+	var idle []*modelSession
+	for _, s := range m.sessions {
+		if !s.open {
+			continue
+		}
+		since, busy := s.active, false
+		for _, id := range s.threads {
+			t := m.threads[id]
+			if t == nil {
+				continue
+			}
+			if t.runID != "" && t.runInstance == s.instance {
+				busy = true
+			}
+			if t.lastTurn.After(since) {
+				since = t.lastTurn
+			}
+		}
+		if !busy && m.now.Sub(since) >= m.idle {
+			idle = append(idle, s)
+		}
+	}
+	ids := make([]string, 0, len(idle))
+	for _, s := range idle {
+		m.closeSession(s)
+		ids = append(ids, s.id)
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 func addOnce(list []string, v string) []string {
@@ -410,7 +457,10 @@ func (m *model) applyOpenFailure(instance string) {
 // sessionID, credID and tok ("" when reused).
 func (m *model) applyOpen(thread, instance string, out openOutcome, sessionID, credID, tok string) {
 	if out.reused {
-		out.session.threads = addOnce(out.session.threads, thread)
+		if !slices.Contains(out.session.threads, thread) {
+			out.session.threads = append(out.session.threads, thread) // re-attached
+			out.session.active = m.now
+		}
 		return
 	}
 	m.mintProvider(thread, instance, credID, tok)
@@ -420,9 +470,10 @@ func (m *model) applyOpen(thread, instance string, out openOutcome, sessionID, c
 	if out.attach {
 		out.session.threads = addOnce(out.session.threads, thread)
 		out.session.creds = addOnce(out.session.creds, credID)
+		out.session.active = m.now
 		return
 	}
-	s := &modelSession{id: sessionID, instance: instance, open: true, threads: []string{thread}, creds: []string{credID}}
+	s := &modelSession{id: sessionID, instance: instance, open: true, threads: []string{thread}, creds: []string{credID}, active: m.now}
 	m.sessions = append(m.sessions, s)
 	m.sessByID[sessionID] = s
 }
@@ -475,6 +526,7 @@ func (m *model) switchProvider(thread, instance string) (prev, ended string, err
 	if t.runID != "" && t.runInstance != instance {
 		ended = t.runID
 		t.runID, t.runInstance, t.runStarted = "", "", time.Time{}
+		t.lastTurn = m.now
 	}
 	t.instance = instance
 	return prev, ended, nil
@@ -501,6 +553,7 @@ func (m *model) applyRotate(thread, instance, credID, tok string) {
 			}
 			s.creds = slices.DeleteFunc(s.creds, func(id string) bool { return id == old.id })
 			s.creds = addOnce(s.creds, credID)
+			s.active = m.now // re-bound: an attach
 		}
 	}
 }
@@ -524,6 +577,7 @@ func (m *model) predictStartRun(thread, instance string) error {
 func (m *model) applyStartRun(thread, instance, runID string) {
 	t := m.threads[thread]
 	t.runID, t.runInstance, t.runStarted = runID, instance, m.now
+	t.lastTurn = m.now
 	m.runs = append(m.runs, runID)
 	m.touchThread(thread)
 }
@@ -538,15 +592,18 @@ func (m *model) endRun(thread, runID string) error {
 		return mcpruntime.ErrNoRun
 	}
 	t.runID, t.runInstance, t.runStarted = "", "", time.Time{}
+	t.lastTurn = m.now
 	return nil
 }
 
 // touch: Touch(thread).
 func (m *model) touch(thread string) error {
-	if _, err := m.activeThread(thread); err != nil {
+	t, err := m.activeThread(thread)
+	if err != nil {
 		return err
 	}
 	m.touchThread(thread)
+	t.lastTurn = m.now
 	return nil
 }
 

@@ -70,6 +70,16 @@ type instanceActor struct {
 	closedByAll     []*memdb.ProviderSession
 	// idleTimer, while armed, sends idleTick to the actor.
 	idleTimer *time.Timer
+	// idleWaits are ReleaseIdle requests waiting for their sessions' driver
+	// Close to return.
+	idleWaits []*idleWait
+}
+
+// idleWait is a ReleaseIdle answered once every session it closed stopped.
+type idleWait struct {
+	reply    *actor.PID
+	pending  map[string]bool // session ids not stopped yet
+	sessions []*memdb.ProviderSession
 }
 
 // idleTick is the idle-release timer firing.
@@ -105,7 +115,13 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 		a.closeAllWaiters = append(a.closeAllWaiters, ctx.Sender())
 		a.answerCloseAll(ctx)
 	case *ReleaseIdle:
-		ctx.Respond(&ReleaseIdleResult{Sessions: a.releaseIdle(ctx)})
+		released := a.releaseIdle(ctx)
+		w := &idleWait{reply: ctx.Sender(), pending: map[string]bool{}, sessions: released}
+		for _, r := range released {
+			w.pending[r.ID] = true
+		}
+		a.idleWaits = append(a.idleWaits, w)
+		a.answerIdleWaits(ctx, "")
 	case *idleTick:
 		a.idleTimer = nil
 		a.releaseIdle(ctx)
@@ -144,6 +160,7 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 				ctx.Send(w, &CloseSessionResult{Session: c.closedRecord.Clone()})
 			}
 			delete(a.children, id)
+			a.answerIdleWaits(ctx, id)
 		}
 		a.answerCloseAll(ctx)
 	case *actor.Stopping:
@@ -409,6 +426,24 @@ func (a *instanceActor) armIdle(ctx actor.Context) {
 	every := min(max(a.cfg.IdleRelease/4, 5*time.Millisecond), time.Minute)
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	a.idleTimer = time.AfterFunc(every, func() { root.Send(self, &idleTick{}) })
+}
+
+// answerIdleWaits notes that session stopped ("" for none) and answers the
+// ReleaseIdle requests with nothing left pending.
+func (a *instanceActor) answerIdleWaits(ctx actor.Context, stopped string) {
+	waits := a.idleWaits[:0]
+	for _, w := range a.idleWaits {
+		delete(w.pending, stopped)
+		if len(w.pending) > 0 {
+			waits = append(waits, w)
+			continue
+		}
+		if w.reply != nil {
+			ctx.Send(w.reply, &ReleaseIdleResult{Sessions: w.sessions})
+		}
+	}
+	clear(a.idleWaits[len(waits):])
+	a.idleWaits = waits
 }
 
 func (a *instanceActor) answerCloseAll(ctx actor.Context) {

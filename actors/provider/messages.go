@@ -111,8 +111,8 @@ type Sessions struct {
 // instance also does this on its own timer. Answered by *ReleaseIdleResult.
 type ReleaseIdle struct{}
 
-// ReleaseIdleResult answers ReleaseIdle with the records of the sessions it
-// closed, as they were at close.
+// ReleaseIdleResult answers ReleaseIdle, once the driver sessions are
+// closed, with the records of the sessions it closed, as they were at close.
 type ReleaseIdleResult struct {
 	Sessions []*memdb.ProviderSession
 }
