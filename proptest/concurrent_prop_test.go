@@ -274,7 +274,7 @@ func describeObs(obs any) string {
 var opKinds = []string{
 	"post", "post", "post", "read", "get", "get", "delete", "delete",
 	"revokeClient", "revokeClient", "switch", "switch", "archive", "archive",
-	"open", "open", "endRun", "rotate", "release", "startRun",
+	"open", "open", "endRun", "rotate", "release", "startRun", "detach",
 }
 
 // genOp draws one operation, mostly aimed at the focus.
@@ -408,6 +408,14 @@ func (h *httpMachine) genOp(t *rapid.T, focus caller, focusSID string) *cop {
 			},
 		}
 		return op
+	case "detach":
+		return &cop{
+			desc: fmt.Sprintf("Detach(%s)", thread),
+			run:  func() any { return h.rt.Detach(h.ctx, thread) },
+			sim: func(st []world, obs any) string {
+				return sameErr(obs, st[len(st)-1].m.detach(thread))
+			},
+		}
 	case "release":
 		id := unknownSession
 		if len(h.m.sessions) > 0 && rapid.IntRange(0, 7).Draw(t, "unknown") > 0 {
