@@ -6,21 +6,40 @@
 //
 // A provider kind (Codex, Claude Code, OpenCode, a custom process) is a
 // [Driver] built by a [Factory] from the instance's JSON configuration and
-// registered by kind name. The runtime gives [Driver.Open] an [OpenRequest]:
-// the session id, and a [Binding] with the MCP endpoint, the Authorization
-// header value and the capabilities of the credential minted for the pair
-// (thread, instance). The driver hands these to its process (environment,
-// a config file, a handshake) and returns a [Session]. Later the runtime may
-// Attach more threads (multi-thread drivers) or re-bind a thread after a
-// credential rotation, Detach a thread (a handoff: its credential stays
-// live), and finally Close the session. If the process dies on its own, the
-// driver calls [Events.Died]; the runtime then releases the session and
-// revokes its credentials. [Inproc] is the minimal example and the test
-// double.
+// registered by kind name ([Registry]; embedders use the runtime's
+// Config.Drivers). [Inproc] is the minimal example and the test double;
+// package execdriver runs one OS process per session.
+//
+// What a driver is given: [Driver.Open] gets an [OpenRequest] with the
+// session id, the instance id and a [Binding]: the thread, the MCP
+// endpoint, the Authorization header value and the capabilities of the
+// credential minted for the pair (thread, instance). The driver hands these
+// to its agent (environment, a config file, a handshake) and to nothing
+// else, and returns a [Session].
+//
+// What it reports: Open returning is "started" (an error fails the open);
+// Attach and Detach returning are the per-thread reports — Attach binds
+// another thread (multi-thread drivers), re-binds one after a credential
+// rotation (a new Authorization) or re-attaches one after a detach (an
+// empty Authorization); Detach is a handoff, the thread's credential stays
+// live. A session that ends on its own calls [Events.Died]; the runtime
+// then releases it and revokes its credentials unless another open session
+// holds them. Close is called exactly once, last.
 //
 // Concurrency: driver methods run on goroutines of their own, never inside
 // an actor, so they may block until their context is done; calls for one
 // session are serialized. See [Driver].
+//
+// # Supervision
+//
+// Every session is a child actor of its instance's actor. A death, a
+// release, an abandoned open, a shutdown, and idle release all end in the
+// same place: the instance actor removes the session's record, publishes
+// [SessionClosed] and has the child close the driver session and stop.
+// Idle release ([Config].IdleRelease) closes a session none of whose
+// threads had a turn (memdb Thread.LastTurn) for that long, unless a run of
+// the instance is in flight on one of them. Hosts watch the event stream:
+// [SessionOpened], [ThreadAttached], [ThreadDetached], [SessionClosed].
 //
 // # Components
 //
