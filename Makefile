@@ -18,9 +18,10 @@ run: ## run the runtime on its embedded in-memory default (loopback only)
 	$(GO) run ./cmd/runtime
 
 .PHONY: demo
-demo: ## the whole story over real HTTP on free loopback ports; fails if a step deviates
+demo: ## the whole story over real HTTP on free loopback ports, with real agent processes; fails if a step deviates
 	$(GO) build -o bin/runtime ./cmd/runtime
-	bash scripts/demo.sh bin/runtime
+	$(GO) build -o bin/agent ./examples/agent
+	bash scripts/demo.sh bin/runtime bin/agent
 
 .PHONY: test
 test: ## vet, then every test with the race detector (what CI runs)

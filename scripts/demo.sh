@@ -5,12 +5,17 @@
 # deviates from the expected outcome. The server it started is stopped by
 # PID (SIGTERM) and must exit 0.
 #
-# Usage: scripts/demo.sh [path/to/runtime]   (default: bin/runtime)
+# Usage: scripts/demo.sh [path/to/runtime [path/to/agent]]
+#        (default: bin/runtime and bin/agent, built by `make demo`)
 set -euo pipefail
 
 BIN=${1:-bin/runtime}
-[[ -x $BIN ]] || { echo "demo: $BIN is not an executable; run make build first" >&2; exit 2; }
+AGENT=${2:-bin/agent}
+for b in "$BIN" "$AGENT"; do
+  [[ -x $b ]] || { echo "demo: $b is not an executable; run make demo" >&2; exit 2; }
+done
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+AGENT=$(cd "$(dirname "$AGENT")" && pwd)/$(basename "$AGENT")
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcpruntime-demo.XXXXXX")
 LOG=$WORK/server.log
@@ -133,6 +138,50 @@ admin "archive t1" thread archive t1
 call A "$AUTH_A" "$SID_A" thread_read '{}' 401
 call B "$AUTH_B" "$SID_B" thread_read '{}' 401
 
+# agent_lines SESSION PATTERN: how many lines the agent of a provider session
+# printed that contain PATTERN (the server logs each line it writes).
+agent_lines() {
+  grep -F "session=$1 " "$LOG" | grep -F 'msg="provider output"' | grep -cF "$2" || true
+}
+
+# wait_agent STEP SESSION PATTERN N: wait up to 10 s until the agent of
+# SESSION printed N more lines containing PATTERN than it had so far.
+wait_agent() {
+  local step=$1 ps=$2 pat=$3 n=$4 base
+  base=$(agent_lines "$ps" "$pat")
+  for _ in $(seq 100); do
+    (( $(agent_lines "$ps" "$pat") >= base + n )) && { ok "$step"; return; }
+    sleep 0.1
+  done
+  fail "$step: agent of $ps printed $(( $(agent_lines "$ps" "$pat") - base )) of $n lines with $pat in 10 s"
+}
+
+say "Real agents: two exec instances run examples/agent, A → B → A on thread t2"
+exec_config() {
+  printf '{"command":"%s","args":["-mcp-config","{mcpConfig}","-interval","100ms"],"configDir":"%s","grace":"2s"}' "$AGENT" "$WORK"
+}
+admin "instance codex (exec)" instance create codex --driver exec --driver-config "$(exec_config)"
+admin "instance claude (exec)" instance create claude --driver exec --driver-config "$(exec_config)"
+admin "thread t2 on codex" thread create t2 --instance codex
+admin "provider session (t2, codex) starts an agent" session open t2 codex -f providerSessionId
+PS_CODEX=$OUT
+OK='\"ok\":true' DENIED='\"status\":401'
+wait_agent "codex's agent calls thread_read" "$PS_CODEX" "$OK" 3
+admin "switch t2 to claude" thread switch t2 claude
+admin "provider session (t2, claude) starts a second agent" session open t2 claude -f providerSessionId
+PS_CLAUDE=$OUT
+wait_agent "claude's agent calls" "$PS_CLAUDE" "$OK" 3
+wait_agent "codex's agent still calls (switching revokes nothing)" "$PS_CODEX" "$OK" 3
+admin "switch t2 back to codex" thread switch t2 codex
+admin "re-open (t2, codex): the same session, no new process" session open t2 codex -f reused
+[[ $OUT == true ]] && ok "reused" || fail "re-open of (t2, codex) was not a reuse: $OUT"
+admin "release claude's session: its process is stopped" session release "$PS_CLAUDE"
+grep -F "session=$PS_CLAUDE " "$LOG" | grep -qF 'msg="provider process exited"' \
+  && ok "claude's process exited" || fail "claude's process is still running"
+wait_agent "codex's agent still calls" "$PS_CODEX" "$OK" 3
+admin "delete t2: every credential of t2 is revoked" thread delete t2
+wait_agent "codex's agent now gets 401" "$PS_CODEX" "$DENIED" 2
+
 say "Stop the server (SIGTERM to pid $SERVER_PID)"
 kill -TERM "$SERVER_PID"
 CODE=0
@@ -143,6 +192,10 @@ else
   [[ $CODE == 0 ]] && ok "server exited 0" || fail "server exited $CODE"
 fi
 SERVER_PID=
+grep -F "session=$PS_CODEX " "$LOG" | grep -qF 'msg="provider process exited"' \
+  && ok "codex's agent was stopped with the server" || fail "codex's agent did not exit"
+leftover=$(find "$WORK" -name 'mcp-*.json' | wc -l)
+[[ $leftover == 0 ]] && ok "no MCP config file left behind" || fail "$leftover MCP config files left behind"
 
 if [[ $FAILED != 0 ]]; then
   echo; echo "demo: some steps deviated; server log:" >&2; cat "$LOG" >&2
