@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -173,10 +174,13 @@ func (a *agent) loop(ctx context.Context) {
 	defer a.disconnect()
 	tick := time.NewTicker(a.opts.interval)
 	defer tick.Stop()
-	for n := 1; a.opts.calls == 0 || n <= a.opts.calls; n++ {
+	for n := 1; (a.opts.calls == 0 || n <= a.opts.calls) && ctx.Err() == nil; n++ {
 		a.call(ctx, n, a.opts.tool, a.args)
 		if a.opts.post != "" {
 			a.call(ctx, n, "thread_post", map[string]any{"text": a.opts.post})
+		}
+		if n == a.opts.calls {
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -276,6 +280,9 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -107,7 +109,7 @@ func ParseConfig(raw json.RawMessage) (Config, string, error) {
 	if err := dec.Decode(&c); err != nil {
 		return c, "", fmt.Errorf("exec config: %w", err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return c, "", errors.New("exec config: trailing data after the JSON object")
 	}
 	if strings.TrimSpace(c.Command) == "" {
@@ -115,6 +117,9 @@ func ParseConfig(raw json.RawMessage) (Config, string, error) {
 	}
 	path, err := exec.LookPath(c.Command)
 	if err != nil {
+		return c, "", fmt.Errorf("exec config: command %q: %w", c.Command, err)
+	}
+	if path, err = filepath.Abs(path); err != nil {
 		return c, "", fmt.Errorf("exec config: command %q: %w", c.Command, err)
 	}
 	for name, v := range c.Env {
@@ -141,6 +146,8 @@ func ParseConfig(raw json.RawMessage) (Config, string, error) {
 	if c.ConfigDir == "" {
 		c.ConfigDir = os.TempDir()
 	} else if err := checkDir(c.ConfigDir); err != nil {
+		return c, "", fmt.Errorf("exec config: configDir: %w", err)
+	} else if c.ConfigDir, err = filepath.Abs(c.ConfigDir); err != nil {
 		return c, "", fmt.Errorf("exec config: configDir: %w", err)
 	}
 	if c.ServerName == "" {

@@ -18,8 +18,10 @@
 //     restart.
 //
 // The environment is built from scratch: Config.Env plus the variables named
-// in Config.InheritEnv; a process never sees the runtime's other variables,
-// nor any other session's token.
+// in Config.InheritEnv; a process is never handed the runtime's other
+// variables, nor any other session's token. (Every process runs as the
+// runtime's user: one that goes looking can read a sibling's config file or
+// /proc/<pid>/environ. Isolation between agents needs a user per instance.)
 //
 // The process runs in a process group of its own. Its stdout and stderr go
 // to the log, a record per line with the session id. Closing the session

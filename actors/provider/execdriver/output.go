@@ -2,11 +2,89 @@ package execdriver
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
+
+// drainDelay bounds how long output is still copied once the process has
+// exited and its group was killed.
+const drainDelay = time.Second
+
+// output copies a process's stdout and stderr into line loggers through
+// pipes of its own rather than through exec.Cmd's copying, so that Wait
+// returns as soon as the process exits even when a child of it still holds
+// the pipes (the child is then killed with the group).
+type output struct {
+	stdout, stderr *lineLogger
+	readers        []*os.File // read ends, ours
+	writers        []*os.File // write ends, the process's
+	copying        sync.WaitGroup
+}
+
+// newOutput creates the pipes and sets them as cmd's stdout and stderr.
+func newOutput(logger *slog.Logger, cmd *exec.Cmd) (*output, error) {
+	o := &output{stdout: newLineLogger(logger, "stdout"), stderr: newLineLogger(logger, "stderr")}
+	for range 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			o.closeAll()
+			return nil, err
+		}
+		o.readers, o.writers = append(o.readers, r), append(o.writers, w)
+	}
+	cmd.Stdout, cmd.Stderr = o.writers[0], o.writers[1]
+	return o, nil
+}
+
+// started is called after cmd.Start, whether it worked or not: the write
+// ends now belong to the process, and copying begins.
+func (o *output) started() {
+	for _, w := range o.writers {
+		w.Close()
+	}
+	o.writers = nil
+	for i, l := range []*lineLogger{o.stdout, o.stderr} {
+		r := o.readers[i]
+		o.copying.Add(1)
+		go func() {
+			defer o.copying.Done()
+			_, _ = io.Copy(l, r) // ends at EOF, or when drain closes r
+		}()
+	}
+}
+
+// drain waits for the copying to reach the end of the output, at most
+// drainDelay, then closes the pipes and logs any last unterminated lines.
+func (o *output) drain() {
+	done := make(chan struct{})
+	go func() {
+		o.copying.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(drainDelay)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		o.closeAll() // unblocks the copiers
+		<-done
+	}
+	o.closeAll()
+	o.stdout.flush()
+	o.stderr.flush()
+}
+
+func (o *output) closeAll() {
+	for _, f := range append(o.readers, o.writers...) {
+		f.Close() // a second Close only returns an error
+	}
+}
 
 // Bounds of the output logger.
 const (
@@ -20,8 +98,9 @@ type lineLogger struct {
 	logger *slog.Logger
 	stream string
 
-	mu   sync.Mutex // guards buf and last
+	mu   sync.Mutex // guards the fields below
 	buf  []byte
+	skip bool // the current line was cut: drop the rest of it
 	last []string
 }
 
@@ -36,14 +115,20 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
-			l.buf = append(l.buf, p...)
-			if len(l.buf) > maxLine {
-				l.emit()
+			if !l.skip {
+				l.buf = append(l.buf, p...)
+				if len(l.buf) > maxLine {
+					l.emit()
+					l.skip = true
+				}
 			}
 			break
 		}
-		l.buf = append(l.buf, p[:i]...)
-		l.emit()
+		if !l.skip {
+			l.buf = append(l.buf, p[:i]...)
+			l.emit()
+		}
+		l.skip = false
 		p = p[i+1:]
 	}
 	return n, nil

@@ -16,10 +16,6 @@ import (
 	"github.com/agenthost/mcpruntime/actors/provider"
 )
 
-// waitDelay bounds how long Wait keeps copying output after the process
-// exited (a grandchild may hold the pipes; it is killed with the group).
-const waitDelay = time.Second
-
 // session is one process.
 type session struct {
 	id     string
@@ -29,10 +25,15 @@ type session struct {
 	cmd    *exec.Cmd
 	events provider.Events
 	logger *slog.Logger
-	stderr *lineLogger
+	out    *output
 
 	done    chan struct{} // closed once the process is reaped and cleaned up
 	waitErr error         // the process's exit; read after done
+
+	// fileMu orders a rotation's rewrite of the config file with its
+	// removal at exit, so that no rewrite lands after the removal.
+	fileMu   sync.Mutex
+	fileGone bool // guarded by fileMu
 
 	mu      sync.Mutex // guards the fields below
 	opened  bool       // Open returned it: from now on an exit is a death
@@ -55,21 +56,25 @@ func start(ctx context.Context, d *driver, req provider.OpenRequest) (*session, 
 	cmd.Dir = d.cfg.Dir
 	cmd.Env = environ(d.cfg, file, req)
 	cmd.Stdin = nil // /dev/null
-	stdout := newLineLogger(logger, "stdout")
-	stderr := newLineLogger(logger, "stderr")
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.WaitDelay = waitDelay
+	out, err := newOutput(logger, cmd)
+	if err != nil {
+		os.Remove(file)
+		return nil, fmt.Errorf("exec: start %s: %w", d.cfg.Command, err)
+	}
 	setGroup(cmd)
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	out.started()
+	if err != nil {
+		out.drain()
 		os.Remove(file)
 		return nil, fmt.Errorf("exec: start %s: %w", d.cfg.Command, err)
 	}
 	s := &session{
 		id: req.SessionID, thread: b.Thread, cfg: d.cfg, file: file, cmd: cmd,
-		events: req.Events, logger: logger, stderr: stderr, done: make(chan struct{}),
+		events: req.Events, logger: logger, out: out, done: make(chan struct{}),
 	}
 	logger.Info("provider process started", "pid", cmd.Process.Pid, "command", d.cfg.Command, "thread", b.Thread)
-	go s.wait(stdout)
+	go s.wait()
 
 	timer := time.NewTimer(time.Duration(d.cfg.StartupWait))
 	defer timer.Stop()
@@ -83,25 +88,27 @@ func start(ctx context.Context, d *driver, req provider.OpenRequest) (*session, 
 			return s, nil
 		}
 		<-s.done
-		return nil, fmt.Errorf("exec: %s exited at once (%v)%s", d.cfg.Command, s.waitErr, s.stderr.tail())
+		return nil, fmt.Errorf("exec: %s exited at once (%v)%s", d.cfg.Command, s.waitErr, s.out.stderr.tail())
 	case <-s.done:
-		return nil, fmt.Errorf("exec: %s exited at once (%v)%s", d.cfg.Command, s.waitErr, s.stderr.tail())
+		return nil, fmt.Errorf("exec: %s exited at once (%v)%s", d.cfg.Command, s.waitErr, s.out.stderr.tail())
 	case <-ctx.Done():
-		s.stop(context.Background())
+		s.stop(ctx)
 		return nil, fmt.Errorf("exec: start %s: %w", d.cfg.Command, ctx.Err())
 	}
 }
 
 // wait reaps the process, kills what is left of its group, removes the
 // config file, and reports a death unless the session was being closed.
-func (s *session) wait(stdout *lineLogger) {
+func (s *session) wait() {
 	err := s.cmd.Wait()
 	killGroup(s.cmd) // no child outlives its leader
-	stdout.flush()
-	s.stderr.flush()
+	s.out.drain()
+	s.fileMu.Lock()
 	if rerr := os.Remove(s.file); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		s.logger.Warn("remove MCP config file", "err", rerr)
 	}
+	s.fileGone = true
+	s.fileMu.Unlock()
 	s.waitErr = err
 	s.mu.Lock()
 	s.exited = true
@@ -110,7 +117,7 @@ func (s *session) wait(stdout *lineLogger) {
 	close(s.done)
 	s.logger.Info("provider process exited", "pid", s.cmd.Process.Pid, "status", exitStatus(err), "died", died)
 	if died {
-		s.events.Died(fmt.Errorf("process exited: %s%s", exitStatus(err), s.stderr.tail()))
+		s.events.Died(fmt.Errorf("process exited: %s%s", exitStatus(err), s.out.stderr.tail()))
 	}
 }
 
@@ -124,10 +131,10 @@ func (s *session) Attach(ctx context.Context, b provider.Binding) error {
 	if b.Authorization == "" {
 		return nil
 	}
-	select {
-	case <-s.done:
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
+	if s.fileGone {
 		return fmt.Errorf("exec: session %s: process has exited", s.id)
-	default:
 	}
 	return rewriteConfig(s.file, s.cfg.ServerName, b)
 }
