@@ -55,6 +55,9 @@ type child struct {
 	closed     bool // closed (or aborted); waiting for the actor to stop
 	// openAnswered: openReply has had its answer (success or failure).
 	openAnswered bool
+	// openErr: why an open that ended before it was answered failed; nil
+	// when it was closed (released, aborted) rather than dying.
+	openErr error
 	// closedRecord and closeReplies: CloseSession is answered once the
 	// child has stopped, that is once the driver session is closed.
 	closedRecord *memdb.ProviderSession
@@ -138,6 +141,10 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 		a.attached(ctx, msg)
 	case *childDied:
 		if c := a.children[msg.id]; c != nil && !c.closed {
+			if c.record == nil {
+				// Died before its open was answered: the open failed.
+				c.openErr = fmt.Errorf("open provider session of %s: %w: died while opening: %w", a.cfg.Instance.ID, ErrOpenFailed, msg.err)
+			}
 			a.close(ctx, c, ReasonDied, msg.err)
 		}
 	case *actor.Terminated:
@@ -154,7 +161,7 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 				// Stopped before its open was answered (closed while opening):
 				// Terminated can overtake the child's own report.
 				c.openAnswered = true
-				ctx.Send(c.openReply, &OpenSessionResult{Err: fmt.Errorf("open %s: closed while opening: %w", c.id, ErrUnknownSession)})
+				ctx.Send(c.openReply, &OpenSessionResult{Err: c.closedWhileOpening()})
 			}
 			for _, w := range c.closeReplies {
 				ctx.Send(w, &CloseSessionResult{Session: c.closedRecord.Clone()})
@@ -226,6 +233,15 @@ func (a *instanceActor) open(ctx actor.Context, msg *OpenSession) {
 	a.children[id] = &child{id: id, pid: pid, binding: b, openReply: ctx.Sender()}
 }
 
+// closedWhileOpening is the answer of an open whose session ended before
+// the open was answered.
+func (c *child) closedWhileOpening() error {
+	if c.openErr != nil {
+		return c.openErr
+	}
+	return fmt.Errorf("open %s: closed while opening: %w", c.id, ErrUnknownSession)
+}
+
 func (a *instanceActor) opened(ctx actor.Context, msg *childOpened) {
 	c := a.children[msg.id]
 	if c == nil || c.openAnswered {
@@ -243,7 +259,7 @@ func (a *instanceActor) opened(ctx actor.Context, msg *childOpened) {
 		ctx.Stop(c.pid)
 		ctx.Send(c.openReply, &OpenSessionResult{Err: msg.err})
 	case c.closed:
-		ctx.Send(c.openReply, &OpenSessionResult{Err: fmt.Errorf("open %s: %w", c.id, ErrUnknownSession)})
+		ctx.Send(c.openReply, &OpenSessionResult{Err: c.closedWhileOpening()})
 	default:
 		now := a.cfg.Now()
 		c.record = &memdb.ProviderSession{

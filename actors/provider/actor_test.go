@@ -46,11 +46,14 @@ type env struct {
 	work   *sync.WaitGroup
 
 	opTimeout time.Duration
-	pids      []*actor.PID
+	// idleRelease is the IdleRelease of the instances spawned from now on.
+	idleRelease time.Duration
+	pids        []*actor.PID
 
-	mu     sync.Mutex // guards events
-	events []*provider.SessionClosed
-	notify chan struct{} // receives a value after each event, never blocks
+	mu        sync.Mutex // guards events and allEvents
+	events    []*provider.SessionClosed
+	allEvents []provider.Event // every provider event, in publication order
+	notify    chan struct{}    // receives a value after each event, never blocks
 }
 
 func newEnv(t *testing.T) *env {
@@ -79,14 +82,19 @@ func newEnv(t *testing.T) *env {
 		notify:    make(chan struct{}, 1),
 	}
 	sub := sys.EventStream.Subscribe(func(evt any) {
-		if ev, ok := evt.(*provider.SessionClosed); ok {
-			e.mu.Lock()
+		pe, ok := evt.(provider.Event)
+		if !ok {
+			return
+		}
+		e.mu.Lock()
+		e.allEvents = append(e.allEvents, pe)
+		if ev, ok := pe.(*provider.SessionClosed); ok {
 			e.events = append(e.events, ev)
-			e.mu.Unlock()
-			select {
-			case e.notify <- struct{}{}:
-			default:
-			}
+		}
+		e.mu.Unlock()
+		select {
+		case e.notify <- struct{}{}:
+		default:
 		}
 	})
 	t.Cleanup(func() {
@@ -107,14 +115,15 @@ func newEnv(t *testing.T) *env {
 func (e *env) spawn(id string, d provider.Driver, caps ...string) *actor.PID {
 	e.t.Helper()
 	props := provider.Props(provider.Config{
-		Instance:  &memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
-		Driver:    d,
-		Store:     e.store,
-		Now:       e.clock.Now,
-		OpTimeout: e.opTimeout,
-		Work:      e.work,
-		Base:      e.base,
-		Logger:    slog.New(slog.DiscardHandler),
+		Instance:    &memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
+		Driver:      d,
+		Store:       e.store,
+		Now:         e.clock.Now,
+		OpTimeout:   e.opTimeout,
+		IdleRelease: e.idleRelease,
+		Work:        e.work,
+		Base:        e.base,
+		Logger:      slog.New(slog.DiscardHandler),
 	})
 	pid, err := e.root.SpawnNamed(props, "provider/"+id)
 	if err != nil {
@@ -968,5 +977,353 @@ func TestInprocConfig(t *testing.T) {
 				t.Errorf("inproc factory(%q).MultiThread() = %v, want %v", test.config, d.MultiThread(), test.wantMulti)
 			}
 		})
+	}
+}
+
+// releaseIdle asks pid to release its idle sessions and returns the ids
+// of the records it answered with.
+func (e *env) releaseIdle(pid *actor.PID) ([]string, []*memdb.ProviderSession) {
+	e.t.Helper()
+	res := actortest.Ask[*provider.ReleaseIdleResult](e.t, e.root, pid, &provider.ReleaseIdle{})
+	var ids []string
+	for _, s := range res.Sessions {
+		ids = append(ids, s.ID)
+	}
+	return ids, res.Sessions
+}
+
+// wantReleased requires that ReleaseIdle releases exactly ids.
+func (e *env) wantReleased(what string, pid *actor.PID, ids ...string) {
+	e.t.Helper()
+	got, _ := e.releaseIdle(pid)
+	if !slices.Equal(got, ids) {
+		e.t.Fatalf("%s: ReleaseIdle released %v, want %v", what, got, ids)
+	}
+}
+
+// putThread writes a thread row, as the thread actor would.
+func (e *env) putThread(th *memdb.Thread) {
+	e.t.Helper()
+	if th.Status == "" {
+		th.Status = memdb.ThreadActive
+	}
+	if err := e.store.Write(func(w *memdb.Writer) error { return w.PutThread(th) }); err != nil {
+		e.t.Fatalf("PutThread(%s) = %v", th.ID, err)
+	}
+}
+
+// providerEvents returns every provider event published so far.
+func (e *env) providerEvents() []provider.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.allEvents)
+}
+
+func TestReleaseIdle(t *testing.T) {
+	e := newEnv(t)
+	e.idleRelease = time.Minute
+	pid := e.spawnInproc("a", nil)
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+	e.clock.Advance(30 * time.Second)
+	e.mustOpen(pid, "ps_2", binding("t2", "c2"))
+
+	e.clock.Advance(29 * time.Second)
+	e.wantReleased("ps_1 idle for 59s", pid)
+
+	e.clock.Advance(time.Second)
+	ids, recs := e.releaseIdle(pid)
+	if !slices.Equal(ids, []string{"ps_1"}) {
+		t.Fatalf("ReleaseIdle after a minute released %v, want [ps_1]", ids)
+	}
+	want := &memdb.ProviderSession{
+		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
+		State: memdb.SessionClosed, Opened: t0, Closed: t0.Add(time.Minute), CloseReason: provider.ReasonIdle,
+	}
+	if diff := cmp.Diff([]*memdb.ProviderSession{want}, recs); diff != "" {
+		t.Errorf("ReleaseIdle records (-want +got):\n%s", diff)
+	}
+	if _, err := e.record("ps_1"); !errors.Is(err, memdb.ErrNotFound) {
+		t.Errorf("ProviderSession(ps_1) after idle release = %v, want ErrNotFound", err)
+	}
+	eventually(t, "the idle driver session is closed", e.inproc.Session("ps_1").Closed)
+	if diff := cmp.Diff([]*provider.SessionClosed{{Session: want, Reason: provider.ReasonIdle}}, e.waitEvents(1), cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("SessionClosed events (-want +got):\n%s", diff)
+	}
+	if got := e.sessions(pid); len(got) != 1 || got[0].ID != "ps_2" {
+		t.Errorf("GetSessions = %+v, want only ps_2", got)
+	}
+	if e.inproc.Session("ps_2").Closed() {
+		t.Error("the younger session was closed")
+	}
+
+	e.clock.Advance(30 * time.Second)
+	e.wantReleased("ps_2 idle for a minute", pid, "ps_2")
+	e.wantReleased("nothing open", pid)
+}
+
+// TestReleaseIdleThreadRows: idleness counts from the session's own
+// activity or its threads' last turns, whichever is later, and a run of
+// this instance on one of its threads defers release.
+func TestReleaseIdleThreadRows(t *testing.T) {
+	tests := []struct {
+		name    string
+		thread  *memdb.Thread // written after the open at t0; nil: none
+		advance time.Duration
+		want    bool // released
+	}{
+		{name: "no thread row, a minute", advance: time.Minute, want: true},
+		{name: "no thread row, 59s", advance: 59 * time.Second},
+		{name: "turn before the open", thread: &memdb.Thread{ID: "t1", LastTurn: t0.Add(-time.Hour)}, advance: time.Minute, want: true},
+		{name: "turn 50s after the open, 100s", thread: &memdb.Thread{ID: "t1", LastTurn: t0.Add(50 * time.Second)}, advance: 100 * time.Second},
+		{name: "turn 50s after the open, 110s", thread: &memdb.Thread{ID: "t1", LastTurn: t0.Add(50 * time.Second)}, advance: 110 * time.Second, want: true},
+		{name: "run of this instance", thread: &memdb.Thread{ID: "t1", Run: &memdb.Run{ID: "run_1", Instance: "a", Started: t0}, LastTurn: t0}, advance: 1000 * time.Hour},
+		{name: "run of another instance", thread: &memdb.Thread{ID: "t1", Run: &memdb.Run{ID: "run_1", Instance: "b", Started: t0}, LastTurn: t0}, advance: time.Minute, want: true},
+		{name: "another thread's run", thread: &memdb.Thread{ID: "t9", Run: &memdb.Run{ID: "run_1", Instance: "a", Started: t0}, LastTurn: t0.Add(time.Hour)}, advance: time.Minute, want: true},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.idleRelease = time.Minute
+			pid := e.spawnInproc("a", nil)
+			e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+			if test.thread != nil {
+				e.putThread(test.thread)
+			}
+			e.clock.Advance(test.advance)
+			var want []string
+			if test.want {
+				want = []string{"ps_1"}
+			}
+			e.wantReleased("after "+test.advance.String(), pid, want...)
+		})
+	}
+}
+
+// TestReleaseIdleRunEnds: a session deferred by a run is released a full
+// IdleRelease after the run ended (LastTurn), not at once.
+func TestReleaseIdleRunEnds(t *testing.T) {
+	e := newEnv(t)
+	e.idleRelease = time.Minute
+	pid := e.spawnInproc("a", nil)
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+	e.putThread(&memdb.Thread{ID: "t1", Run: &memdb.Run{ID: "run_1", Instance: "a", Started: t0}, LastTurn: t0})
+	e.clock.Advance(time.Hour)
+	e.wantReleased("run in flight", pid)
+
+	e.putThread(&memdb.Thread{ID: "t1", LastTurn: e.clock.Now()}) // the run ends
+	e.clock.Advance(59 * time.Second)
+	e.wantReleased("59s after the run ended", pid)
+	e.clock.Advance(time.Second)
+	e.wantReleased("a minute after the run ended", pid, "ps_1")
+}
+
+// TestReleaseIdleAttachDetach: attaching or detaching a thread is activity
+// of the session; a detached thread's turns no longer count, and a session
+// serving no thread still idles.
+func TestReleaseIdleAttachDetach(t *testing.T) {
+	e := newEnv(t)
+	e.idleRelease = time.Minute
+	pid := e.spawnInproc("a", json.RawMessage(`{"multiThread":true}`))
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+
+	e.clock.Advance(40 * time.Second)
+	e.mustOpen(pid, "ps_x", binding("t2", "c2")) // attaches t2 to ps_1 at +40s
+	e.clock.Advance(40 * time.Second)
+	e.wantReleased("40s after the attach", pid)
+
+	// t2 detaches at +80s and has a turn at +130s, which no longer counts.
+	actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t2"})
+	e.clock.Advance(50 * time.Second)
+	e.putThread(&memdb.Thread{ID: "t2", LastTurn: e.clock.Now()})
+	e.clock.Advance(9 * time.Second)
+	e.wantReleased("59s after the detach", pid)
+	e.clock.Advance(time.Second)
+	e.wantReleased("a minute after the detach, 10s after a detached thread's turn", pid, "ps_1")
+
+	// A session whose every thread detached still idles, and its record
+	// keeps the credentials the detach left live.
+	e.mustOpen(pid, "ps_2", binding("t3", "c3"))
+	actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t3"})
+	e.clock.Advance(59 * time.Second)
+	e.wantReleased("59s after the last detach", pid)
+	e.clock.Advance(time.Second)
+	_, recs := e.releaseIdle(pid)
+	if len(recs) != 1 || recs[0].ID != "ps_2" || len(recs[0].Threads) != 0 || !slices.Equal(recs[0].Credentials, []string{"c3"}) {
+		t.Fatalf("ReleaseIdle of the detached session = %+v, want ps_2 with no thread and credentials [c3]", recs)
+	}
+}
+
+// TestReleaseIdleSkipsOpening: a session still opening is not idle, and
+// its idle clock starts when its open completes.
+func TestReleaseIdleSkipsOpening(t *testing.T) {
+	e := newEnv(t)
+	e.idleRelease = time.Minute
+	inner, err := e.inproc.Factory()("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opening := make(chan string, 1)
+	gate := make(chan struct{})
+	pid := e.spawn("a", &gatedDriver{inner: inner, opening: opening, openGate: gate})
+	f := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
+	<-opening
+	e.clock.Advance(time.Hour)
+	e.wantReleased("while opening", pid)
+	close(gate)
+	if res, err := f.Result(); err != nil || res.(*provider.OpenSessionResult).Err != nil {
+		t.Fatalf("OpenSession = %v, %v", res, err)
+	}
+	e.clock.Advance(59 * time.Second)
+	e.wantReleased("59s after the open completed", pid)
+	e.clock.Advance(time.Second)
+	e.wantReleased("a minute after the open completed", pid, "ps_1")
+}
+
+// TestReleaseIdleNever: IdleRelease zero or negative never releases.
+func TestReleaseIdleNever(t *testing.T) {
+	for _, d := range []time.Duration{0, -1} {
+		t.Run(d.String(), func(t *testing.T) {
+			e := newEnv(t)
+			e.idleRelease = d
+			pid := e.spawnInproc("a", nil)
+			e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+			e.clock.Advance(1000 * time.Hour)
+			e.wantReleased("after 1000h", pid)
+			if got := e.sessions(pid); len(got) != 1 {
+				t.Fatalf("GetSessions = %+v, want ps_1", got)
+			}
+		})
+	}
+}
+
+// TestIdleTimer: the instance releases idle sessions on its own timer (it
+// ticks in real time, measures with cfg.Now), and re-arms it for sessions
+// opened after it went quiet.
+func TestIdleTimer(t *testing.T) {
+	e := newEnv(t)
+	e.idleRelease = 20 * time.Millisecond
+	pid := e.spawnInproc("a", nil)
+
+	for i, id := range []string{"ps_1", "ps_2"} {
+		e.mustOpen(pid, id, binding("t"+id, "c"+id))
+		e.clock.Advance(20 * time.Millisecond)
+		evs := e.waitEvents(i + 1)
+		if ev := evs[i]; ev.Session.ID != id || ev.Reason != provider.ReasonIdle {
+			t.Fatalf("event %d = %s closed (%s), want %s idle", i, ev.Session.ID, ev.Reason, id)
+		}
+		eventually(t, id+" closed by the driver", e.inproc.Session(id).Closed)
+	}
+	if got := e.sessions(pid); len(got) != 0 {
+		t.Fatalf("GetSessions = %+v, want none", got)
+	}
+}
+
+// TestSessionEvents: an exclusive session's life as events, in order:
+// opened, detached, re-attached with the credential it holds, re-bound
+// after a rotation, closed.
+func TestSessionEvents(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawnInproc("a", nil)
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+	actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"})
+	re := provider.Binding{Thread: "t1", Instance: "a", CredentialID: "c1"}
+	if r := actortest.Ask[*provider.AttachThreadResult](t, e.root, pid, &provider.AttachThread{SessionID: "ps_1", Binding: re}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := actortest.Ask[*provider.AttachThreadResult](t, e.root, pid, &provider.AttachThread{SessionID: "ps_1", Binding: binding("t1", "c2"), Replaces: "c1"}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// A refused attach and a failed open publish nothing.
+	if r := actortest.Ask[*provider.AttachThreadResult](t, e.root, pid, &provider.AttachThread{SessionID: "ps_1", Binding: binding("t2", "c3")}); !errors.Is(r.Err, provider.ErrExclusive) {
+		t.Fatalf("attach of another thread = %v, want ErrExclusive", r.Err)
+	}
+	e.inproc.FailNextOpen("a", errors.New("boom"))
+	if r := e.open(pid, "ps_2", binding("t2", "c3")); r.Err == nil {
+		t.Fatal("open after FailNextOpen succeeded")
+	}
+	e.clock.Advance(time.Minute)
+	actortest.Ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
+
+	want := []provider.Event{
+		&provider.SessionOpened{Session: &memdb.ProviderSession{
+			ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
+			State: memdb.SessionOpen, Opened: t0,
+		}},
+		&provider.ThreadDetached{Instance: "a", SessionID: "ps_1", Thread: "t1"},
+		&provider.ThreadAttached{Instance: "a", SessionID: "ps_1", Thread: "t1", CredentialID: "c1"},
+		&provider.ThreadAttached{Instance: "a", SessionID: "ps_1", Thread: "t1", CredentialID: "c2"},
+		&provider.SessionClosed{Session: &memdb.ProviderSession{
+			ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c2"},
+			State: memdb.SessionClosed, Opened: t0, Closed: t0.Add(time.Minute), CloseReason: provider.ReasonReleased,
+		}, Reason: provider.ReasonReleased},
+	}
+	if diff := cmp.Diff(want, e.providerEvents(), cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("provider events (-want +got):\n%s", diff)
+	}
+}
+
+// TestSessionEventsMultiThread: an open that joins a multi-thread session
+// publishes ThreadAttached, not SessionOpened; a death publishes
+// SessionClosed with the driver's error.
+func TestSessionEventsMultiThread(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawnInproc("a", json.RawMessage(`{"multiThread":true}`))
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+	e.mustOpen(pid, "ps_x", binding("t2", "c2"))
+	boom := errors.New("process exited")
+	e.inproc.Session("ps_1").Kill(boom)
+	e.waitEvents(1)
+
+	want := []provider.Event{
+		&provider.SessionOpened{Session: &memdb.ProviderSession{
+			ID: "ps_1", Instance: "a", MultiThread: true, Threads: []string{"t1"}, Credentials: []string{"c1"},
+			State: memdb.SessionOpen, Opened: t0,
+		}},
+		&provider.ThreadAttached{Instance: "a", SessionID: "ps_1", Thread: "t2", CredentialID: "c2"},
+		&provider.SessionClosed{Session: &memdb.ProviderSession{
+			ID: "ps_1", Instance: "a", MultiThread: true, Threads: []string{"t1", "t2"}, Credentials: []string{"c1", "c2"},
+			State: memdb.SessionClosed, Opened: t0, Closed: t0, CloseReason: provider.ReasonDied,
+		}, Reason: provider.ReasonDied, Err: boom},
+	}
+	if diff := cmp.Diff(want, e.providerEvents(), cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("provider events (-want +got):\n%s", diff)
+	}
+}
+
+// diesInOpenDriver opens sessions that report their death before Open
+// returns: a process that exits just after the driver's startup check.
+type diesInOpenDriver struct{ provider.Driver }
+
+func (d diesInOpenDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+	s, err := d.Driver.Open(ctx, req)
+	if err == nil {
+		req.Events.Died(errors.New("process exited: exit status 1"))
+	}
+	return s, err
+}
+
+// TestDiedWhileOpening: a session that dies before its open is answered
+// fails the open as an open failure, as if the driver's Open had failed:
+// the requester never saw a session, so "unknown provider session" would
+// tell it nothing. The session is closed and nothing is left.
+func TestDiedWhileOpening(t *testing.T) {
+	e := newEnv(t)
+	inner, err := e.inproc.Factory()("a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := e.spawn("a", diesInOpenDriver{inner})
+	res := e.open(pid, "ps_1", binding("t1", "c1"))
+	if !errors.Is(res.Err, provider.ErrOpenFailed) {
+		t.Errorf("OpenSession of a session that died while opening = %+v, want ErrOpenFailed", res)
+	}
+	eventually(t, "the driver session is closed", e.inproc.Session("ps_1").Closed)
+	if got := e.sessions(pid); len(got) != 0 {
+		t.Errorf("GetSessions = %+v, want none", got)
+	}
+	for _, ev := range e.providerEvents() {
+		if c, ok := ev.(*provider.SessionClosed); ok && c.Reason != provider.ReasonDied {
+			t.Errorf("SessionClosed of %s, reason %s; want none or reason died", c.Session.ID, c.Reason)
+		}
 	}
 }

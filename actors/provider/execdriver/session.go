@@ -88,9 +88,9 @@ func start(ctx context.Context, d *driver, req provider.OpenRequest) (*session, 
 			return s, nil
 		}
 		<-s.done
-		return nil, fmt.Errorf("exec: %s exited at once (%v)%s", d.cfg.Command, s.waitErr, s.out.stderr.tail())
+		return nil, fmt.Errorf("exec: %s exited at once (%s)%s", d.cfg.Command, exitStatus(s.waitErr), s.out.stderr.tail())
 	case <-s.done:
-		return nil, fmt.Errorf("exec: %s exited at once (%v)%s", d.cfg.Command, s.waitErr, s.out.stderr.tail())
+		return nil, fmt.Errorf("exec: %s exited at once (%s)%s", d.cfg.Command, exitStatus(s.waitErr), s.out.stderr.tail())
 	case <-ctx.Done():
 		s.stop(ctx)
 		return nil, fmt.Errorf("exec: start %s: %w", d.cfg.Command, ctx.Err())
