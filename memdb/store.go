@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	gomemdb "github.com/hashicorp/go-memdb"
@@ -28,6 +30,11 @@ func NewWatchSet() WatchSet { return gomemdb.NewWatchSet() }
 // nothing until it is written back by the table's owner.
 type Store struct {
 	db *gomemdb.MemDB
+
+	hooksMu sync.Mutex // serializes changes to hooks
+	// hooks is read on every write without a lock; nil when there are none,
+	// so that writes track changes only when someone listens.
+	hooks atomic.Pointer[[]*credentialHook]
 }
 
 // New returns an empty store.
@@ -76,12 +83,82 @@ func (s *Store) Read() *Reader {
 func (s *Store) Write(fn func(w *Writer) error) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
+	hooks := s.hooks.Load()
+	if hooks != nil {
+		txn.TrackChanges()
+	}
 	w := &Writer{Reader: Reader{txn: txn}}
 	if err := fn(w); err != nil {
 		return err
 	}
 	txn.Commit()
+	if hooks != nil {
+		if changed := credentialChanges(txn.Changes()); len(changed) > 0 {
+			for _, h := range *hooks {
+				h.fn(changed)
+			}
+		}
+	}
 	return nil
+}
+
+// credentialHook is one OnCredentialsChanged registration.
+type credentialHook struct {
+	fn func([]*Credential)
+}
+
+// OnCredentialsChanged registers fn, called after every committed write
+// that inserted, updated or deleted credentials, with those rows as they
+// are after the write (a deleted row as it was). It runs on the writer's
+// goroutine once the write is visible to readers, so it must be quick and
+// must not write to the store; the rows are shared and must not be
+// modified. Calls for different writes may run concurrently. The returned
+// function unregisters fn.
+func (s *Store) OnCredentialsChanged(fn func([]*Credential)) (remove func()) {
+	h := &credentialHook{fn: fn}
+	s.hooksMu.Lock()
+	defer s.hooksMu.Unlock()
+	s.setHooksLocked(append(s.currentHooksLocked(), h))
+	return func() {
+		s.hooksMu.Lock()
+		defer s.hooksMu.Unlock()
+		s.setHooksLocked(slices.DeleteFunc(s.currentHooksLocked(), func(x *credentialHook) bool { return x == h }))
+	}
+}
+
+// currentHooksLocked returns a copy of the hooks, safe to modify.
+func (s *Store) currentHooksLocked() []*credentialHook {
+	if p := s.hooks.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
+}
+
+func (s *Store) setHooksLocked(hooks []*credentialHook) {
+	if len(hooks) == 0 {
+		s.hooks.Store(nil) // writes stop tracking changes
+		return
+	}
+	s.hooks.Store(&hooks)
+}
+
+// credentialChanges picks the credential rows out of a transaction's
+// changes.
+func credentialChanges(changes gomemdb.Changes) []*Credential {
+	var out []*Credential
+	for _, c := range changes {
+		if c.Table != TableCredentials {
+			continue
+		}
+		obj := c.After
+		if obj == nil {
+			obj = c.Before
+		}
+		if cred, ok := obj.(*Credential); ok {
+			out = append(out, cred)
+		}
+	}
+	return out
 }
 
 // Reader answers typed queries against one snapshot (or, inside

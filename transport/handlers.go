@@ -15,7 +15,6 @@ import (
 
 	"github.com/agenthost/mcpruntime/actors/session"
 	"github.com/agenthost/mcpruntime/internal/token"
-	"github.com/agenthost/mcpruntime/memdb"
 )
 
 const (
@@ -169,6 +168,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p Principal,
 		Now:             s.opts.Now,
 		IdleTimeout:     s.opts.IdleTimeout,
 		Activity:        e.act,
+		WatchOwner:      s.live.Namespace,
 		OnEnd: func(id, reason string) {
 			s.reg.release(id)
 			s.opts.Observer.SessionClosed(reason)
@@ -334,13 +334,8 @@ func (c *callWriter) event(v any) {
 		c.w.WriteHeader(http.StatusOK)
 		// A stream opened under a credential closes when it is revoked or
 		// expires: the call is cancelled and the response ends.
-		go func() {
-			select {
-			case <-credentialDead(c.ctx, c.s.store, c.credential, c.s.opts.Now):
-				c.cancel()
-			case <-c.ctx.Done():
-			}
-		}()
+		stop := c.s.live.Credential(c.credential, c.cancel)
+		context.AfterFunc(c.ctx, stop)
 	}
 	if err := writeEvent(c.w, v); err != nil {
 		c.cancel()
@@ -418,7 +413,8 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if rc.Flush() != nil {
 		return
 	}
-	dead := credentialDead(ctx, s.store, p.CredentialID, s.opts.Now)
+	dead := make(chan struct{})
+	defer s.live.Credential(p.CredentialID, func() { close(dead) })()
 	tick := time.NewTicker(s.opts.KeepAlive)
 	defer tick.Stop()
 	for {
@@ -459,24 +455,4 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprout
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// credentialDead returns a channel closed when the credential stops being
-// live (revoked, removed or expired), or never if ctx ends first. It waits
-// on the store's watch channels and a timer for the expiry; it never polls.
-func credentialDead(ctx context.Context, store *memdb.Store, id string, now func() time.Time) <-chan struct{} {
-	dead := make(chan struct{})
-	go func() {
-		gone := store.Watch(ctx, now, func(r *memdb.Reader, ws memdb.WatchSet) (bool, time.Time) {
-			c, err := r.Credential(ws, id)
-			if err != nil || !c.LiveAt(now()) {
-				return true, time.Time{}
-			}
-			return false, c.Expires
-		})
-		if gone {
-			close(dead)
-		}
-	}()
-	return dead
 }

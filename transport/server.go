@@ -17,6 +17,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/agenthost/mcpruntime/actors/session"
+	"github.com/agenthost/mcpruntime/internal/liveness"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -187,6 +188,7 @@ type Server struct {
 	root    *actor.RootContext
 	router  *httprouter.Router
 	reg     registry
+	live    *liveness.Monitor // session owners and stream credentials
 	closing sync.Once
 }
 
@@ -194,6 +196,7 @@ type Server struct {
 // live in store.
 func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
 	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
+	s.live = liveness.New(store, s.opts.Now)
 	s.reg.init(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace)
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
@@ -259,6 +262,7 @@ func (s *Server) Close() {
 			_, _ = res, err
 			_ = s.root.StopFuture(e.pid).Wait()
 		}
+		s.live.Close()
 	})
 }
 

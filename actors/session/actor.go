@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -25,6 +24,10 @@ type Config struct {
 	// this long. Zero: never.
 	IdleTimeout time.Duration
 	Activity    *Activity
+	// WatchOwner calls dead once namespace has no live credential left (at
+	// once if it has none); stop cancels. Nil: the owner is not watched.
+	// The transport passes its liveness monitor's Namespace.
+	WatchOwner func(namespace string, dead func()) (stop func())
 	// OnEnd is called once, from the actor, as soon as the session ends (its
 	// record is gone; the actor stops right after).
 	OnEnd  func(id string, reason string)
@@ -45,7 +48,7 @@ type sessionActor struct {
 	initialized bool
 	created     time.Time
 	ending      string // reason, once the session is ending
-	stopWatch   context.CancelFunc
+	stopWatch   func()
 	idleTimer   *time.Timer
 }
 
@@ -146,9 +149,10 @@ func (a *sessionActor) start(ctx actor.Context) {
 	if a.cfg.IdleTimeout > 0 {
 		a.armIdle(ctx, a.cfg.IdleTimeout)
 	}
-	watchCtx, cancel := context.WithCancel(context.Background())
-	a.stopWatch = cancel
-	go watchOwner(watchCtx, a.cfg.Store, a.cfg.Owner.Namespace, a.cfg.Now, ctx.ActorSystem().Root, ctx.Self())
+	if a.cfg.WatchOwner != nil {
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		a.stopWatch = a.cfg.WatchOwner(a.cfg.Owner.Namespace, func() { root.Send(self, &ownerDead{}) })
+	}
 }
 
 func (a *sessionActor) info() *Info {
@@ -219,47 +223,5 @@ func (a *sessionActor) stopped() {
 		}
 		_ = a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.cfg.ID) })
 		a.cfg.OnEnd(a.cfg.ID, a.ending)
-	}
-}
-
-// NamespaceLive reports whether namespace has a live credential at now,
-// adding the channels it read to ws, and when the earliest live one expires
-// (zero: never). A provider namespace is one credential; a client
-// namespace is every token of the grant.
-func NamespaceLive(r *memdb.Reader, ws memdb.WatchSet, namespace string, now time.Time) (bool, time.Time) {
-	var creds []*memdb.Credential
-	if id, ok := strings.CutPrefix(namespace, "cred:"); ok {
-		if c, err := r.Credential(ws, id); err == nil {
-			creds = []*memdb.Credential{c}
-		}
-	} else {
-		creds, _ = r.CredentialsByNamespace(ws, namespace)
-	}
-	live, next := false, time.Time{}
-	for _, c := range creds {
-		if !c.LiveAt(now) {
-			continue
-		}
-		live = true
-		if c.Expires.IsZero() {
-			return true, time.Time{}
-		}
-		if next.IsZero() || c.Expires.After(next) {
-			next = c.Expires // the namespace lives until its last token expires
-		}
-	}
-	return live, next
-}
-
-// watchOwner tells the actor when its owner namespace has no live
-// credential left: on every store change to its credentials, and when the
-// last one expires. It never polls.
-func watchOwner(ctx context.Context, store *memdb.Store, namespace string, now func() time.Time, root *actor.RootContext, self *actor.PID) {
-	dead := store.Watch(ctx, now, func(r *memdb.Reader, ws memdb.WatchSet) (bool, time.Time) {
-		live, until := NamespaceLive(r, ws, namespace, now())
-		return !live, until
-	})
-	if dead {
-		root.Send(self, &ownerDead{})
 	}
 }

@@ -1,0 +1,281 @@
+// Package liveness tells its watchers when a credential, or every
+// credential of a namespace, stops being live — revoked, removed or
+// expired — without a goroutine or a watch set per watcher.
+//
+// One [Monitor] serves any number of watchers. It learns of revocations
+// from the store's commit hook ([memdb.Store.OnCredentialsChanged]): the
+// write that revoked a credential tells the monitor, which re-reads only
+// the keys that write touched and someone watches. Expiry needs no write,
+// so the monitor keeps one timer for the earliest expiry among the watched
+// keys. A watcher costs a map entry, whatever the number of watchers.
+//
+// The MCP transport uses it so that an MCP session ends when its owner
+// namespace has no live credential left, and a stream ends when the
+// credential it was opened with dies (SPEC §5).
+package liveness
+
+import (
+	"container/heap"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// kind says what a key names.
+type kind uint8
+
+const (
+	kindNamespace  kind = iota // "cred:<id>" or "client:<grant>"
+	kindCredential             // a credential id
+)
+
+type keyID struct {
+	kind kind
+	name string
+}
+
+// key is one watched namespace or credential.
+type key struct {
+	id       keyID
+	watchers map[*watcher]struct{}
+	deadline time.Time // the expiry the timer heap holds for it; zero: none
+}
+
+type watcher struct {
+	k    *key
+	dead func()
+}
+
+// Monitor watches credentials and namespaces of one store. Its methods are
+// safe for concurrent use.
+type Monitor struct {
+	store  *memdb.Store
+	now    func() time.Time
+	unhook func()
+
+	mu     sync.Mutex // guards the fields below
+	keys   map[keyID]*key
+	due    deadlines   // expiries, earliest first; entries may be stale
+	timer  *time.Timer // fires at the earliest expiry; nil when none
+	closed bool
+}
+
+// New returns a monitor of store reading the time from now. Close it when
+// done.
+func New(store *memdb.Store, now func() time.Time) *Monitor {
+	m := &Monitor{store: store, now: now, keys: map[keyID]*key{}}
+	m.unhook = store.OnCredentialsChanged(m.changed)
+	return m
+}
+
+// Close unregisters the monitor; watchers are never called afterwards.
+func (m *Monitor) Close() {
+	m.unhook()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	if m.timer != nil {
+		m.timer.Stop()
+		m.timer = nil
+	}
+	clear(m.keys)
+	m.due = nil
+}
+
+// Namespace calls dead once namespace has no live credential: a provider
+// namespace ("cred:<id>") is one credential, a client namespace
+// ("client:<grant>") every token of the grant. If it has none now, dead is
+// called before Namespace returns. dead is called at most once, from a
+// writer's or a timer's goroutine: it must not block. stop, which may be
+// called any number of times, cancels the watch.
+func (m *Monitor) Namespace(namespace string, dead func()) (stop func()) {
+	return m.watch(keyID{kindNamespace, namespace}, dead)
+}
+
+// Credential calls dead once the credential with id is revoked, removed
+// or expired; see [Monitor.Namespace].
+func (m *Monitor) Credential(id string, dead func()) (stop func()) {
+	return m.watch(keyID{kindCredential, id}, dead)
+}
+
+func (m *Monitor) watch(id keyID, dead func()) (stop func()) {
+	w := &watcher{dead: dead}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return func() {}
+	}
+	k := m.keys[id]
+	if k == nil {
+		k = &key{id: id, watchers: map[*watcher]struct{}{}}
+		m.keys[id] = k
+	}
+	w.k = k
+	k.watchers[w] = struct{}{}
+	// Registered first, then read: a revocation committed after the read
+	// finds the watcher through the hook.
+	fire := m.evaluateLocked(m.store.Read(), k)
+	m.mu.Unlock()
+	call(fire)
+	return func() { m.unwatch(w) }
+}
+
+func (m *Monitor) unwatch(w *watcher) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := w.k
+	if _, ok := k.watchers[w]; !ok {
+		return
+	}
+	delete(k.watchers, w)
+	if len(k.watchers) == 0 && m.keys[k.id] == k {
+		delete(m.keys, k.id) // its heap entry, if any, goes stale
+	}
+}
+
+// changed is the store's commit hook.
+func (m *Monitor) changed(creds []*memdb.Credential) {
+	var fire []func()
+	m.mu.Lock()
+	if len(m.keys) > 0 {
+		r := m.store.Read()
+		for _, c := range creds {
+			for _, id := range []keyID{{kindNamespace, c.Namespace}, {kindCredential, c.ID}} {
+				if k := m.keys[id]; k != nil {
+					fire = append(fire, m.evaluateLocked(r, k)...)
+				}
+			}
+		}
+	}
+	m.mu.Unlock()
+	call(fire)
+}
+
+// evaluateLocked reads k's liveness. Dead: k is dropped and its watchers'
+// callbacks returned, to be called once the lock is released. Live until a
+// known expiry: the expiry is scheduled.
+func (m *Monitor) evaluateLocked(r *memdb.Reader, k *key) []func() {
+	live, until := m.liveLocked(r, k.id)
+	if !live {
+		fire := make([]func(), 0, len(k.watchers))
+		for w := range k.watchers {
+			fire = append(fire, w.dead)
+		}
+		clear(k.watchers)
+		delete(m.keys, k.id)
+		return fire
+	}
+	if !until.IsZero() && (k.deadline.IsZero() || until.Before(k.deadline)) {
+		k.deadline = until
+		heap.Push(&m.due, deadline{at: until, id: k.id})
+		m.armLocked()
+	}
+	return nil
+}
+
+// liveLocked reports whether the key is live now and, if it is, until when
+// (zero: no expiry). A namespace lives until its last credential expires.
+func (m *Monitor) liveLocked(r *memdb.Reader, id keyID) (bool, time.Time) {
+	now := m.now()
+	if id.kind == kindCredential {
+		c, err := r.Credential(nil, id.name)
+		if err != nil || !c.LiveAt(now) {
+			return false, time.Time{}
+		}
+		return true, c.Expires
+	}
+	return NamespaceLive(r, id.name, now)
+}
+
+// NamespaceLive reports whether namespace has a live credential at now and
+// when the last one expires (zero: never).
+func NamespaceLive(r *memdb.Reader, namespace string, now time.Time) (bool, time.Time) {
+	var creds []*memdb.Credential
+	if id, ok := strings.CutPrefix(namespace, "cred:"); ok {
+		if c, err := r.Credential(nil, id); err == nil {
+			creds = []*memdb.Credential{c}
+		}
+	} else {
+		creds, _ = r.CredentialsByNamespace(nil, namespace)
+	}
+	live, last := false, time.Time{}
+	for _, c := range creds {
+		if !c.LiveAt(now) {
+			continue
+		}
+		if c.Expires.IsZero() {
+			return true, time.Time{}
+		}
+		live = true
+		if c.Expires.After(last) {
+			last = c.Expires
+		}
+	}
+	return live, last
+}
+
+// armLocked sets the timer to the earliest scheduled expiry. The clock may
+// be a test's, so the wait is its distance on that clock, at least 1 ms.
+func (m *Monitor) armLocked() {
+	if m.closed || len(m.due) == 0 {
+		return
+	}
+	d := max(m.due[0].at.Sub(m.now()), time.Millisecond)
+	if m.timer == nil {
+		m.timer = time.AfterFunc(d, m.expire)
+		return
+	}
+	m.timer.Reset(d)
+}
+
+// expire re-reads the keys whose scheduled expiry has come.
+func (m *Monitor) expire() {
+	var fire []func()
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	now := m.now()
+	r := m.store.Read()
+	for len(m.due) > 0 && !m.due[0].at.After(now) {
+		d := heap.Pop(&m.due).(deadline)
+		k := m.keys[d.id]
+		if k == nil || !k.deadline.Equal(d.at) {
+			continue // unwatched, or rescheduled earlier
+		}
+		k.deadline = time.Time{}
+		fire = append(fire, m.evaluateLocked(r, k)...)
+	}
+	m.armLocked()
+	m.mu.Unlock()
+	call(fire)
+}
+
+func call(fs []func()) {
+	for _, f := range fs {
+		f()
+	}
+}
+
+// deadline is one scheduled expiry.
+type deadline struct {
+	at time.Time
+	id keyID
+}
+
+// deadlines is a min-heap of expiries (container/heap).
+type deadlines []deadline
+
+func (d deadlines) Len() int           { return len(d) }
+func (d deadlines) Less(i, j int) bool { return d[i].at.Before(d[j].at) }
+func (d deadlines) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
+func (d *deadlines) Push(x any)        { *d = append(*d, x.(deadline)) }
+func (d *deadlines) Pop() any {
+	old := *d
+	x := old[len(old)-1]
+	*d = old[:len(old)-1]
+	return x
+}

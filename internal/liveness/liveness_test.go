@@ -1,0 +1,309 @@
+package liveness_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agenthost/mcpruntime/internal/liveness"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// clock is a fake clock; expiries are scheduled on it, so the tests move
+// it and then wait for the monitor's timer (which re-arms at the fake
+// distance, at least 1 ms).
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	t     *testing.T
+	store *memdb.Store
+	clock *clock
+	mon   *liveness.Monitor
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	store, err := memdb.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{now: t0}
+	mon := liveness.New(store, c.Now)
+	t.Cleanup(mon.Close)
+	return &env{t: t, store: store, clock: c, mon: mon}
+}
+
+func (e *env) put(creds ...*memdb.Credential) {
+	e.t.Helper()
+	if err := e.store.Write(func(w *memdb.Writer) error {
+		for _, c := range creds {
+			if err := w.PutCredential(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		e.t.Fatalf("put: %v", err)
+	}
+}
+
+func (e *env) revoke(id string) {
+	e.t.Helper()
+	if err := e.store.Write(func(w *memdb.Writer) error {
+		c, err := w.Credential(nil, id)
+		if err != nil {
+			return err
+		}
+		c.State, c.Revoked = memdb.StateRevoked, e.clock.Now()
+		return w.PutCredential(c)
+	}); err != nil {
+		e.t.Fatalf("revoke %s: %v", id, err)
+	}
+}
+
+func provider(id string, expires time.Time) *memdb.Credential {
+	return &memdb.Credential{ID: id, TokenHash: "h-" + id, Kind: memdb.KindProvider, Namespace: "cred:" + id,
+		Thread: "t", Instance: "i", Issued: t0, Expires: expires, State: memdb.StateLive}
+}
+
+func client(id, grant string, expires time.Time) *memdb.Credential {
+	return &memdb.Credential{ID: id, TokenHash: "h-" + id, Kind: memdb.KindClient, Namespace: "client:" + grant,
+		Client: grant, Access: memdb.AccessReadOnly, Issued: t0, Expires: expires, State: memdb.StateLive}
+}
+
+// counter counts calls of its func.
+type counter struct{ n atomic.Int32 }
+
+func (c *counter) fn() func() { return func() { c.n.Add(1) } }
+
+// eventually polls cond for up to 5 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5 s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestRevocationFiresInTheWrite(t *testing.T) {
+	e := newEnv(t)
+	e.put(provider("a", time.Time{}), provider("b", time.Time{}))
+	var a, b, nsA counter
+	e.mon.Credential("a", a.fn())
+	e.mon.Credential("b", b.fn())
+	e.mon.Namespace("cred:a", nsA.fn())
+	if a.n.Load()+b.n.Load()+nsA.n.Load() != 0 {
+		t.Fatal("a watcher of a live credential was called")
+	}
+	e.revoke("a")
+	// Synchronous: called before the revoking write returned.
+	if a.n.Load() != 1 || nsA.n.Load() != 1 {
+		t.Fatalf("after revoking a: credential watcher %d, namespace watcher %d calls; want 1 and 1", a.n.Load(), nsA.n.Load())
+	}
+	if b.n.Load() != 0 {
+		t.Fatalf("revoking a called b's watcher")
+	}
+	e.revoke("b")
+	e.put(provider("c", time.Time{})) // unrelated write
+	if a.n.Load() != 1 || b.n.Load() != 1 {
+		t.Fatalf("calls a=%d b=%d, want 1 each (at most once)", a.n.Load(), b.n.Load())
+	}
+}
+
+func TestDeletionFires(t *testing.T) {
+	e := newEnv(t)
+	e.put(provider("a", time.Time{}))
+	var a counter
+	e.mon.Credential("a", a.fn())
+	if err := e.store.Write(func(w *memdb.Writer) error { return w.DeleteCredential("a") }); err != nil {
+		t.Fatal(err)
+	}
+	if a.n.Load() != 1 {
+		t.Fatalf("deleting the credential: %d calls, want 1", a.n.Load())
+	}
+}
+
+func TestDeadAtWatchTime(t *testing.T) {
+	e := newEnv(t)
+	e.put(provider("gone", t0.Add(-time.Second)))
+	for _, w := range []struct {
+		name  string
+		watch func(func()) func()
+	}{
+		{"unknown credential", func(f func()) func() { return e.mon.Credential("nope", f) }},
+		{"unknown namespace", func(f func()) func() { return e.mon.Namespace("client:nope", f) }},
+		{"expired credential", func(f func()) func() { return e.mon.Credential("gone", f) }},
+		{"expired namespace", func(f func()) func() { return e.mon.Namespace("cred:gone", f) }},
+	} {
+		var c counter
+		w.watch(c.fn())
+		if c.n.Load() != 1 {
+			t.Errorf("%s: %d calls before the watch returned, want 1", w.name, c.n.Load())
+		}
+	}
+}
+
+func TestClientNamespaceLivesWhileAnyTokenDoes(t *testing.T) {
+	e := newEnv(t)
+	e.put(client("x1", "g", time.Time{}), client("x2", "g", time.Time{}), client("y1", "h", time.Time{}))
+	var g counter
+	e.mon.Namespace("client:g", g.fn())
+	e.revoke("x1")
+	if g.n.Load() != 0 {
+		t.Fatal("namespace reported dead with a live token left")
+	}
+	e.revoke("y1") // another grant
+	if g.n.Load() != 0 {
+		t.Fatal("another grant's revocation reported this namespace dead")
+	}
+	e.revoke("x2")
+	if g.n.Load() != 1 {
+		t.Fatalf("last token revoked: %d calls, want 1", g.n.Load())
+	}
+}
+
+func TestStop(t *testing.T) {
+	e := newEnv(t)
+	e.put(provider("a", time.Time{}))
+	var stopped, kept counter
+	stop := e.mon.Credential("a", stopped.fn())
+	e.mon.Credential("a", kept.fn())
+	stop()
+	stop() // idempotent
+	e.revoke("a")
+	if stopped.n.Load() != 0 || kept.n.Load() != 1 {
+		t.Fatalf("stopped watcher %d calls (want 0), other %d (want 1)", stopped.n.Load(), kept.n.Load())
+	}
+}
+
+// Expiry needs no write: the monitor's timer runs on the real clock here,
+// with expiries a few tens of milliseconds away.
+func newRealEnv(t *testing.T) *env {
+	t.Helper()
+	store, err := memdb.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon := liveness.New(store, time.Now)
+	t.Cleanup(mon.Close)
+	return &env{t: t, store: store, clock: &clock{now: t0}, mon: mon}
+}
+
+func TestExpiry(t *testing.T) {
+	e := newRealEnv(t)
+	now := time.Now()
+	e.put(provider("a", now.Add(30*time.Millisecond)), client("x1", "g", now.Add(30*time.Millisecond)), client("x2", "g", now.Add(300*time.Millisecond)))
+	var a, nsA, g counter
+	e.mon.Credential("a", a.fn())
+	e.mon.Namespace("cred:a", nsA.fn())
+	e.mon.Namespace("client:g", g.fn())
+	eventually(t, "watchers of a credential that expired", func() bool { return a.n.Load() == 1 && nsA.n.Load() == 1 })
+	if g.n.Load() != 0 && time.Now().Before(now.Add(300*time.Millisecond)) {
+		t.Fatal("client namespace reported dead while its second token lives")
+	}
+	eventually(t, "watcher of a namespace whose last token expired", func() bool { return g.n.Load() == 1 })
+	if time.Now().Before(now.Add(300 * time.Millisecond)) {
+		t.Fatal("client namespace reported dead before its last token expired")
+	}
+}
+
+func TestRefreshPostponesExpiry(t *testing.T) {
+	e := newRealEnv(t)
+	now := time.Now()
+	e.put(provider("a", now.Add(30*time.Millisecond)))
+	var a counter
+	e.mon.Credential("a", a.fn())
+	// A turn start slides the expiry (a write) before the first one comes.
+	e.put(provider("a", now.Add(300*time.Millisecond)))
+	eventually(t, "watcher at the new expiry", func() bool { return a.n.Load() == 1 })
+	if time.Now().Before(now.Add(300 * time.Millisecond)) {
+		t.Fatal("a refreshed credential was reported dead before its new expiry")
+	}
+}
+
+func TestCloseSilencesWatchers(t *testing.T) {
+	e := newEnv(t)
+	e.put(provider("a", time.Time{}), provider("b", t0.Add(time.Minute)))
+	var a, b counter
+	e.mon.Credential("a", a.fn())
+	e.mon.Credential("b", b.fn())
+	e.mon.Close()
+	e.revoke("a")
+	e.clock.Advance(time.Hour)
+	time.Sleep(20 * time.Millisecond)
+	if a.n.Load()+b.n.Load() != 0 {
+		t.Fatalf("after Close: %d and %d calls, want none", a.n.Load(), b.n.Load())
+	}
+	var late counter
+	e.mon.Credential("nope", late.fn())
+	if late.n.Load() != 0 {
+		t.Fatal("a watch after Close was called")
+	}
+}
+
+// TestConcurrentWatchAndRevoke races watches against revocations: every
+// watcher of a revoked credential is called exactly once, whichever comes
+// first.
+func TestConcurrentWatchAndRevoke(t *testing.T) {
+	e := newEnv(t)
+	const n = 200
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "c" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		e.put(provider(ids[i], time.Time{}))
+	}
+	counters := make([]counter, n)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Add(2)
+		go func() { defer wg.Done(); e.mon.Credential(ids[i], counters[i].fn()) }()
+		go func() { defer wg.Done(); e.revoke(ids[i]) }()
+	}
+	wg.Wait()
+	for i := range counters {
+		if got := counters[i].n.Load(); got != 1 {
+			t.Errorf("watcher of %s: %d calls, want 1", ids[i], got)
+		}
+	}
+}
+
+// TestManyWatchersOneKey: every watcher of one namespace is called once.
+func TestManyWatchersOneKey(t *testing.T) {
+	e := newEnv(t)
+	e.put(client("x", "g", time.Time{}))
+	cs := make([]counter, 1000)
+	for i := range cs {
+		e.mon.Namespace("client:g", cs[i].fn())
+	}
+	e.revoke("x")
+	for i := range cs {
+		if cs[i].n.Load() != 1 {
+			t.Fatalf("watcher %d: %d calls, want 1", i, cs[i].n.Load())
+		}
+	}
+}
