@@ -750,11 +750,23 @@ func TestExecCloseKillsGroup(t *testing.T) {
 		t.Errorf("no record of the SIGKILL after the grace period")
 	}
 	// The child is not the runtime's to reap (it was re-parented when the
-	// leader died), but it must be dead: gone, or a zombie.
-	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child)); err == nil {
-		if i := strings.LastIndexByte(string(stat), ')'); i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
-			t.Fatalf("child %d of the released session still runs: %s", child, stat)
+	// leader died), but it was sent SIGKILL with the group: it must be dead
+	// (gone, or a zombie) once the kernel delivered that, within moments.
+	var stat []byte
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var err error
+		stat, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if err != nil {
+			break // gone
 		}
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d of the released session still runs 5 s after release: %s", child, stat)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	assertDead(t, rt, "credential of the released session", tok)
 	wantEmptyDir(t, "after release", dir)

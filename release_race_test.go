@@ -2,10 +2,14 @@ package mcpruntime_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/memdb"
 )
 
 // TestOpenRacingReleaseOfThePair: an open of (T, I) racing the release of
@@ -43,5 +47,64 @@ func TestOpenRacingReleaseOfThePair(t *testing.T) {
 		}
 		assertLive(t, rt, "credential of the new session", bearer(t, got.Authorization))
 		noErr(t, rt.ReleaseProviderSession(ctx, got.ID))
+	}
+}
+
+// openGatedDriver holds every Open at gate after signalling opening.
+type openGatedDriver struct {
+	provider.Driver
+	opening chan struct{}
+	gate    chan struct{}
+}
+
+func (d *openGatedDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+	d.opening <- struct{}{}
+	select {
+	case <-d.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return d.Driver.Open(ctx, req)
+}
+
+// TestOpenRacingArchiveLeavesNothing: a thread archived while its provider
+// session opens gets ErrArchivedThread from the open, and by then the new
+// session is closed, driver included — not closing in the background.
+// Found by the concurrent machine.
+func TestOpenRacingArchiveLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	inproc := &provider.Inproc{}
+	gated := &openGatedDriver{opening: make(chan struct{}, 1), gate: make(chan struct{})}
+	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]provider.Factory{
+		"gated": func(instance string, config json.RawMessage) (provider.Driver, error) {
+			d, err := inproc.Factory()(instance, config)
+			gated.Driver = d
+			return gated, err
+		},
+	}})
+	noErr(t, rt.RegisterInstance(ctx, "G", mcpruntime.InstanceSpec{Driver: "gated"}))
+	createThreads(t, rt, "T")
+	var openErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, openErr = rt.OpenProviderSession(ctx, "T", "G")
+	}()
+	<-gated.opening
+	noErr(t, rt.Archive(ctx, "T"))
+	close(gated.gate)
+	<-done
+	if !errors.Is(openErr, mcpruntime.ErrArchivedThread) {
+		t.Fatalf("open racing archive = %v, want ErrArchivedThread", openErr)
+	}
+	open, err := rt.Store().Read().ProviderSessionsByState(nil, memdb.SessionOpen)
+	noErr(t, err)
+	if len(open) != 0 {
+		t.Fatalf("after the open failed, open provider sessions %v, want none", open)
+	}
+	for _, s := range inproc.Sessions("G") {
+		if !s.Closed() {
+			t.Fatalf("driver session %s still open after the open failed", s.ID)
+		}
 	}
 }

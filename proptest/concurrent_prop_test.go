@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/memdb"
 )
 
 // The concurrent machine is the HTTP machine plus one more action, Batch:
@@ -242,6 +244,33 @@ func (h *httpMachine) disagreement(w world) string {
 			return fmt.Sprintf("Thread(%s) (-model +runtime):\n%s", id, diff)
 		}
 	}
+	// Provider sessions: which are open, which threads each serves and
+	// which credentials it holds. A detach answers the same whatever it
+	// detached, so only this tells its orders apart.
+	open, err := h.rt.Store().Read().ProviderSessionsByState(nil, memdb.SessionOpen)
+	if err != nil {
+		return fmt.Sprintf("ProviderSessions = %v", err)
+	}
+	got := map[string]*memdb.ProviderSession{}
+	for _, ps := range open {
+		got[ps.ID] = ps
+	}
+	for _, ms := range w.m.sessions {
+		ps := got[ms.id]
+		delete(got, ms.id)
+		switch {
+		case !ms.open && ps != nil:
+			return fmt.Sprintf("provider session %s is open", ms.id)
+		case !ms.open:
+		case ps == nil:
+			return fmt.Sprintf("provider session %s is not open", ms.id)
+		case !sameSet(ms.threads, ps.Threads) || !sameSet(w.liveOf(ms.creds), w.liveOf(ps.Credentials)):
+			return fmt.Sprintf("provider session %s serves %v holding %v, model %v holding %v", ms.id, ps.Threads, ps.Credentials, ms.threads, ms.creds)
+		}
+	}
+	for id := range got {
+		return fmt.Sprintf("provider session %s is open, unknown to the model", id)
+	}
 	for _, c := range w.m.creds {
 		_, err := h.rt.Authenticate(c.token)
 		want := w.m.authFailure(c)
@@ -254,6 +283,27 @@ func (h *httpMachine) disagreement(w world) string {
 		}
 	}
 	return ""
+}
+
+// liveOf returns the ids in ids of credentials live in w. Which dead
+// credentials a session's record still lists (one an aborted open handed
+// it, say) has no effect: holding only matters for live ones.
+func (w world) liveOf(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if c := w.m.credByID[id]; c != nil && w.m.authFailure(c) == "" {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// sameSet reports whether a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
 
 func describeObs(obs any) string {

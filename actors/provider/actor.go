@@ -49,6 +49,10 @@ type child struct {
 	binding   Binding    // first binding, the one Open got
 	openReply *actor.PID // requester of the OpenSession that created it
 	record    *memdb.ProviderSession
+	// threadSeq is, per thread, the seq of the last attach or detach sent
+	// to the driver session: an attach that completes after a later detach
+	// was sent must not mark the thread attached again.
+	threadSeq map[string]uint64
 	// lastActive is when the session was opened or last had a thread
 	// attached or detached; turns on its threads count too (see idleSince).
 	lastActive time.Time
@@ -71,6 +75,8 @@ type instanceActor struct {
 	// closeAllWaiters are answered once every child has stopped.
 	closeAllWaiters []*actor.PID
 	closedByAll     []*memdb.ProviderSession
+	// seq numbers attach and detach dispatches (see child.threadSeq).
+	seq uint64
 	// idleTimer, while armed, sends idleTick to the actor.
 	idleTimer *time.Timer
 	// idleWaits are ReleaseIdle requests waiting for their sessions' driver
@@ -204,8 +210,13 @@ func (a *instanceActor) sortedChildren() []string {
 }
 
 func (a *instanceActor) open(ctx actor.Context, msg *OpenSession) {
+	a.openFor(ctx, msg, ctx.Sender())
+}
+
+// openFor handles an OpenSession whose answer goes to reply.
+func (a *instanceActor) openFor(ctx actor.Context, msg *OpenSession, reply *actor.PID) {
 	if a.stopping {
-		ctx.Respond(&OpenSessionResult{Err: ErrStopping})
+		ctx.Send(reply, &OpenSessionResult{Err: ErrStopping})
 		return
 	}
 	b := msg.Binding.Clone()
@@ -213,7 +224,7 @@ func (a *instanceActor) open(ctx actor.Context, msg *OpenSession) {
 		// One session serves every thread: attach to the oldest live one.
 		for _, id := range a.sortedChildren() {
 			if c := a.children[id]; !c.closed {
-				ctx.Send(c.pid, &opAttach{binding: b, replyTo: ctx.Sender(), fromOpen: true})
+				ctx.Send(c.pid, &opAttach{binding: b, replyTo: reply, fromOpen: true, openID: msg.SessionID, seq: a.dispatched(c, b.Thread)})
 				return
 			}
 		}
@@ -227,10 +238,10 @@ func (a *instanceActor) open(ctx actor.Context, msg *OpenSession) {
 	})
 	pid, err := ctx.SpawnNamed(props, id)
 	if err != nil {
-		ctx.Respond(&OpenSessionResult{Err: fmt.Errorf("spawn provider session: %w", err)})
+		ctx.Send(reply, &OpenSessionResult{Err: fmt.Errorf("spawn provider session: %w", err)})
 		return
 	}
-	a.children[id] = &child{id: id, pid: pid, binding: b, openReply: ctx.Sender()}
+	a.children[id] = &child{id: id, pid: pid, binding: b, openReply: reply}
 }
 
 // closedWhileOpening is the answer of an open whose session ended before
@@ -293,18 +304,33 @@ func (a *instanceActor) attach(ctx actor.Context, msg *AttachThread) {
 			}
 		}
 	}
-	ctx.Send(c.pid, &opAttach{binding: msg.Binding.Clone(), replaces: msg.Replaces, replyTo: ctx.Sender()})
+	if msg.Replaces != "" && !slices.Contains(c.record.Threads, msg.Binding.Thread) {
+		// A rotation's re-bind that a detach overtook: the session no
+		// longer serves the thread, so it does not get the new credential.
+		ctx.Respond(&AttachThreadResult{})
+		return
+	}
+	ctx.Send(c.pid, &opAttach{binding: msg.Binding.Clone(), replaces: msg.Replaces, replyTo: ctx.Sender(), seq: a.dispatched(c, msg.Binding.Thread)})
 }
 
 func (a *instanceActor) attached(ctx actor.Context, msg *childAttached) {
 	c := a.children[msg.id]
 	err := msg.err
 	if err == nil && (c == nil || c.closed || c.record == nil) {
+		if msg.fromOpen {
+			// The session an open joined was closed meanwhile (released,
+			// died): open again, as if the open had come after the close.
+			a.openFor(ctx, &OpenSession{SessionID: msg.openID, Binding: msg.binding}, msg.replyTo)
+			return
+		}
 		err = fmt.Errorf("attach to %s: %w", msg.id, ErrUnknownSession)
 	}
 	if err == nil {
 		r := c.record
-		if !slices.Contains(r.Threads, msg.binding.Thread) {
+		// A detach of the thread dispatched after this attach was queued
+		// behind it on the driver, so the thread ends detached: only the
+		// credential the attach handed over is recorded.
+		if c.threadSeq[msg.binding.Thread] == msg.seq && !slices.Contains(r.Threads, msg.binding.Thread) {
 			r.Threads = append(r.Threads, msg.binding.Thread)
 		}
 		if msg.replaces != "" {
@@ -339,6 +365,7 @@ func (a *instanceActor) detach(ctx actor.Context, msg *DetachThread) {
 			continue
 		}
 		c.record.Threads = slices.DeleteFunc(c.record.Threads, func(t string) bool { return t == msg.Thread })
+		a.dispatched(c, msg.Thread)
 		c.lastActive = a.cfg.Now()
 		a.put(c.record)
 		ctx.Send(c.pid, &opDetach{thread: msg.Thread})
@@ -376,6 +403,17 @@ func (a *instanceActor) close(ctx actor.Context, c *child, reason string, cause 
 	ctx.ActorSystem().EventStream.Publish(&SessionClosed{Session: rec.Clone(), Reason: reason, Err: cause})
 	a.cfg.Logger.Info("provider session closed", "instance", a.cfg.Instance.ID, "session", c.id, "reason", reason, "err", cause)
 	return rec
+}
+
+// dispatched notes that an attach or detach of thread is being sent to c's
+// driver session and returns its sequence number.
+func (a *instanceActor) dispatched(c *child, thread string) uint64 {
+	a.seq++
+	if c.threadSeq == nil {
+		c.threadSeq = map[string]uint64{}
+	}
+	c.threadSeq[thread] = a.seq
+	return a.seq
 }
 
 // releaseIdle closes every open session idle for at least IdleRelease and

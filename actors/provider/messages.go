@@ -48,7 +48,9 @@ type OpenSessionResult struct {
 
 // AttachThread binds a thread to an open session: a re-attach after a plain
 // detach, or a re-bind with a new credential after a rotation (Replaces
-// names the credential it supersedes). Answered by *AttachThreadResult.
+// names the credential it supersedes). A re-bind of a thread the session no
+// longer serves (a detach overtook it) does nothing. Answered by
+// *AttachThreadResult.
 type AttachThread struct {
 	SessionID string
 	Binding   Binding

@@ -15,6 +15,8 @@ type (
 		replaces string
 		replyTo  *actor.PID
 		fromOpen bool
+		openID   string // fromOpen: the id the open proposed for a new session
+		seq      uint64 // the instance's order of attach/detach dispatches for the thread
 	}
 	opDetach struct{ thread string }
 	opClose  struct{}
@@ -39,6 +41,8 @@ type (
 		replaces string
 		replyTo  *actor.PID
 		fromOpen bool
+		openID   string
+		seq      uint64
 		err      error
 	}
 	childDied struct {
@@ -96,7 +100,7 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		s.busy = false
 		switch op := msg.op.(type) {
 		case *opAttach:
-			ctx.Send(ctx.Parent(), &childAttached{id: s.id, binding: op.binding, replaces: op.replaces, replyTo: op.replyTo, fromOpen: op.fromOpen, err: msg.err})
+			ctx.Send(ctx.Parent(), &childAttached{id: s.id, binding: op.binding, replaces: op.replaces, replyTo: op.replyTo, fromOpen: op.fromOpen, openID: op.openID, seq: op.seq, err: msg.err})
 		case *opDetach:
 			if msg.err != nil {
 				s.cfg.Logger.Warn("detach provider session", "session", s.id, "thread", op.thread, "err", msg.err)
@@ -142,7 +146,7 @@ func (s *sessionActor) next(ctx actor.Context) {
 func (s *sessionActor) failQueued(ctx actor.Context, err error) {
 	for _, op := range s.queue {
 		if a, ok := op.(*opAttach); ok {
-			ctx.Send(ctx.Parent(), &childAttached{id: s.id, binding: a.binding, replyTo: a.replyTo, fromOpen: a.fromOpen, err: err})
+			ctx.Send(ctx.Parent(), &childAttached{id: s.id, binding: a.binding, replyTo: a.replyTo, fromOpen: a.fromOpen, seq: a.seq, err: err})
 		}
 	}
 	s.queue = nil

@@ -460,8 +460,11 @@ func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err er
 			// Archived while the open ran: the session must not keep the thread.
 			// A multi-thread driver may have attached the thread to a session
 			// serving others (sid is then not the id we proposed): detach only.
-			a.abortOpen(ctx, prov, &pendingOpen{sessionID: sid, newSession: p.newSession && sid == p.sessionID})
+			// The open answers once that is done, so nothing of it is left.
+			fs := a.abortOpenWait(ctx, prov, &pendingOpen{sessionID: sid, newSession: p.newSession && sid == p.sessionID})
 			err = fmt.Errorf("open provider session on %s: %w", a.cfg.ID, ErrArchived)
+			a.gather(ctx, fs, func([]any, []error) { a.failOpen(ctx, p, err) })
+			return
 		}
 	}
 	if err != nil && !p.newSession && errors.Is(err, provider.ErrUnknownSession) {
@@ -475,10 +478,7 @@ func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err er
 		return
 	}
 	if err != nil {
-		a.revokeMinted(p) // only a credential this open minted is revoked
-		for _, w := range p.waiters {
-			ctx.Send(w, &OpenProviderSessionResult{Err: err})
-		}
+		a.failOpen(ctx, p, err)
 		return
 	}
 	// The open succeeded: the new credential replaces the pair's old ones,
@@ -526,6 +526,15 @@ func (a *threadActor) revokeMinted(p *pendingOpen) {
 	})
 }
 
+// failOpen answers an open that failed; only a credential it minted is
+// revoked.
+func (a *threadActor) failOpen(ctx actor.Context, p *pendingOpen, err error) {
+	a.revokeMinted(p)
+	for _, w := range p.waiters {
+		ctx.Send(w, &OpenProviderSessionResult{Err: err})
+	}
+}
+
 // abortOpen makes the provider undo an open: a new session is closed, a
 // re-attach (or a multi-thread attach) is detached.
 func (a *threadActor) abortOpen(ctx actor.Context, prov *actor.PID, p *pendingOpen) {
@@ -533,6 +542,16 @@ func (a *threadActor) abortOpen(ctx actor.Context, prov *actor.PID, p *pendingOp
 		ctx.Send(prov, &provider.CloseSession{SessionID: p.sessionID, Reason: provider.ReasonAborted})
 	}
 	ctx.Send(prov, &provider.DetachThread{Thread: a.cfg.ID})
+}
+
+// abortOpenWait is abortOpen with futures that complete once the provider
+// has closed the session (its driver included) and detached the thread.
+func (a *threadActor) abortOpenWait(ctx actor.Context, prov *actor.PID, p *pendingOpen) []*actor.Future {
+	var fs []*actor.Future
+	if p.newSession {
+		fs = append(fs, ctx.RequestFuture(prov, &provider.CloseSession{SessionID: p.sessionID, Reason: provider.ReasonAborted}, a.cfg.OpenTimeout+a.cfg.ActorTimeout))
+	}
+	return append(fs, ctx.RequestFuture(prov, &provider.DetachThread{Thread: a.cfg.ID}, a.cfg.ActorTimeout))
 }
 
 // release implements SPEC §3 "release / close a provider session".
