@@ -26,7 +26,6 @@ const (
 	IndexState          = "state"
 	IndexTokenHash      = "token_hash"
 	IndexNamespace      = "namespace"
-	IndexOwner          = "owner"
 )
 
 // Schema returns the database schema. It is a function, not a variable, so
@@ -163,12 +162,13 @@ func mcpSessionsTableSchema() *gomemdb.TableSchema {
 	return &gomemdb.TableSchema{
 		Name: TableMCPSessions,
 		Indexes: map[string]*gomemdb.IndexSchema{
-			// id: MCPSession, the owner check of every request that names a session.
+			// id: MCPSession, MCPSessions (operators' listing). The only
+			// index: sessions and streams learn of revocations from the
+			// liveness monitor, and the transport keeps its sessions by
+			// namespace itself (caps, eviction), so an index by owner or by
+			// credential would only cost a radix-tree path per session —
+			// hundreds of bytes at 100 000 idle sessions.
 			IndexID: idIndex(),
-			// owner: MCPSessionsByOwner (per-namespace session cap and eviction).
-			IndexOwner: stringIndex(IndexOwner, "Owner", false),
-			// credential: MCPSessionsByCredential (close streams on revocation).
-			IndexCredential: stringIndex(IndexCredential, "Credential", false),
 		},
 	}
 }

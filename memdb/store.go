@@ -317,16 +317,6 @@ func (r *Reader) MCPSessions(ws WatchSet) ([]*MCPSession, error) {
 	return list[MCPSession](r, ws, TableMCPSessions, IndexID)
 }
 
-// MCPSessionsByOwner returns the MCP sessions owned by namespace.
-func (r *Reader) MCPSessionsByOwner(ws WatchSet, owner string) ([]*MCPSession, error) {
-	return list[MCPSession](r, ws, TableMCPSessions, IndexOwner, owner)
-}
-
-// MCPSessionsByCredential returns the MCP sessions initialized with credential.
-func (r *Reader) MCPSessionsByCredential(ws WatchSet, credential string) ([]*MCPSession, error) {
-	return list[MCPSession](r, ws, TableMCPSessions, IndexCredential, credential)
-}
-
 // Writer is a write transaction; see [Store.Write]. Its reads see its own
 // uncommitted writes. Put methods store a copy of the record.
 type Writer struct {

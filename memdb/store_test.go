@@ -619,34 +619,6 @@ func TestMCPSessions(t *testing.T) {
 	}
 }
 
-func TestMCPSessionsByOwner(t *testing.T) {
-	s := newStore(t)
-	seedAll(t, s)
-	all := mcpSessionFixtures()
-	checkList(t, "MCPSessionsByOwner", all, []listCase{
-		{name: "client namespace", arg: "client:g1", want: []string{"m2", "m3"}},
-		{name: "provider namespace", arg: "cred:c1", want: []string{"m1", "m4"}},
-		{name: "single session", arg: "client:g2", want: []string{"m5"}},
-		{name: "namespace without sessions", arg: "cred:c3"},
-		{name: "credential id is not an owner", arg: "c1"},
-		{name: "empty owner", arg: ""},
-	}, s.Read().MCPSessionsByOwner)
-}
-
-func TestMCPSessionsByCredential(t *testing.T) {
-	s := newStore(t)
-	seedAll(t, s)
-	all := mcpSessionFixtures()
-	checkList(t, "MCPSessionsByCredential", all, []listCase{
-		{name: "provider credential with two sessions", arg: "c1", want: []string{"m1", "m4"}},
-		{name: "client token", arg: "k1", want: []string{"m2"}},
-		{name: "other token of the same grant", arg: "k2", want: []string{"m3"}},
-		{name: "credential without sessions", arg: "c3"},
-		{name: "namespace is not a credential", arg: "client:g1"},
-		{name: "empty credential", arg: ""},
-	}, s.Read().MCPSessionsByCredential)
-}
-
 // --- general store behaviour ------------------------------------------------
 
 func TestReadMissingReturnsErrNotFound(t *testing.T) {
@@ -1141,7 +1113,6 @@ func TestDeleteRemovesFromEveryIndex(t *testing.T) {
 	r := s.Read()
 	creds := credentialFixtures()
 	sessions := providerSessionFixtures()
-	mcp := mcpSessionFixtures()
 	tests := []struct {
 		name string
 		got  func() (any, error)
@@ -1157,8 +1128,6 @@ func TestDeleteRemovesFromEveryIndex(t *testing.T) {
 		{"ProviderSessionsByInstance(i1)", func() (any, error) { return r.ProviderSessionsByInstance(nil, "i1") }, pick(sessions, "ps2")},
 		{"ProviderSessionsByState(open)", func() (any, error) { return r.ProviderSessionsByState(nil, SessionOpen) }, pick(sessions, "ps3", "ps4", "ps5")},
 		{"ClientGrantsByState(revoked)", func() (any, error) { return r.ClientGrantsByState(nil, StateRevoked) }, pick(clientGrantFixtures())},
-		{"MCPSessionsByOwner(client:g1)", func() (any, error) { return r.MCPSessionsByOwner(nil, "client:g1") }, pick(mcp, "m3")},
-		{"MCPSessionsByCredential(k1)", func() (any, error) { return r.MCPSessionsByCredential(nil, "k1") }, pick(mcp)},
 		{"ThreadsByStatus(archived)", func() (any, error) { return r.ThreadsByStatus(nil, ThreadArchived) }, pick(threadFixtures(), "t5")},
 	}
 	for _, tt := range tests {
@@ -1283,8 +1252,8 @@ func TestWatch(t *testing.T) {
 			fire: true,
 		},
 		{
-			name:  "MCP sessions by owner, unrelated client grants write",
-			read:  func(r *Reader, ws WatchSet) error { _, err := r.MCPSessionsByOwner(ws, "client:g1"); return err },
+			name:  "MCP sessions, unrelated client grants write",
+			read:  func(r *Reader, ws WatchSet) error { _, err := r.MCPSessions(ws); return err },
 			write: func(w *Writer) error { return w.DeleteClientGrant("g1") },
 			fire:  false,
 		},

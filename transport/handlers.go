@@ -158,30 +158,23 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p Principal,
 	}
 	id := token.NewID("mcps_")
 	e := &entry{id: id, namespace: p.Namespace, act: &session.Activity{}}
-	props := session.Props(session.Config{
-		ID:              id,
-		Owner:           session.Owner{Namespace: p.Namespace, Credential: p.CredentialID},
-		ProtocolVersion: negotiate(params.ProtocolVersion),
-		ClientName:      truncate(params.ClientInfo.Name, 256),
-		ClientVersion:   truncate(params.ClientInfo.Version, 64),
-		Store:           s.store,
-		Now:             s.opts.Now,
-		IdleTimeout:     s.opts.IdleTimeout,
-		Activity:        e.act,
-		WatchOwner:      s.live.Namespace,
-		OnEnd: func(id, reason string) {
-			s.reg.release(id)
-			s.opts.Observer.SessionClosed(reason)
-		},
-		Logger: s.opts.Logger,
-	})
-	pid, err := s.root.SpawnNamed(props, "session/"+id)
+	pid, err := s.root.SpawnNamed(s.sessionProps, "session/"+id)
 	if err != nil {
 		s.reg.unreserve(p.Namespace)
 		s.opts.Logger.Error("spawn session", "err", err)
 		writeRPC(w, http.StatusInternalServerError, errorResponse(msg.ID, CodeInternalError, "internal error"))
 		return
 	}
+	// First, before the session is findable: every later message is queued
+	// behind it.
+	s.root.Send(pid, &session.Start{
+		ID:              id,
+		Owner:           session.Owner{Namespace: p.Namespace, Credential: p.CredentialID},
+		ProtocolVersion: negotiate(params.ProtocolVersion),
+		ClientName:      truncate(params.ClientInfo.Name, 256),
+		ClientVersion:   truncate(params.ClientInfo.Version, 64),
+		Activity:        e.act,
+	})
 	e.pid = pid
 	s.reg.commit(e)
 	s.opts.Observer.SessionOpened()

@@ -123,6 +123,20 @@ func (g *registry) removeLocked(id string) {
 	}
 }
 
+// idle returns the live sessions with nothing open and no activity for
+// at least d.
+func (g *registry) idle(now time.Time, d time.Duration) []*entry {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []*entry
+	for _, e := range g.byID {
+		if !e.act.Busy() && now.Sub(e.act.Last()) >= d {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func (g *registry) get(id string) *entry {
 	g.mu.Lock()
 	defer g.mu.Unlock()

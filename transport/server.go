@@ -190,6 +190,11 @@ type Server struct {
 	reg     registry
 	live    *liveness.Monitor // session owners and stream credentials
 	closing sync.Once
+	// sessionProps spawns every session actor of the endpoint.
+	sessionProps *actor.Props
+	sweepMu      sync.Mutex  // guards the two fields below
+	sweepTimer   *time.Timer // next idle sweep; nil without idle eviction
+	sweepStopped bool        // Close was called
 }
 
 // New returns the endpoint. Sessions are actors of system; their records
@@ -197,6 +202,18 @@ type Server struct {
 func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
 	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
 	s.live = liveness.New(store, s.opts.Now)
+	s.sessionProps = session.NewProps(&session.Config{
+		Store:       store,
+		Now:         s.opts.Now,
+		IdleTimeout: max(s.opts.IdleTimeout, 0),
+		WatchOwner:  s.live.Namespace,
+		OnEnd: func(id, reason string) {
+			s.reg.release(id)
+			s.opts.Observer.SessionClosed(reason)
+		},
+		Logger: s.opts.Logger,
+	})
+	s.armSweep()
 	s.reg.init(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace)
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
@@ -263,7 +280,43 @@ func (s *Server) Close() {
 			_ = s.root.StopFuture(e.pid).Wait()
 		}
 		s.live.Close()
+		s.sweepMu.Lock()
+		s.sweepStopped = true
+		if s.sweepTimer != nil {
+			s.sweepTimer.Stop()
+		}
+		s.sweepMu.Unlock()
 	})
+}
+
+// sweepEvery is how often the idle sweep runs: a quarter of the idle
+// timeout, so a session ends at most that late, between 5 ms and a minute.
+func (s *Server) sweepEvery() time.Duration {
+	return min(max(s.opts.IdleTimeout/4, 5*time.Millisecond), time.Minute)
+}
+
+// armSweep schedules the next idle sweep, unless idle eviction is off or
+// the endpoint closed.
+func (s *Server) armSweep() {
+	if s.opts.IdleTimeout <= 0 {
+		return
+	}
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	if s.sweepStopped {
+		return
+	}
+	s.sweepTimer = time.AfterFunc(s.sweepEvery(), s.sweep)
+}
+
+// sweep sends IdleCheck to every session that looks idle. One timer for
+// the endpoint instead of one per session; the actor makes the decision.
+func (s *Server) sweep() {
+	now := s.opts.Now()
+	for _, e := range s.reg.idle(now, s.opts.IdleTimeout) {
+		s.root.Send(e.pid, &session.IdleCheck{})
+	}
+	s.armSweep()
 }
 
 // CloseStreams starts a graceful shutdown: new sessions are refused (503)

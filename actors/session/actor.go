@@ -11,19 +11,14 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// Config configures one session actor.
+// Config is what every session of one endpoint shares. It is given once,
+// to [NewProps]; what differs between sessions comes in [Start].
 type Config struct {
-	ID              string
-	Owner           Owner
-	ProtocolVersion string
-	ClientName      string
-	ClientVersion   string
-	Store           *memdb.Store
-	Now             func() time.Time
+	Store *memdb.Store
+	Now   func() time.Time
 	// IdleTimeout ends a session with nothing in flight and no stream for
-	// this long. Zero: never.
+	// this long, when an [IdleCheck] finds it so. Zero: never.
 	IdleTimeout time.Duration
-	Activity    *Activity
 	// WatchOwner calls dead once namespace has no live credential left (at
 	// once if it has none); stop cancels. Nil: the owner is not watched.
 	// The transport passes its liveness monitor's Namespace.
@@ -34,41 +29,50 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Props returns the props of a session actor.
-func Props(cfg Config) *actor.Props {
+// NewProps returns the props every session actor of an endpoint is
+// spawned with. A session does nothing until its [Start] message, which
+// the spawner sends right after spawning, before anyone else knows the
+// actor: one Props for all sessions, and per session only the actor.
+func NewProps(cfg *Config) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &sessionActor{cfg: cfg, inflight: map[string]context.CancelFunc{}}
+		return &sessionActor{cfg: cfg}
 	})
 }
 
 type sessionActor struct {
-	cfg         Config
-	inflight    map[string]context.CancelFunc
+	cfg         *Config
+	p           Start                         // this session's parameters
+	inflight    map[string]context.CancelFunc // nil until the first call
 	stream      context.CancelFunc
 	initialized bool
 	created     time.Time
 	ending      string // reason, once the session is ending
 	stopWatch   func()
-	idleTimer   *time.Timer
 }
-
-// idleCheck is sent by the session's own idle timer. (protoactor's receive
-// timeout is not used: its timer goroutine writes actor state unguarded,
-// asynkron/protoactor-go#1139.)
-type idleCheck struct{}
 
 func (a *sessionActor) Receive(ctx actor.Context) {
 	if a.ending != "" {
 		a.refuse(ctx)
 		return
 	}
+	if _, ok := ctx.Message().(Message); ok && a.p.ID == "" {
+		if msg, ok := ctx.Message().(*Start); ok {
+			a.start(ctx, msg)
+			return
+		}
+		a.refuse(ctx) // not started: nothing to do but refuse
+		return
+	}
 	switch msg := ctx.Message().(type) {
-	case *actor.Started:
-		a.start(ctx)
+	case *Start:
+		a.cfg.Logger.Warn("session actor: started twice", "session", a.p.ID)
 	case *Begin:
 		if _, dup := a.inflight[msg.RequestID]; dup {
 			ctx.Respond(&Begun{Err: ErrDuplicateRequest})
 			return
+		}
+		if a.inflight == nil {
+			a.inflight = map[string]context.CancelFunc{} // most sessions idle: no map until a call
 		}
 		a.inflight[msg.RequestID] = msg.Cancel
 		ctx.Respond(&Begun{})
@@ -100,11 +104,11 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 		ctx.Respond(&Deleted{})
 	case *ownerDead:
 		a.end(ctx, ReasonRevoked)
-	case *idleCheck:
+	case *IdleCheck:
 		a.idle(ctx)
 	case *actor.Stopped:
 		a.stopped()
-	case *actor.Stopping, *actor.Restarting:
+	case *actor.Started, *actor.Stopping, *actor.Restarting:
 	default:
 		a.cfg.Logger.Warn("session actor: unexpected message", "type", fmt.Sprintf("%T", msg))
 	}
@@ -121,24 +125,25 @@ func (a *sessionActor) refuse(ctx actor.Context) {
 	case *Delete:
 		ctx.Respond(&Deleted{Err: ErrClosed})
 	case *GetInfo:
-		ctx.Respond(&Info{ID: a.cfg.ID, Err: ErrClosed})
+		ctx.Respond(&Info{ID: a.p.ID, Err: ErrClosed})
 	case *actor.Stopped:
 		a.stopped()
 	}
 }
 
-func (a *sessionActor) start(ctx actor.Context) {
+func (a *sessionActor) start(ctx actor.Context, p *Start) {
+	a.p = *p
 	now := a.cfg.Now()
 	a.created = now
-	a.cfg.Activity.last.Store(now.UnixNano())
+	a.p.Activity.last.Store(now.UnixNano())
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
 		return w.PutMCPSession(&memdb.MCPSession{
-			ID:              a.cfg.ID,
-			Owner:           a.cfg.Owner.Namespace,
-			Credential:      a.cfg.Owner.Credential,
-			ProtocolVersion: a.cfg.ProtocolVersion,
-			ClientName:      a.cfg.ClientName,
-			ClientVersion:   a.cfg.ClientVersion,
+			ID:              p.ID,
+			Owner:           p.Owner.Namespace,
+			Credential:      p.Owner.Credential,
+			ProtocolVersion: p.ProtocolVersion,
+			ClientName:      p.ClientName,
+			ClientVersion:   p.ClientVersion,
 			Created:         now,
 			LastActive:      now,
 		})
@@ -146,41 +151,34 @@ func (a *sessionActor) start(ctx actor.Context) {
 	if err != nil {
 		a.cfg.Logger.Error("write session record", "err", err)
 	}
-	if a.cfg.IdleTimeout > 0 {
-		a.armIdle(ctx, a.cfg.IdleTimeout)
-	}
 	if a.cfg.WatchOwner != nil {
 		root, self := ctx.ActorSystem().Root, ctx.Self()
-		a.stopWatch = a.cfg.WatchOwner(a.cfg.Owner.Namespace, func() { root.Send(self, &ownerDead{}) })
+		a.stopWatch = a.cfg.WatchOwner(p.Owner.Namespace, func() { root.Send(self, &ownerDead{}) })
 	}
 }
 
 func (a *sessionActor) info() *Info {
 	return &Info{
-		ID:              a.cfg.ID,
-		Owner:           a.cfg.Owner,
-		ProtocolVersion: a.cfg.ProtocolVersion,
+		ID:              a.p.ID,
+		Owner:           a.p.Owner,
+		ProtocolVersion: a.p.ProtocolVersion,
 		Initialized:     a.initialized,
 		InFlight:        len(a.inflight),
 		StreamOpen:      a.stream != nil,
 		Created:         a.created,
-		LastActive:      a.cfg.Activity.Last(),
+		LastActive:      a.p.Activity.Last(),
 	}
 }
 
-// armIdle schedules the next idle check. The timer only sends a message:
-// the check itself runs on the actor's turn.
-func (a *sessionActor) armIdle(ctx actor.Context, d time.Duration) {
-	root, self := ctx.ActorSystem().Root, ctx.Self()
-	a.idleTimer = time.AfterFunc(d, func() { root.Send(self, &idleCheck{}) })
-}
-
-// idle evicts the session if nothing happened for IdleTimeout and nothing
-// is open; otherwise it checks again when the window would end.
+// idle ends the session if nothing happened for IdleTimeout and nothing
+// is open. The transport sends IdleCheck to sessions it sees idle; the
+// actor decides, since only it knows what is in flight.
 func (a *sessionActor) idle(ctx actor.Context) {
-	since := a.cfg.Now().Sub(a.cfg.Activity.Last())
-	if len(a.inflight) > 0 || a.stream != nil || a.cfg.Activity.Busy() || since < a.cfg.IdleTimeout {
-		a.armIdle(ctx, max(a.cfg.IdleTimeout-since, time.Millisecond))
+	if a.cfg.IdleTimeout <= 0 || a.p.ID == "" {
+		return
+	}
+	since := a.cfg.Now().Sub(a.p.Activity.Last())
+	if len(a.inflight) > 0 || a.stream != nil || a.p.Activity.Busy() || since < a.cfg.IdleTimeout {
 		return
 	}
 	a.end(ctx, ReasonIdle)
@@ -198,10 +196,10 @@ func (a *sessionActor) end(ctx actor.Context, reason string) {
 		a.stream()
 		a.stream = nil
 	}
-	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.cfg.ID) }); err != nil {
+	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.p.ID) }); err != nil {
 		a.cfg.Logger.Error("delete session record", "err", err)
 	}
-	a.cfg.OnEnd(a.cfg.ID, reason)
+	a.cfg.OnEnd(a.p.ID, reason)
 	ctx.Poison(ctx.Self())
 }
 
@@ -209,10 +207,7 @@ func (a *sessionActor) stopped() {
 	if a.stopWatch != nil {
 		a.stopWatch()
 	}
-	if a.idleTimer != nil {
-		a.idleTimer.Stop()
-	}
-	if a.ending == "" {
+	if a.ending == "" && a.p.ID != "" {
 		// Stopped from outside (shutdown): the record goes too.
 		a.ending = ReasonShutdown
 		for _, cancel := range a.inflight {
@@ -221,7 +216,7 @@ func (a *sessionActor) stopped() {
 		if a.stream != nil {
 			a.stream()
 		}
-		_ = a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.cfg.ID) })
-		a.cfg.OnEnd(a.cfg.ID, a.ending)
+		_ = a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.p.ID) })
+		a.cfg.OnEnd(a.p.ID, a.ending)
 	}
 }

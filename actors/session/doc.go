@@ -5,7 +5,7 @@
 //
 //	transport (HTTP goroutine) ──request──▶ session actor "session/<id>"
 //	                                          │ writes: mcp_sessions row
-//	                                          └─goroutine: watches the owner namespace in the store
+//	liveness monitor ──ownerDead──────────────┘ (the owner namespace lost its last live credential)
 //
 // The transport authenticates and checks ownership before anything reaches
 // the actor (SPEC §5 steps 1–3), so the actor only ever hears from its
@@ -17,11 +17,13 @@
 //
 // # Lifecycle
 //
-// Started writes the ownership record; the session ends on DELETE by its
-// owner, on idle eviction (no request in flight, no open stream, nothing for
-// IdleTimeout), on cap eviction by the transport, or when its owner
-// namespace has no live credential left (revoked or expired: the watcher
-// sees the store change). Ending cancels every request in flight, closes the
+// All sessions of an endpoint share one Props ([NewProps]); the spawner
+// sends [Start] with the session's parameters first. Start writes the
+// ownership record and registers the owner with the liveness monitor; the
+// session ends on DELETE by its owner, on idle eviction (an [IdleCheck]
+// finds no request in flight, no open stream, nothing for IdleTimeout), on
+// cap eviction by the transport, or when its owner namespace has no live
+// credential left (revoked or expired: the monitor tells it). Ending cancels every request in flight, closes the
 // stream, removes the ownership record, calls OnEnd (the transport frees the
 // session's slot there), and stops the actor. The record is removed before the actor stops,
 // so the id answers 404 forever after.

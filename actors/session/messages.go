@@ -30,6 +30,25 @@ const (
 // Message is the session actor's protocol.
 type Message interface{ sessionMessage() }
 
+// Start gives a new session actor its parameters. The spawner sends it
+// first, right after spawning; it is not answered (ask GetInfo to wait for
+// the ownership record).
+type Start struct {
+	ID              string
+	Owner           Owner
+	ProtocolVersion string
+	ClientName      string
+	ClientVersion   string
+	// Activity is shared with the transport, which marks requests and
+	// streams on it without a round trip.
+	Activity *Activity
+}
+
+// IdleCheck asks the session to end if it has been idle for IdleTimeout:
+// nothing in flight, no stream, no activity. The transport sends it to the
+// sessions its periodic sweep finds idle.
+type IdleCheck struct{}
+
 // Begin registers a request in flight; Cancel is called if the client
 // cancels it or the session ends. Answered by *Begun.
 type Begin struct {
@@ -91,6 +110,8 @@ type Info struct {
 // credential left.
 type ownerDead struct{}
 
+func (*Start) sessionMessage()        {}
+func (*IdleCheck) sessionMessage()    {}
 func (*Begin) sessionMessage()        {}
 func (*End) sessionMessage()          {}
 func (*Cancel) sessionMessage()       {}
