@@ -6,7 +6,7 @@ PKGS := ./...
 
 .PHONY: help
 help: ## list targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## compile everything and bin/runtime
@@ -49,6 +49,10 @@ mutants: ## run the suite against each deliberate bug in scripts/mutants/; fails
 .PHONY: bench
 bench: ## ns/op and allocs/op of the hot paths
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+.PHONY: bench-peers
+bench-peers: ## the runtime against the official go-sdk, mcp-go and a bare net/http floor (bench/, ~7 min)
+	bash bench/run-peers.sh
 
 .PHONY: lint
 lint: ## gofmt and go vet

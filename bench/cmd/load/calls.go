@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agenthost/mcpruntime/bench/internal/mcpclient"
+	"github.com/agenthost/mcpruntime/bench/internal/result"
+)
+
+// runCalls opens one session per token and loops tools/call on each.
+func runCalls(ctx context.Context, cfg config) (result.Result, error) {
+	res := result.Result{Sessions: cfg.sessions}
+	tokens, err := newControl(cfg.control).tokens(ctx, cfg.sessions)
+	if err != nil {
+		return res, err
+	}
+	c := newClient(cfg, cfg.sessions)
+	var errs errorCount
+	sessions := openSessions(ctx, c, tokens, cfg.sessions, openConcurrency, cfg.timeout, &errs)
+	w := newWindow(cfg.warmup, cfg.duration)
+	recs := make([]*recorder, len(sessions))
+	var wg sync.WaitGroup
+	var allocs allocDelta
+	wg.Go(func() { allocs = watchAllocs(ctx, newControl(cfg.control), w) })
+	for i, s := range sessions {
+		recs[i] = &recorder{w: w}
+		if s == nil {
+			continue
+		}
+		wg.Go(func() { callLoop(ctx, cfg, s, fmt.Sprintf("hello %d", i), recs[i], &errs) })
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("calls: %w", err)
+	}
+	summarize(w, recs, &res)
+	if allocs.err != nil {
+		errs.add(fmt.Errorf("server allocations: %w", allocs.err))
+	} else if res.Ops > 0 {
+		res.AllocsPerOp = float64(allocs.objects) / float64(res.Ops)
+		res.AllocBytesPerOp = float64(allocs.bytes) / float64(res.Ops)
+	}
+	errs.fill(&res)
+	return res, nil
+}
+
+// allocDelta is what the server allocated during a window.
+type allocDelta struct {
+	objects, bytes uint64
+	err            error
+}
+
+// watchAllocs reads the server's allocation counters at the start and at
+// the end of w.
+func watchAllocs(ctx context.Context, ctl control, w window) allocDelta {
+	sleepCtx(ctx, time.Until(w.start))
+	before, err := ctl.allocs(ctx)
+	if err != nil {
+		return allocDelta{err: err}
+	}
+	sleepCtx(ctx, time.Until(w.end))
+	after, err := ctl.allocs(ctx)
+	if err != nil {
+		return allocDelta{err: err}
+	}
+	return allocDelta{objects: after.Objects - before.Objects, bytes: after.Bytes - before.Bytes}
+}
+
+// callLoop calls echo on s until the window ends.
+func callLoop(ctx context.Context, cfg config, s *mcpclient.Session, text string, rec *recorder, errs *errorCount) {
+	for ctx.Err() == nil && time.Now().Before(rec.w.end) {
+		begin := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		err := s.Echo(rctx, text)
+		cancel()
+		if err != nil {
+			errs.add(err)
+			continue
+		}
+		rec.observe(begin)
+	}
+}

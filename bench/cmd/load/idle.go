@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agenthost/mcpruntime/bench/internal/mcpclient"
+	"github.com/agenthost/mcpruntime/bench/internal/result"
+)
+
+// idleProbes is how many held sessions are called after the measurement,
+// to check that they are really alive.
+const idleProbes = 16
+
+// runIdle opens sessions, holds them, and reads the server's memory before
+// and after.
+func runIdle(ctx context.Context, cfg config) (result.Result, error) {
+	res := result.Result{Sessions: cfg.sessions}
+	ctl := newControl(cfg.control)
+	tokens, err := ctl.tokens(ctx, min(cfg.tokens, cfg.sessions))
+	if err != nil {
+		return res, err
+	}
+	c := newClient(cfg, cfg.conns)
+	before, err := ctl.stats(ctx)
+	if err != nil {
+		return res, err
+	}
+	var errs errorCount
+	start := time.Now()
+	sessions := openSessions(ctx, c, tokens, cfg.sessions, cfg.conns, cfg.timeout, &errs)
+	opened := countOpen(sessions)
+	res.Seconds = time.Since(start).Seconds()
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("idle: opened %d of %d: %w", opened, cfg.sessions, err)
+	}
+	after, err := ctl.stats(ctx)
+	if err != nil {
+		return res, err
+	}
+	probe(ctx, cfg, sessions, &errs)
+	res.Ops = int64(opened)
+	res.Rate = float64(opened) / res.Seconds
+	if opened > 0 {
+		n := float64(opened)
+		res.HeapPerSession = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
+		res.StackPerSession = (float64(after.StackInuse) - float64(before.StackInuse)) / n
+		res.RSSPerSession = (float64(after.VmRSS) - float64(before.VmRSS)) / n
+		res.GoroutinesPerSession = float64(after.NumGoroutine-before.NumGoroutine) / n
+	}
+	errs.fill(&res)
+	return res, nil
+}
+
+func countOpen(sessions []*mcpclient.Session) int {
+	n := 0
+	for _, s := range sessions {
+		if s != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// probe calls echo on a few held sessions spread over the whole set.
+func probe(ctx context.Context, cfg config, sessions []*mcpclient.Session, errs *errorCount) {
+	step := max(len(sessions)/idleProbes, 1)
+	for i := 0; i < len(sessions); i += step {
+		if sessions[i] == nil {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		if err := sessions[i].Echo(rctx, "still there?"); err != nil {
+			errs.add(fmt.Errorf("held session %d: %w", i, err))
+		}
+		cancel()
+	}
+}

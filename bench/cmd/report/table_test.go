@@ -1,0 +1,91 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agenthost/mcpruntime/bench/internal/result"
+)
+
+func TestBuildTableMediansAndRatios(t *testing.T) {
+	rs := []result.Result{
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 16, Rate: 100, Round: 1},
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 16, Rate: 300, Round: 2},
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 16, Rate: 200, Round: 3, Errors: 4},
+		{Impl: "mcpgo", Mode: result.ModeCalls, Sessions: 16, Rate: 100},
+		{Impl: "runtime", Mode: result.ModeChurn, Sessions: 8, Rate: 50},
+	}
+	tb := buildTable(rs)
+	find := func(label string) row {
+		for _, r := range tb.rows {
+			if r.label == label {
+				return r
+			}
+		}
+		t.Fatalf("no row %q", label)
+		return row{}
+	}
+
+	rate := find("calls n=16 calls/s")
+	if v, _ := rate.value("runtime"); v != 200 {
+		t.Errorf("runtime median = %v, want 200", v)
+	}
+	if q, ok := rate.ratio("mcpgo"); !ok || q != 2 {
+		t.Errorf("rt/mcpgo = %v, %v; want 2", q, ok)
+	}
+	if _, ok := rate.ratio("gosdk"); ok {
+		t.Error("a ratio to a server without results")
+	}
+	errs := find("calls n=16 errors (max)")
+	if v, _ := errs.value("runtime"); v != 4 {
+		t.Errorf("errors = %v, want the maximum 4", v)
+	}
+	if _, ok := errs.ratio("mcpgo"); ok {
+		t.Error("a ratio of error counts")
+	}
+	if tb.rows[0].label != "calls n=16 calls/s" || !strings.HasPrefix(tb.rows[len(tb.rows)-1].label, "churn") {
+		t.Errorf("rows not in mode order: first %q, last %q", tb.rows[0].label, tb.rows[len(tb.rows)-1].label)
+	}
+}
+
+func TestRender(t *testing.T) {
+	tb := buildTable([]result.Result{
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 1, Rate: 3000, P99Ms: 1},
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 1, Rate: 2000, P99Ms: 1},
+		{Impl: "floor", Mode: result.ModeCalls, Sessions: 1, Rate: 6000, P99Ms: 0.5},
+	})
+	var b strings.Builder
+	if err := render(&b, tb); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| metric | runtime | gosdk | mcpgo | floor | rt/gosdk | rt/mcpgo | rt/floor | better | runtime min–max |",
+		"| calls n=1 calls/s | 2500 | – | – | 6000 | – | – | 0.42× | higher | 2000–3000 |",
+		"| calls n=1 p99 ms | 1.00 | – | – | 0.50 | – | – | 2.00× | lower | 1.00–1.00 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestStreamCloseWithoutClosedStreamsHasNoValue(t *testing.T) {
+	tb := buildTable([]result.Result{
+		{Impl: "runtime", Mode: result.ModeRevoke, Sessions: 4, StreamsClosed: 4, CloseP99Ms: 12},
+		{Impl: "gosdk", Mode: result.ModeRevoke, Sessions: 4, StreamsUnclosed: 4},
+	})
+	for _, r := range tb.rows {
+		if r.label != "revoke n=4 stream close p99 ms" {
+			continue
+		}
+		if v, ok := r.value("runtime"); !ok || v != 12 {
+			t.Errorf("runtime = %v, %v; want 12", v, ok)
+		}
+		if v, ok := r.value("gosdk"); ok {
+			t.Errorf("gosdk = %v: a closing time without a closed stream", v)
+		}
+		return
+	}
+	t.Fatal("no stream close row")
+}

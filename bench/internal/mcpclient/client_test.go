@@ -1,0 +1,163 @@
+package mcpclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// fakeServer is a tiny MCP endpoint: it answers tools/call echo as SSE
+// when sse is set, else as JSON, and checks the session headers.
+func fakeServer(t *testing.T, sse bool) *httptest.Server {
+	t.Helper()
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodDelete {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Arguments struct {
+					Text string `json:"text"`
+				} `json:"arguments"`
+			} `json:"params"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		var result string
+		switch msg.Method {
+		case "initialize":
+			w.Header().Set("Mcp-Session-Id", "s1")
+			result = `{"protocolVersion":"2025-06-18"}`
+		case "notifications/initialized":
+			w.WriteHeader(http.StatusAccepted)
+			return
+		case "tools/call":
+			if r.Header.Get("Mcp-Session-Id") != "s1" || r.Header.Get("MCP-Protocol-Version") != "2025-06-18" {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			text, _ := json.Marshal(msg.Params.Arguments.Text)
+			result = fmt.Sprintf(`{"content":[{"type":"text","text":%s}],"isError":false}`, text)
+		}
+		resp := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, msg.ID, result)
+		if sse {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, ": ping\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n")
+			fmt.Fprintf(w, "event: message\ndata: %s\n\n", resp)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, resp)
+	}))
+}
+
+func TestSessionRoundTrip(t *testing.T) {
+	for _, sse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sse=%v", sse), func(t *testing.T) {
+			srv := fakeServer(t, sse)
+			defer srv.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c := &Client{HTTP: NewHTTPClient(4), URL: srv.URL + "/mcp"}
+			s, err := c.Initialize(ctx, "tok")
+			if err != nil {
+				t.Fatalf("Initialize: %v", err)
+			}
+			if s.ID != "s1" || s.Version != "2025-06-18" {
+				t.Fatalf("session %q version %q, want s1 2025-06-18", s.ID, s.Version)
+			}
+			if err := s.Echo(ctx, `say "hi" \ é`); err != nil {
+				t.Fatalf("Echo: %v", err)
+			}
+			if err := s.Delete(ctx); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+		})
+	}
+}
+
+func TestInitializeUnauthorized(t *testing.T) {
+	srv := fakeServer(t, false)
+	defer srv.Close()
+	c := &Client{HTTP: NewHTTPClient(1), URL: srv.URL + "/mcp"}
+	_, err := c.Initialize(context.Background(), "wrong")
+	if !IsStatus(err, http.StatusUnauthorized) {
+		t.Fatalf("err = %v, want a 401 StatusError", err)
+	}
+}
+
+func TestEchoRequestIsValidJSON(t *testing.T) {
+	b := EchoRequest(nil, 42, "a\"b\n\x01")
+	var v struct {
+		ID     int64 `json:"id"`
+		Params struct {
+			Name      string `json:"name"`
+			Arguments struct {
+				Text string `json:"text"`
+			} `json:"arguments"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if v.ID != 42 || v.Params.Name != "echo" || v.Params.Arguments.Text != "a\"b\n\x01" {
+		t.Fatalf("decoded %+v", v)
+	}
+}
+
+func TestStreamClosedAt(t *testing.T) {
+	end := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		if r.URL.Query().Get("end") != "" {
+			return // the server ends the stream
+		}
+		select {
+		case <-r.Context().Done():
+		case <-end:
+		}
+	}))
+	defer srv.Close()
+	defer close(end)
+	ctx := context.Background()
+	open := func(query string) *Stream {
+		s := &Session{client: &Client{HTTP: NewHTTPClient(2), URL: srv.URL + "/mcp" + query}, auth: "Bearer tok"}
+		st, err := s.OpenStream(ctx)
+		if err != nil {
+			t.Fatalf("OpenStream: %v", err)
+		}
+		return st
+	}
+
+	ended := open("?end=1")
+	<-ended.Done()
+	if ended.ClosedAt().IsZero() {
+		t.Error("a stream the server ended has no ClosedAt")
+	}
+
+	held := open("")
+	if !held.ClosedAt().IsZero() {
+		t.Error("an open stream has a ClosedAt")
+	}
+	held.Close()
+	<-held.Done()
+	if !held.ClosedAt().IsZero() {
+		t.Error("a stream the client closed has a ClosedAt")
+	}
+}

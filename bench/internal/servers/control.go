@@ -1,0 +1,145 @@
+package servers
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+
+	"github.com/agenthost/mcpruntime/bench/internal/result"
+)
+
+// maxTokensPerRequest bounds /bench/tokens?n=.
+const maxTokensPerRequest = 1_000_000
+
+// Control returns the control endpoint of srv, meant for its own loopback
+// listener:
+//
+//	POST /bench/tokens?n=N    → {"tokens":[...]}: N fresh tokens
+//	POST /bench/revoke?token=T → 204 once T is revoked; 404 if unknown
+//	GET  /bench/stats         → result.ServerStats, after runtime.GC twice
+//	GET  /bench/allocs        → result.AllocCounts, no GC
+//	     /debug/pprof/...     → net/http/pprof
+func Control(srv Server) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /bench/tokens", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(r.URL.Query().Get("n"))
+		if err != nil || n < 1 || n > maxTokensPerRequest {
+			http.Error(w, fmt.Sprintf("n must be 1..%d", maxTokensPerRequest), http.StatusBadRequest)
+			return
+		}
+		toks, err := srv.IssueTokens(r.Context(), n)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, map[string][]string{"tokens": toks})
+	})
+	mux.HandleFunc("POST /bench/revoke", func(w http.ResponseWriter, r *http.Request) {
+		tok := r.URL.Query().Get("token")
+		switch err := srv.Revoke(r.Context(), tok); {
+		case errors.Is(err, ErrUnknownToken):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	})
+	mux.HandleFunc("GET /bench/stats", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, ReadStats())
+	})
+	mux.HandleFunc("GET /bench/allocs", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, ReadAllocs())
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// ReadStats collects garbage twice (the second pass frees what the first
+// one's finalizers released) and reads the process's memory.
+func ReadStats() result.ServerStats {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return result.ServerStats{
+		HeapAlloc:    m.HeapAlloc,
+		HeapInuse:    m.HeapInuse,
+		StackInuse:   m.StackInuse,
+		NumGoroutine: runtime.NumGoroutine(),
+		VmRSS:        vmRSS(),
+	}
+}
+
+// allocMetrics are the runtime/metrics samples ReadAllocs sums: small and
+// large objects, tiny objects (counted apart), and bytes.
+var allocMetrics = []string{
+	"/gc/heap/allocs:objects",
+	"/gc/heap/tiny/allocs:objects",
+	"/gc/heap/allocs:bytes",
+}
+
+// ReadAllocs returns the process's cumulative heap allocations. Unlike
+// ReadStats it neither collects nor stops the world, so it can be read
+// while load runs.
+func ReadAllocs() result.AllocCounts {
+	samples := make([]metrics.Sample, len(allocMetrics))
+	for i, name := range allocMetrics {
+		samples[i].Name = name
+	}
+	metrics.Read(samples)
+	value := func(i int) uint64 {
+		if samples[i].Value.Kind() != metrics.KindUint64 {
+			return 0 // not supported by this Go release
+		}
+		return samples[i].Value.Uint64()
+	}
+	return result.AllocCounts{Objects: value(0) + value(1), Bytes: value(2)}
+}
+
+// vmRSS reads VmRSS from /proc/self/status, in bytes; 0 if unavailable.
+func vmRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	return parseVmRSS(b)
+}
+
+// parseVmRSS finds the "VmRSS:   1234 kB" line of a /proc status file.
+func parseVmRSS(status []byte) uint64 {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmRSS:"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) != 2 || string(f[1]) != "kB" {
+			return 0
+		}
+		kb, err := strconv.ParseUint(string(f[0]), 10, 64)
+		if err != nil {
+			return 0
+		}
+		return kb << 10
+	}
+	return 0
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v) // a write error means the client left
+}

@@ -1,0 +1,103 @@
+package servers
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+)
+
+// floorServer answers JSON-RPC over plain net/http with no MCP machinery:
+// no sessions (initialize returns a fixed result and no session id), no
+// streams, one JSON reply per POST. It is the cost of HTTP, the bearer
+// check and JSON alone.
+type floorServer struct {
+	peer
+	handler http.Handler
+}
+
+// maxFloorBody bounds a POST body.
+const maxFloorBody = 4 << 20
+
+func newFloor() *floorServer {
+	s := &floorServer{}
+	s.handler = s.mount(http.HandlerFunc(serveFloor))
+	return s
+}
+
+func (s *floorServer) Handler() http.Handler { return s.handler }
+
+func (s *floorServer) Close() error { return nil }
+
+// floorInit is the fixed initialize result.
+var floorInit = json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"floor","version":"1"}}`)
+
+type floorRequest struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Name      string   `json:"name"`
+		Arguments echoArgs `json:"arguments"`
+	} `json:"params"`
+}
+
+type floorResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *floorError     `json:"error,omitempty"`
+}
+
+type floorError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+type floorContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type floorCallResult struct {
+	Content []floorContent `json:"content"`
+	IsError bool           `json:"isError"`
+}
+
+func serveFloor(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodDelete:
+		w.WriteHeader(http.StatusNoContent) // nothing to end
+		return
+	default:
+		w.Header().Set("Allow", "POST, DELETE")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFloorBody))
+	if err != nil {
+		http.Error(w, "could not read body", http.StatusBadRequest)
+		return
+	}
+	var req floorRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, "parse error", http.StatusBadRequest)
+		return
+	}
+	if len(req.ID) == 0 {
+		w.WriteHeader(http.StatusAccepted) // a notification
+		return
+	}
+	resp := floorResponse{JSONRPC: "2.0", ID: req.ID}
+	switch {
+	case req.Method == "initialize":
+		resp.Result = floorInit
+	case req.Method == "tools/call" && req.Params.Name == "echo":
+		resp.Result = floorCallResult{Content: []floorContent{{Type: "text", Text: req.Params.Arguments.Text}}}
+	case req.Method == "tools/call":
+		resp.Error = &floorError{Code: -32602, Message: "unknown tool"}
+	default:
+		resp.Error = &floorError{Code: -32601, Message: "method not found"}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp) // a write error means the client left
+}

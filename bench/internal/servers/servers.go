@@ -1,0 +1,187 @@
+// Package servers builds the benchmarked MCP servers. Each serves the same
+// "echo" tool (arguments {"text": string}, result: that text) on /mcp
+// behind bearer authentication, and can mint and revoke tokens for the
+// load generator:
+//
+//   - runtime: this module's runtime; tokens are real client grants, one
+//     grant per token, revoked with Runtime.RevokeClient.
+//   - gosdk: the official MCP Go SDK's stateful Streamable HTTP handler.
+//   - mcpgo: mcp-go's stateful Streamable HTTP server.
+//   - floor: a bare net/http JSON-RPC handler with no MCP sessions, the
+//     cost of HTTP and JSON alone.
+//
+// The peers and the floor check tokens with the same middleware over an
+// in-memory token set (TokenSet): the peers have no credential model of
+// their own, so this is the cheapest honest stand-in.
+package servers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Names of the implementations, as -impl takes them.
+const (
+	Runtime = "runtime"
+	GoSDK   = "gosdk"
+	MCPGo   = "mcpgo"
+	Floor   = "floor"
+)
+
+// Names lists every implementation.
+var Names = []string{Runtime, GoSDK, MCPGo, Floor}
+
+// ErrUnknownToken is returned by Revoke for a token the server never
+// issued or already revoked.
+var ErrUnknownToken = errors.New("unknown token")
+
+// Path is where every implementation serves MCP.
+const Path = "/mcp"
+
+// echoDescription is the echo tool's description everywhere.
+const echoDescription = "Returns its text argument."
+
+// echoSchema is the echo tool's input schema, for the implementations
+// that take one as JSON.
+const echoSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`
+
+// echoArgs are the echo tool's arguments.
+type echoArgs struct {
+	Text string `json:"text"`
+}
+
+// Server is one benchmarked implementation.
+type Server interface {
+	// Handler serves MCP on Path.
+	Handler() http.Handler
+	// IssueTokens returns n fresh bearer tokens, each its own principal.
+	IssueTokens(ctx context.Context, n int) ([]string, error)
+	// Revoke revokes token. Once it returns, no request bearing the token
+	// may succeed.
+	Revoke(ctx context.Context, token string) error
+	// Close releases the server's resources.
+	Close() error
+}
+
+// Options configure New.
+type Options struct {
+	// MaxSessions and MaxSessionsPerNamespace are the runtime's session
+	// caps (the peers have none). Zero: the runtime's defaults.
+	MaxSessions             int
+	MaxSessionsPerNamespace int
+	// Logger receives the servers' logs.
+	Logger *slog.Logger
+}
+
+// New builds the implementation called name.
+func New(name string, opts Options) (Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	switch name {
+	case Runtime:
+		return newRuntime(opts)
+	case GoSDK:
+		return newGoSDK(opts), nil
+	case MCPGo:
+		return newMCPGo(opts), nil
+	case Floor:
+		return newFloor(), nil
+	}
+	return nil, fmt.Errorf("unknown implementation %q (want one of %s)", name, strings.Join(Names, ", "))
+}
+
+// TokenSet is the peers' credential store: a set of random bearer tokens.
+// It is safe for concurrent use.
+type TokenSet struct {
+	mu     sync.RWMutex
+	tokens map[string]struct{}
+}
+
+// Issue adds n new random tokens and returns them.
+func (ts *TokenSet) Issue(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		var b [32]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+		out[i] = hex.EncodeToString(b[:])
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.tokens == nil {
+		ts.tokens = make(map[string]struct{}, n)
+	}
+	for _, t := range out {
+		ts.tokens[t] = struct{}{}
+	}
+	return out
+}
+
+// Revoke removes tok; it fails with ErrUnknownToken if tok is not in the
+// set.
+func (ts *TokenSet) Revoke(tok string) error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, ok := ts.tokens[tok]; !ok {
+		return ErrUnknownToken
+	}
+	delete(ts.tokens, tok)
+	return nil
+}
+
+// Valid reports whether tok is in the set.
+func (ts *TokenSet) Valid(tok string) bool {
+	ts.mu.RLock()
+	defer ts.mu.RUnlock()
+	_, ok := ts.tokens[tok]
+	return ok
+}
+
+// RequireBearer serves next only to requests whose Authorization header
+// carries a token of ts; others get 401 with WWW-Authenticate: Bearer.
+func RequireBearer(ts *TokenSet, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := bearerToken(r.Header.Get("Authorization"))
+		if !ok || !ts.Valid(tok) {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bearerToken extracts the token of an "Authorization: Bearer <token>"
+// header value (the scheme is case-insensitive).
+func bearerToken(header string) (string, bool) {
+	scheme, tok, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return "", false
+	}
+	return tok, true
+}
+
+// peer is what the token-set implementations share.
+type peer struct {
+	tokens TokenSet
+}
+
+func (p *peer) IssueTokens(_ context.Context, n int) ([]string, error) {
+	return p.tokens.Issue(n), nil
+}
+
+func (p *peer) Revoke(_ context.Context, tok string) error { return p.tokens.Revoke(tok) }
+
+// mount serves h on Path behind the peer's bearer check.
+func (p *peer) mount(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(Path, RequireBearer(&p.tokens, h))
+	return mux
+}

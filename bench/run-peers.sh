@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# run-peers.sh — the peer benchmark of issue 7 (`make bench-peers`).
+#
+# Builds cmd/server, cmd/load and cmd/report, then runs every server
+# (runtime, gosdk, mcpgo, floor) through the same load generator, one fresh
+# server process per load run, the server pinned to CPU 0 and the load to
+# CPU 1 (taskset; without it, unpinned). ROUNDS rounds, the server order
+# reversed every other round. Prints one table of medians with the
+# runtime's ratios, and leaves the raw JSON lines in $OUT/results.jsonl.
+#
+# Knobs (environment): ROUNDS (3), CALLS_DURATION (5s), CALLS_SESSIONS
+# ("1 16 256"), CHURN_LOOPS (16), CHURN_DURATION (3s), IDLE_SESSIONS
+# (10000), IDLE_BIG (100000, runtime once; 0 skips), REVOKE_TOKENS (64),
+# OUT (a new temporary directory).
+#
+# Everything listens on 127.0.0.1; every server is killed by its PID when
+# its run ends, and on exit.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+CALLS_DURATION=${CALLS_DURATION:-5s}
+CALLS_SESSIONS=${CALLS_SESSIONS:-1 16 256}
+CHURN_LOOPS=${CHURN_LOOPS:-16}
+CHURN_DURATION=${CHURN_DURATION:-3s}
+IDLE_SESSIONS=${IDLE_SESSIONS:-10000}
+IDLE_BIG=${IDLE_BIG:-100000}
+REVOKE_TOKENS=${REVOKE_TOKENS:-64}
+IMPLS=(runtime gosdk mcpgo floor)
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/mcpbench.XXXXXX")}
+mkdir -p "$OUT"
+results=$OUT/results.jsonl
+: >"$results"
+started=$SECONDS
+
+echo "building into $OUT"
+# -mod=mod: the runtime is replaced by ../, so a dependency it gained since
+# bench/go.sum was last tidied is resolved instead of failing the build.
+(cd "$here" && for cmd in server load report; do go build -mod=mod -o "$OUT/$cmd" "./cmd/$cmd"; done)
+
+# Pin the server to CPU 0 and the load to CPU 1 when possible.
+server_cpu=() load_cpu=()
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ] && taskset -c 1 true 2>/dev/null; then
+	server_cpu=(taskset -c 0) load_cpu=(taskset -c 1)
+else
+	echo "taskset or a second CPU missing: running unpinned" >&2
+fi
+
+server_pid=
+stop_server() {
+	if [ -n "$server_pid" ]; then
+		kill "$server_pid" 2>/dev/null || true
+		wait "$server_pid" 2>/dev/null || true
+		server_pid=
+	fi
+}
+trap stop_server EXIT
+trap 'stop_server; exit 130' INT TERM
+
+# start_server IMPL: starts it and sets addr and control.
+start_server() {
+	local impl=$1 line=
+	"${server_cpu[@]}" "$OUT/server" -impl "$impl" >"$OUT/server.out" 2>>"$OUT/server-$impl.log" &
+	server_pid=$!
+	for _ in $(seq 100); do
+		line=$(head -n1 "$OUT/server.out")
+		[ -n "$line" ] && break
+		kill -0 "$server_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	# listening ADDR control ADDR
+	read -r _ addr _ control <<<"$line"
+	if [ -z "${control:-}" ]; then
+		echo "server $impl did not start; see $OUT/server-$impl.log" >&2
+		stop_server
+		return 1
+	fi
+}
+
+# run IMPL ROUND LOAD-FLAGS...: one load run on a fresh server.
+run() {
+	local impl=$1 round=$2 out
+	shift 2
+	start_server "$impl" || return 0
+	if out=$(timeout 330 "${load_cpu[@]}" "$OUT/load" -impl "$impl" -round "$round" \
+		-addr "$addr" -control "$control" "$@" 2>>"$OUT/load.log"); then
+		grep '^{' <<<"$out" >>"$results"
+		grep -v '^{' <<<"$out"
+	else
+		echo "FAILED: $impl $* (see $OUT/load.log)" | tee -a "$OUT/load.log" >&2
+	fi
+	stop_server
+}
+
+for round in $(seq "$ROUNDS"); do
+	order=("${IMPLS[@]}")
+	if [ $((round % 2)) -eq 0 ]; then
+		order=(floor mcpgo gosdk runtime)
+	fi
+	echo "== round $round of $ROUNDS: ${order[*]}"
+	for impl in "${order[@]}"; do
+		for n in $CALLS_SESSIONS; do
+			run "$impl" "$round" -mode calls -sessions "$n" -duration "$CALLS_DURATION"
+		done
+		run "$impl" "$round" -mode churn -sessions "$CHURN_LOOPS" -duration "$CHURN_DURATION"
+		if [ "$impl" != floor ]; then # the floor holds no sessions and has no streams
+			run "$impl" "$round" -mode idle -sessions "$IDLE_SESSIONS"
+			run "$impl" "$round" -mode revoke -sessions "$REVOKE_TOKENS" -stream-wait 1s
+		fi
+	done
+done
+if [ "$IDLE_BIG" -gt 0 ]; then
+	echo "== runtime holding $IDLE_BIG idle sessions"
+	run runtime 1 -mode idle -sessions "$IDLE_BIG" -max-time 5m
+fi
+
+echo
+echo "Medians of $ROUNDS rounds (ratio = runtime ÷ other; max over rounds where marked)."
+echo "$(nproc) CPUs, $(go version | cut -d' ' -f3-), $(date -u +%Y-%m-%dT%H:%MZ), $((SECONDS - started)) s"
+echo
+"$OUT/report" "$results"
+echo
+echo "raw results: $results"
