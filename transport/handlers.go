@@ -211,7 +211,7 @@ func (s *Server) notify(e *entry, msg *message) {
 			RequestID json.RawMessage `json:"requestId"`
 		}
 		if json.Unmarshal(msg.Params, &params) == nil && len(params.RequestID) > 0 {
-			s.root.Send(e.pid, &session.Cancel{RequestID: string(params.RequestID)})
+			e.act.CancelCall(string(params.RequestID))
 		}
 	}
 }
@@ -236,41 +236,29 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, p Principal, e 
 }
 
 func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e *entry, msg *message) {
-	var params struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Meta      struct {
-			ProgressToken json.RawMessage `json:"progressToken"`
-		} `json:"_meta"`
-	}
-	if json.Unmarshal(msg.Params, &params) != nil || params.Name == "" {
+	params, ok := callParams(msg.Params)
+	if !ok {
 		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidParams, "tools/call needs params.name"))
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	res, err := s.ask(e.pid, &session.Begin{RequestID: string(msg.ID), Cancel: cancel})
-	switch {
-	case s.ended(e, err):
+	id := string(msg.ID)
+	switch err := e.act.BeginCall(id, cancel); {
+	case errors.Is(err, session.ErrClosed):
 		writeNotFound(w) // ended between the owner check and now
 		return
 	case err != nil:
-		writeRPC(w, http.StatusServiceUnavailable, errorResponse(msg.ID, CodeInternalError, "session busy"))
-		return
-	case errors.Is(res.(*session.Begun).Err, session.ErrClosed):
-		writeNotFound(w)
-		return
-	case res.(*session.Begun).Err != nil:
-		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidRequest, res.(*session.Begun).Err.Error()))
+		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidRequest, err.Error()))
 		return
 	}
-	defer s.root.Send(e.pid, &session.End{RequestID: string(msg.ID)})
+	defer e.act.EndCall(id)
 
 	out := &callWriter{w: w, s: s, ctx: ctx, cancel: cancel, credential: p.CredentialID}
 	var progress func(float64, float64, string)
-	if len(params.Meta.ProgressToken) > 0 {
+	if len(params.ProgressToken) > 0 {
 		progress = func(done, total float64, message string) {
-			n := map[string]any{"progressToken": params.Meta.ProgressToken, "progress": done}
+			n := map[string]any{"progressToken": params.ProgressToken, "progress": done}
 			if total > 0 {
 				n["total"] = total
 			}
@@ -288,15 +276,61 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 		s.opts.Logger.Error("tool call", "tool", params.Name, "err", err)
 		out.finish(errorResponse(msg.ID, CodeInternalError, "internal error"))
 	default:
-		body := map[string]any{
-			"content": []map[string]string{{"type": "text", "text": result.Text}},
-			"isError": result.IsError,
-		}
-		if result.Structured != nil {
-			body["structuredContent"] = result.Structured
-		}
-		out.finish(resultResponse(msg.ID, body))
+		out.finish(resultResponse(msg.ID, toolResult{
+			Content:    []textContent{{Type: "text", Text: result.Text}},
+			IsError:    result.IsError,
+			Structured: result.Structured,
+		}))
 	}
+}
+
+// toolResult is the result of tools/call.
+type toolResult struct {
+	Content    []textContent `json:"content"`
+	IsError    bool          `json:"isError"`
+	Structured any           `json:"structuredContent,omitempty"`
+}
+
+type textContent struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// toolCall is what tools/call's params carry that the transport reads.
+type toolCall struct {
+	Name          string
+	Arguments     json.RawMessage
+	ProgressToken json.RawMessage // params._meta.progressToken
+}
+
+// callParams reads tools/call's params: name (a non-empty string),
+// arguments, _meta.progressToken. Names are matched exactly, as JSON-RPC's
+// are. params comes from a validated body.
+func callParams(params json.RawMessage) (toolCall, bool) {
+	var c toolCall
+	if len(params) == 0 {
+		return c, false
+	}
+	err := eachMember(params, func(name, value []byte) error {
+		switch string(name) {
+		case "name":
+			return stringValue(value, &c.Name)
+		case "arguments":
+			c.Arguments = value
+		case "_meta":
+			if value[0] != '{' {
+				return nil
+			}
+			return eachMember(value, func(name, value []byte) error {
+				if string(name) == "progressToken" {
+					c.ProgressToken = value
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	return c, err == nil && c.Name != ""
 }
 
 // callWriter answers one request: application/json when the result is all

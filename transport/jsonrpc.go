@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
+	"unicode/utf8"
 )
 
 // JSON-RPC 2.0 error codes used by the transport.
@@ -43,36 +43,44 @@ var (
 
 // decodeMessage parses one JSON-RPC message. A JSON array is errBatch:
 // batches were removed from MCP in 2025-06-18 and are not accepted.
+//
+// It is on every request's path, so it does not build a map or decode
+// twice: the body is validated once (json.Valid, no allocation), then the
+// top-level members are walked in place. Member names are matched exactly:
+// JSON-RPC names are case-sensitive (encoding/json's struct decoding would
+// take "Method" for "method").
 func decodeMessage(body []byte) (*message, error) {
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		if !json.Valid(trimmed) {
-			return nil, errParse
-		}
+	if !json.Valid(body) {
+		return nil, errParse // also: trailing data, a stray closing bracket
+	}
+	switch body[skipSpace(body, 0)] {
+	case '[':
 		return nil, errBatch
-	}
-	// Members are read by their exact names (encoding/json would match
-	// "JSONRPC" or "Method" too; JSON-RPC names are case-sensitive).
-	var members map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&members); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return nil, errInvalid // valid JSON, but not an object
-		}
-		return nil, errParse
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errParse // trailing data, a stray closing bracket included
+	case '{':
+	default:
+		return nil, errInvalid // valid JSON, but not an object
 	}
 	var m message
-	if err := unmarshalMember(members, "jsonrpc", &m.JSONRPC); err != nil {
+	err := eachMember(body, func(name, value []byte) error {
+		switch string(name) {
+		case "jsonrpc":
+			return stringValue(value, &m.JSONRPC)
+		case "method":
+			return stringValue(value, &m.Method)
+		case "id":
+			m.ID = value
+		case "params":
+			m.Params = value
+		case "result":
+			m.Result = value
+		case "error":
+			m.Error = value
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, errInvalid
 	}
-	if err := unmarshalMember(members, "method", &m.Method); err != nil {
-		return nil, errInvalid
-	}
-	m.ID, m.Params, m.Result, m.Error = members["id"], members["params"], members["result"], members["error"]
 	if m.JSONRPC != "2.0" {
 		return nil, errInvalid
 	}
@@ -85,16 +93,114 @@ func decodeMessage(body []byte) (*message, error) {
 	if m.Method != "" && (len(m.Result) > 0 || len(m.Error) > 0) {
 		return nil, errInvalid
 	}
+	if m.Method == "" && len(m.Result) == 0 && len(m.Error) == 0 {
+		return nil, errInvalid // a response carries a result or an error
+	}
 	return &m, nil
 }
 
-// unmarshalMember decodes members[name], if present, into v.
-func unmarshalMember(members map[string]json.RawMessage, name string, v any) error {
-	raw, ok := members[name]
-	if !ok {
+// eachMember calls fn with the name (unescaped) and the raw value of each
+// member of the JSON object obj, in order; a repeated name is seen again,
+// so the last one wins. obj must be valid JSON (json.Valid): the walk
+// relies on it. An obj that is not an object is an error.
+func eachMember(obj []byte, fn func(name, value []byte) error) error {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return errInvalid
+	}
+	i = skipSpace(obj, i+1)
+	if obj[i] == '}' {
 		return nil
 	}
-	return json.Unmarshal(raw, v)
+	for {
+		end := skipString(obj, i)
+		name := obj[i+1 : end-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			var unescaped string
+			if err := json.Unmarshal(obj[i:end], &unescaped); err != nil {
+				return err
+			}
+			name = []byte(unescaped)
+		}
+		i = skipSpace(obj, end)
+		i = skipSpace(obj, i+1) // past ':'
+		vend := skipValue(obj, i)
+		if err := fn(name, obj[i:vend]); err != nil {
+			return err
+		}
+		i = skipSpace(obj, vend)
+		if obj[i] == '}' {
+			return nil
+		}
+		i = skipSpace(obj, i+1) // past ','
+	}
+}
+
+// stringValue decodes a JSON string (or null, as "") into dst; any other
+// value is an error.
+func stringValue(value []byte, dst *string) error {
+	switch {
+	case string(value) == "null":
+		*dst = ""
+	case value[0] != '"':
+		return errInvalid
+	case bytes.IndexByte(value, '\\') < 0 && utf8.Valid(value):
+		*dst = string(value[1 : len(value)-1])
+	default:
+		return json.Unmarshal(value, dst)
+	}
+	return nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string that starts at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// skipValue returns the index just past the value that starts at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return i
+	default: // number, true, false, null
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return i
+			}
+		}
+		return i
+	}
 }
 
 // validID accepts the ids MCP allows: a string or an integer-valued number.

@@ -29,7 +29,7 @@ var (
 // registry counts sessions against the caps. A slot is reserved before
 // initialize runs, so concurrent initializes cannot overshoot (SPEC §5).
 type registry struct {
-	mu       sync.Mutex // guards the fields below
+	mu       sync.RWMutex // guards the fields below
 	max      int
 	maxPerNS int
 	reserved int                          // slots held, live sessions and initializes in progress
@@ -126,8 +126,8 @@ func (g *registry) removeLocked(id string) {
 // idle returns the live sessions with nothing open and no activity for
 // at least d.
 func (g *registry) idle(now time.Time, d time.Duration) []*entry {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	var out []*entry
 	for _, e := range g.byID {
 		if !e.act.Busy() && now.Sub(e.act.Last()) >= d {
@@ -138,14 +138,14 @@ func (g *registry) idle(now time.Time, d time.Duration) []*entry {
 }
 
 func (g *registry) get(id string) *entry {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	return g.byID[id]
 }
 
 func (g *registry) count() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.mu.RLock()
+	defer g.mu.RUnlock()
 	return len(g.byID)
 }
 

@@ -403,13 +403,15 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 
 // lookup is SPEC §5 step 3: the session named by the request, if the
 // caller's namespace owns it. Unknown, ended and foreign sessions are all
-// nil, and nothing about them is touched.
+// nil, and nothing about them is touched. The registry holds the same
+// owner as the session's record (both are set at initialize and never
+// change), without a store transaction per request.
 func (s *Server) lookup(id string, p Principal) *entry {
-	rec, err := s.store.Read().MCPSession(nil, id)
-	if err != nil || !(session.Owner{Namespace: rec.Owner}).Owns(p.Namespace) {
+	e := s.reg.get(id)
+	if e == nil || !(session.Owner{Namespace: e.namespace}).Owns(p.Namespace) {
 		return nil
 	}
-	return s.reg.get(id)
+	return e
 }
 
 // versionOK checks MCP-Protocol-Version (absent: 2025-03-26).

@@ -41,8 +41,7 @@ func NewProps(cfg *Config) *actor.Props {
 
 type sessionActor struct {
 	cfg         *Config
-	p           Start                         // this session's parameters
-	inflight    map[string]context.CancelFunc // nil until the first call
+	p           Start // this session's parameters
 	stream      context.CancelFunc
 	initialized bool
 	created     time.Time
@@ -66,22 +65,6 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *Start:
 		a.cfg.Logger.Warn("session actor: started twice", "session", a.p.ID)
-	case *Begin:
-		if _, dup := a.inflight[msg.RequestID]; dup {
-			ctx.Respond(&Begun{Err: ErrDuplicateRequest})
-			return
-		}
-		if a.inflight == nil {
-			a.inflight = map[string]context.CancelFunc{} // most sessions idle: no map until a call
-		}
-		a.inflight[msg.RequestID] = msg.Cancel
-		ctx.Respond(&Begun{})
-	case *End:
-		delete(a.inflight, msg.RequestID)
-	case *Cancel:
-		if cancel := a.inflight[msg.RequestID]; cancel != nil {
-			cancel()
-		}
 	case *OpenStream:
 		if a.stream != nil {
 			ctx.Respond(&StreamOpened{Err: ErrStreamBusy})
@@ -116,10 +99,7 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 
 // refuse answers what reaches a session that is ending.
 func (a *sessionActor) refuse(ctx actor.Context) {
-	switch msg := ctx.Message().(type) {
-	case *Begin:
-		msg.Cancel()
-		ctx.Respond(&Begun{Err: ErrClosed})
+	switch ctx.Message().(type) {
 	case *OpenStream:
 		ctx.Respond(&StreamOpened{Err: ErrClosed})
 	case *Delete:
@@ -163,7 +143,7 @@ func (a *sessionActor) info() *Info {
 		Owner:           a.p.Owner,
 		ProtocolVersion: a.p.ProtocolVersion,
 		Initialized:     a.initialized,
-		InFlight:        len(a.inflight),
+		InFlight:        a.p.Activity.InFlight(),
 		StreamOpen:      a.stream != nil,
 		Created:         a.created,
 		LastActive:      a.p.Activity.Last(),
@@ -178,7 +158,7 @@ func (a *sessionActor) idle(ctx actor.Context) {
 		return
 	}
 	since := a.cfg.Now().Sub(a.p.Activity.Last())
-	if len(a.inflight) > 0 || a.stream != nil || a.p.Activity.Busy() || since < a.cfg.IdleTimeout {
+	if a.stream != nil || a.p.Activity.Busy() || a.p.Activity.InFlight() > 0 || since < a.cfg.IdleTimeout {
 		return
 	}
 	a.end(ctx, ReasonIdle)
@@ -188,10 +168,7 @@ func (a *sessionActor) idle(ctx actor.Context) {
 // actor. Messages still queued are answered with ErrClosed first.
 func (a *sessionActor) end(ctx actor.Context, reason string) {
 	a.ending = reason
-	for id, cancel := range a.inflight {
-		cancel()
-		delete(a.inflight, id)
-	}
+	a.p.Activity.close()
 	if a.stream != nil {
 		a.stream()
 		a.stream = nil
@@ -210,9 +187,7 @@ func (a *sessionActor) stopped() {
 	if a.ending == "" && a.p.ID != "" {
 		// Stopped from outside (shutdown): the record goes too.
 		a.ending = ReasonShutdown
-		for _, cancel := range a.inflight {
-			cancel()
-		}
+		a.p.Activity.close()
 		if a.stream != nil {
 			a.stream()
 		}

@@ -14,7 +14,7 @@ var ErrClosed = errors.New("session closed")
 // stream is open (HTTP 409).
 var ErrStreamBusy = errors.New("session stream already open")
 
-// ErrDuplicateRequest is the answer to Begin for a request id already in
+// ErrDuplicateRequest is the answer to BeginCall for a request id already in
 // flight on the session.
 var ErrDuplicateRequest = errors.New("request id already in flight")
 
@@ -48,23 +48,6 @@ type Start struct {
 // nothing in flight, no stream, no activity. The transport sends it to the
 // sessions its periodic sweep finds idle.
 type IdleCheck struct{}
-
-// Begin registers a request in flight; Cancel is called if the client
-// cancels it or the session ends. Answered by *Begun.
-type Begin struct {
-	RequestID string // JSON-RPC id, as raw JSON
-	Cancel    context.CancelFunc
-}
-
-// Begun answers Begin.
-type Begun struct{ Err error }
-
-// End unregisters a request (it finished).
-type End struct{ RequestID string }
-
-// Cancel cancels a request in flight (notifications/cancelled). Unknown ids
-// are ignored, as MCP asks.
-type Cancel struct{ RequestID string }
 
 // OpenStream registers the standalone SSE stream; Close ends it. Answered
 // by *StreamOpened.
@@ -112,9 +95,6 @@ type ownerDead struct{}
 
 func (*Start) sessionMessage()        {}
 func (*IdleCheck) sessionMessage()    {}
-func (*Begin) sessionMessage()        {}
-func (*End) sessionMessage()          {}
-func (*Cancel) sessionMessage()       {}
 func (*OpenStream) sessionMessage()   {}
 func (*StreamClosed) sessionMessage() {}
 func (*CloseStream) sessionMessage()  {}

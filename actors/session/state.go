@@ -1,6 +1,8 @@
 package session
 
 import (
+	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -21,11 +23,21 @@ func (o Owner) Owns(namespace string) bool {
 }
 
 // Activity is shared between a session actor and the transport: the
-// transport marks requests and streams without a round trip to the actor,
-// and the actor reads it to decide idle eviction. The zero value is ready.
+// transport marks requests and streams, and registers the calls in flight,
+// without a round trip to the actor; the actor reads it to decide idle
+// eviction and, when the session ends, cancels the calls and closes it so
+// no call starts afterwards. The zero value is ready.
+//
+// Calls are kept here rather than in the actor's mailbox because a call is
+// the hot path: a registration is a map write under a mutex, where an ask
+// would be two goroutine hops and a future.
 type Activity struct {
 	busy atomic.Int64 // requests in flight + open streams
 	last atomic.Int64 // unix nanos of the last request start or end
+
+	mu     sync.Mutex                    // guards the fields below
+	calls  map[string]context.CancelFunc // by JSON-RPC id; nil until the first call
+	closed bool                          // the session ended: no call may start
 }
 
 // Begin marks the start of a request or stream at now.
@@ -45,3 +57,59 @@ func (a *Activity) Busy() bool { return a.busy.Load() > 0 }
 
 // Last returns the time of the last activity.
 func (a *Activity) Last() time.Time { return time.Unix(0, a.last.Load()) }
+
+// BeginCall registers a call in flight under its JSON-RPC id; cancel is
+// called if the client cancels it or the session ends. It fails with
+// ErrClosed once the session ended and with ErrDuplicateRequest for an id
+// already in flight.
+func (a *Activity) BeginCall(id string, cancel context.CancelFunc) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return ErrClosed
+	}
+	if _, dup := a.calls[id]; dup {
+		return ErrDuplicateRequest
+	}
+	if a.calls == nil {
+		a.calls = map[string]context.CancelFunc{} // most sessions idle: no map until a call
+	}
+	a.calls[id] = cancel
+	return nil
+}
+
+// EndCall unregisters a finished call.
+func (a *Activity) EndCall(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.calls, id)
+}
+
+// CancelCall cancels a call in flight (notifications/cancelled). Unknown
+// ids are ignored, as MCP asks.
+func (a *Activity) CancelCall(id string) {
+	a.mu.Lock()
+	cancel := a.calls[id]
+	a.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// InFlight returns how many calls are in flight.
+func (a *Activity) InFlight() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.calls)
+}
+
+// close cancels every call in flight and refuses new ones.
+func (a *Activity) close() {
+	a.mu.Lock()
+	calls := a.calls
+	a.calls, a.closed = nil, true
+	a.mu.Unlock()
+	for _, cancel := range calls {
+		cancel()
+	}
+}

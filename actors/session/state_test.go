@@ -1,6 +1,9 @@
 package session
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 func TestOwnerOwns(t *testing.T) {
 	tests := []struct {
@@ -21,5 +24,46 @@ func TestOwnerOwns(t *testing.T) {
 				t.Errorf("Owner{%q}.Owns(%q) = %v, want %v", test.owner.Namespace, test.namespace, got, test.want)
 			}
 		})
+	}
+}
+
+// cancelCounter counts the calls of its cancel func.
+type cancelCounter struct{ n int }
+
+func (c *cancelCounter) cancel() { c.n++ }
+
+func TestActivityCalls(t *testing.T) {
+	var a Activity
+	var c1, c2 cancelCounter
+	if err := a.BeginCall("1", c1.cancel); err != nil {
+		t.Fatalf("BeginCall(1) = %v", err)
+	}
+	if err := a.BeginCall("1", c2.cancel); !errors.Is(err, ErrDuplicateRequest) {
+		t.Fatalf("BeginCall(1) again = %v, want ErrDuplicateRequest", err)
+	}
+	if err := a.BeginCall(`"1"`, c2.cancel); err != nil {
+		t.Fatalf(`BeginCall("1") (a string id, not the number) = %v`, err)
+	}
+	if got := a.InFlight(); got != 2 {
+		t.Fatalf("InFlight = %d, want 2", got)
+	}
+	a.CancelCall("nope") // unknown: ignored
+	a.CancelCall("1")
+	if c1.n != 1 || c2.n != 0 {
+		t.Fatalf("cancels after CancelCall(1): %d, %d; want 1, 0", c1.n, c2.n)
+	}
+	a.EndCall("1")
+	if err := a.BeginCall("1", c1.cancel); err != nil {
+		t.Fatalf("BeginCall(1) after EndCall = %v (an id may be reused once finished)", err)
+	}
+	a.close()
+	if c1.n != 2 || c2.n != 1 {
+		t.Fatalf("after close, cancels %d, %d; want every call in flight cancelled", c1.n, c2.n)
+	}
+	if got := a.InFlight(); got != 0 {
+		t.Fatalf("InFlight after close = %d", got)
+	}
+	if err := a.BeginCall("2", c1.cancel); !errors.Is(err, ErrClosed) {
+		t.Fatalf("BeginCall after close = %v, want ErrClosed", err)
 	}
 }

@@ -1,0 +1,61 @@
+package transport
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestCallParams(t *testing.T) {
+	tests := []struct {
+		params string
+		ok     bool
+		want   toolCall
+	}{
+		{`{"name":"echo","arguments":{"text":"hi"}}`, true, toolCall{Name: "echo", Arguments: json.RawMessage(`{"text":"hi"}`)}},
+		{` { "arguments" : [1, {"a":"}"}] , "name" : "e\u0063ho" } `, true, toolCall{Name: "echo", Arguments: json.RawMessage(`[1, {"a":"}"}]`)}},
+		{`{"name":"x","_meta":{"progressToken":"p-1","other":{"progressToken":2}}}`, true, toolCall{Name: "x", ProgressToken: json.RawMessage(`"p-1"`)}},
+		{`{"name":"x","_meta":null}`, true, toolCall{Name: "x"}},
+		{`{"name":"x","name":"y"}`, true, toolCall{Name: "y"}}, // the last one wins, as in encoding/json
+		{`{"Name":"echo"}`, false, toolCall{}},                 // names are case-sensitive
+		{`{"name":""}`, false, toolCall{}},
+		{`{"name":7}`, false, toolCall{}},
+		{`{"arguments":{}}`, false, toolCall{}},
+		{`["echo"]`, false, toolCall{}},
+		{`"echo"`, false, toolCall{}},
+		{`null`, false, toolCall{}},
+		{``, false, toolCall{}},
+	}
+	for _, tt := range tests {
+		got, ok := callParams(json.RawMessage(tt.params))
+		if ok != tt.ok {
+			t.Errorf("callParams(%s) ok = %v, want %v", tt.params, ok, tt.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if got.Name != tt.want.Name || string(got.Arguments) != string(tt.want.Arguments) || string(got.ProgressToken) != string(tt.want.ProgressToken) {
+			t.Errorf("callParams(%s) = {%q %s %s}, want {%q %s %s}", tt.params,
+				got.Name, got.Arguments, got.ProgressToken, tt.want.Name, tt.want.Arguments, tt.want.ProgressToken)
+		}
+	}
+}
+
+func TestDecodeMessageMembers(t *testing.T) {
+	m, err := decodeMessage([]byte(`{"params":{"id":9,"method":"no"},"id":"a\"b","method":"tools/call","jsonrpc":"2.0"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Method != "tools/call" || string(m.ID) != `"a\"b"` || string(m.Params) != `{"id":9,"method":"no"}` {
+		t.Fatalf("decoded %+v: nested members must not be taken for top-level ones", m)
+	}
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","Method":"ping","id":1}`, // case-sensitive: no method, so a response without result: invalid
+		`{"jsonrpc":"2.0","method":1,"id":1}`,
+		`{"jsonrpc":"2.0","method":"ping","id":{}}`,
+	} {
+		if _, err := decodeMessage([]byte(body)); err != errInvalid {
+			t.Errorf("decodeMessage(%s) = %v, want errInvalid", body, err)
+		}
+	}
+}
