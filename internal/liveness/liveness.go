@@ -239,14 +239,19 @@ func (m *Monitor) expire() {
 		return
 	}
 	now := m.now()
-	r := m.store.Read()
+	// Take every due entry off first, then evaluate: a key found live again
+	// is rescheduled for a later tick, never re-examined in this loop (a
+	// clock that disagrees with itself cannot spin it).
+	var due []*key
 	for len(m.due) > 0 && !m.due[0].at.After(now) {
 		d := heap.Pop(&m.due).(deadline)
-		k := m.keys[d.id]
-		if k == nil || !k.deadline.Equal(d.at) {
-			continue // unwatched, or rescheduled earlier
+		if k := m.keys[d.id]; k != nil && k.deadline.Equal(d.at) { // else unwatched, or rescheduled
+			k.deadline = time.Time{}
+			due = append(due, k)
 		}
-		k.deadline = time.Time{}
+	}
+	r := m.store.Read()
+	for _, k := range due {
 		fire = append(fire, m.evaluateLocked(r, k)...)
 	}
 	m.armLocked()
