@@ -114,8 +114,10 @@ func (s *session) wait() {
 	s.exited = true
 	died := s.opened && !s.closing
 	s.mu.Unlock()
-	close(s.done)
+	// Logged before done is closed: Close returns on done, and a runtime
+	// shutting down may exit right after.
 	s.logger.Info("provider process exited", "pid", s.cmd.Process.Pid, "status", exitStatus(err), "died", died)
+	close(s.done)
 	if died {
 		s.events.Died(fmt.Errorf("process exited: %s%s", exitStatus(err), s.out.stderr.tail()))
 	}
