@@ -23,6 +23,7 @@ import (
 	"pgregory.net/rapid"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/internal/actortest"
 )
 
 // The HTTP machine drives the runtime through its MCP endpoint (SPEC §5),
@@ -348,7 +349,7 @@ type httpMachine struct {
 }
 
 func newHTTPMachine(t *rapid.T) *httpMachine {
-	clock := &fakeClock{now: testStart}
+	clock := actortest.NewClock(testStart)
 	rt, err := mcpruntime.New(mcpruntime.Config{
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,

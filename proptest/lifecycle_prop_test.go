@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/internal/actortest"
 )
 
 // The lifecycle machine drives every lifecycle operation of the public API
@@ -70,29 +70,11 @@ var (
 // errInjected is the driver failure FailNextOpen injects.
 var errInjected = errors.New("injected driver failure")
 
-// fakeClock is the runtime's clock; actors read it from their goroutines.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // lifecycleMachine is one runtime and its model.
 type lifecycleMachine struct {
 	ctx   context.Context
 	rt    *mcpruntime.Runtime
-	clock *fakeClock
+	clock *actortest.Clock
 	m     *model
 	texts int // counter for message texts
 	// closes counts provider-session close events (SubscribeProviderEvents).
@@ -110,7 +92,7 @@ func subscribeCounting(subscribe func(func(provider.Event)) func(), n *atomic.In
 }
 
 func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
-	clock := &fakeClock{now: testStart}
+	clock := actortest.NewClock(testStart)
 	rt, err := mcpruntime.New(mcpruntime.Config{
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,

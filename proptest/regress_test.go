@@ -12,14 +12,15 @@ import (
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/internal/actortest"
 )
 
 // Plain regression tests for the minimal cases the machines found. Each is
 // named for what broke.
 
-func newRegressRuntime(t *testing.T) (*mcpruntime.Runtime, *fakeClock) {
+func newRegressRuntime(t *testing.T) (*mcpruntime.Runtime, *actortest.Clock) {
 	t.Helper()
-	clock := &fakeClock{now: testStart}
+	clock := actortest.NewClock(testStart)
 	rt, err := mcpruntime.New(mcpruntime.Config{
 		CredentialWindow: testWindow,
 		ClientTokenTTL:   testClientTTL,

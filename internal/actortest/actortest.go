@@ -1,5 +1,6 @@
-// Package actortest holds what the actor packages' tests share: a fake
-// clock and a typed request helper. It is imported by tests only.
+// Package actortest holds what the tests of the actor packages, the
+// liveness monitor and the property suite share: a fake clock and a typed
+// request helper. It is imported by tests only.
 package actortest
 
 import (

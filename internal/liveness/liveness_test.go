@@ -8,38 +8,19 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/internal/liveness"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// clock is a fake clock; expiries are scheduled on it, so the tests move
-// it and then wait for the monitor's timer (which re-arms at the fake
-// distance, at least 1 ms).
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 type env struct {
 	t     *testing.T
 	store *memdb.Store
-	clock *clock
+	clock *actortest.Clock
 	mon   *liveness.Monitor
 }
 
@@ -49,7 +30,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{now: t0}
+	c := actortest.NewClock(t0)
 	mon := liveness.New(store, c.Now)
 	t.Cleanup(mon.Close)
 	return &env{t: t, store: store, clock: c, mon: mon}
@@ -211,7 +192,7 @@ func newRealEnv(t *testing.T) *env {
 	}
 	mon := liveness.New(store, time.Now)
 	t.Cleanup(mon.Close)
-	return &env{t: t, store: store, clock: &clock{now: t0}, mon: mon}
+	return &env{t: t, store: store, clock: actortest.NewClock(t0), mon: mon}
 }
 
 func TestExpiry(t *testing.T) {
