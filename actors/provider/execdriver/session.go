@@ -30,15 +30,13 @@ type session struct {
 	done    chan struct{} // closed once the process is reaped and cleaned up
 	waitErr error         // the process's exit; read after done
 
-	// fileMu orders a rotation's rewrite of the config file with its
-	// removal at exit, so that no rewrite lands after the removal.
-	fileMu   sync.Mutex
-	fileGone bool // guarded by fileMu
-
-	mu      sync.Mutex // guards the fields below
-	opened  bool       // Open returned it: from now on an exit is a death
-	closing bool       // Close was called: an exit is not a death
-	exited  bool       // reaped
+	// mu guards the fields below. It is also held while the config file is
+	// rewritten (a rotation) or removed (at exit), so that no rewrite lands
+	// after the removal.
+	mu      sync.Mutex
+	opened  bool // Open returned it: from now on an exit is a death
+	closing bool // Close was called: an exit is not a death
+	exited  bool // reaped, its config file removed
 }
 
 func start(ctx context.Context, d *driver, req provider.OpenRequest) (*session, error) {
@@ -88,9 +86,9 @@ func start(ctx context.Context, d *driver, req provider.OpenRequest) (*session, 
 			return s, nil
 		}
 		<-s.done
-		return nil, fmt.Errorf("exec: %s exited at once (%s)%s", d.cfg.Command, exitStatus(s.waitErr), s.out.stderr.tail())
+		return nil, s.exitedAtOnce()
 	case <-s.done:
-		return nil, fmt.Errorf("exec: %s exited at once (%s)%s", d.cfg.Command, exitStatus(s.waitErr), s.out.stderr.tail())
+		return nil, s.exitedAtOnce()
 	case <-ctx.Done():
 		s.stop(ctx)
 		return nil, fmt.Errorf("exec: start %s: %w", d.cfg.Command, ctx.Err())
@@ -103,14 +101,11 @@ func (s *session) wait() {
 	err := s.cmd.Wait()
 	killGroup(s.cmd) // no child outlives its leader
 	s.out.drain()
-	s.fileMu.Lock()
+	s.waitErr = err
+	s.mu.Lock()
 	if rerr := os.Remove(s.file); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		s.logger.Warn("remove MCP config file", "err", rerr)
 	}
-	s.fileGone = true
-	s.fileMu.Unlock()
-	s.waitErr = err
-	s.mu.Lock()
 	s.exited = true
 	died := s.opened && !s.closing
 	s.mu.Unlock()
@@ -123,6 +118,12 @@ func (s *session) wait() {
 	}
 }
 
+// exitedAtOnce is Open's error for a process that exited within
+// StartupWait; call it once done is closed.
+func (s *session) exitedAtOnce() error {
+	return fmt.Errorf("exec: %s exited at once (%s)%s", s.cfg.Command, exitStatus(s.waitErr), s.out.stderr.tail())
+}
+
 // Attach re-binds the session's thread. A new credential (after a
 // rotation) is written to the config file; an empty Authorization is a
 // re-attach of the token the process already holds.
@@ -133,9 +134,9 @@ func (s *session) Attach(ctx context.Context, b provider.Binding) error {
 	if b.Authorization == "" {
 		return nil
 	}
-	s.fileMu.Lock()
-	defer s.fileMu.Unlock()
-	if s.fileGone {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.exited {
 		return fmt.Errorf("exec: session %s: process has exited", s.id)
 	}
 	return rewriteConfig(s.file, s.cfg.ServerName, b)
