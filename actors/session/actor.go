@@ -158,7 +158,7 @@ func (a *sessionActor) idle(ctx actor.Context) {
 		return
 	}
 	since := a.cfg.Now().Sub(a.p.Activity.Last())
-	if a.stream != nil || a.p.Activity.Busy() || a.p.Activity.InFlight() > 0 || since < a.cfg.IdleTimeout {
+	if a.stream != nil || a.p.Activity.Busy() || since < a.cfg.IdleTimeout { // a call in flight is a request: Busy
 		return
 	}
 	a.end(ctx, ReasonIdle)

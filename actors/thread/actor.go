@@ -538,20 +538,27 @@ func (a *threadActor) failOpen(ctx actor.Context, p *pendingOpen, err error) {
 // abortOpen makes the provider undo an open: a new session is closed, a
 // re-attach (or a multi-thread attach) is detached.
 func (a *threadActor) abortOpen(ctx actor.Context, prov *actor.PID, p *pendingOpen) {
-	if p.newSession {
-		ctx.Send(prov, &provider.CloseSession{SessionID: p.sessionID, Reason: provider.ReasonAborted})
+	for _, msg := range a.abortMessages(p) {
+		ctx.Send(prov, msg)
 	}
-	ctx.Send(prov, &provider.DetachThread{Thread: a.cfg.ID})
 }
 
 // abortOpenWait is abortOpen with futures that complete once the provider
 // has closed the session (its driver included) and detached the thread.
 func (a *threadActor) abortOpenWait(ctx actor.Context, prov *actor.PID, p *pendingOpen) []*actor.Future {
 	var fs []*actor.Future
-	if p.newSession {
-		fs = append(fs, ctx.RequestFuture(prov, &provider.CloseSession{SessionID: p.sessionID, Reason: provider.ReasonAborted}, a.cfg.OpenTimeout+a.cfg.ActorTimeout))
+	for _, msg := range a.abortMessages(p) {
+		fs = append(fs, ctx.RequestFuture(prov, msg, a.cfg.OpenTimeout+a.cfg.ActorTimeout))
 	}
-	return append(fs, ctx.RequestFuture(prov, &provider.DetachThread{Thread: a.cfg.ID}, a.cfg.ActorTimeout))
+	return fs
+}
+
+func (a *threadActor) abortMessages(p *pendingOpen) []any {
+	msgs := []any{&provider.DetachThread{Thread: a.cfg.ID}}
+	if p.newSession {
+		msgs = append([]any{&provider.CloseSession{SessionID: p.sessionID, Reason: provider.ReasonAborted}}, msgs...)
+	}
+	return msgs
 }
 
 // release implements SPEC §3 "release / close a provider session".
