@@ -23,25 +23,10 @@ func benchSession(b *testing.B) func(body []byte) []byte {
 	}
 	srv := httptest.NewServer(h)
 	b.Cleanup(srv.Close)
-	client := srv.Client()
 	post := func(sid string, body []byte) (*http.Response, []byte) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp, out
+		return benchDo(b, srv, tok, http.MethodPost, sid, body)
 	}
-	resp, _ := post("", []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`))
+	resp, _ := post("", benchInitialize)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != http.StatusOK || sid == "" {
 		b.Fatalf("initialize: %s", resp.Status)
@@ -53,6 +38,29 @@ func benchSession(b *testing.B) func(body []byte) []byte {
 		}
 		return out
 	}
+}
+
+var benchInitialize = []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+
+// benchDo sends one MCP request to srv with tok, on session sid unless it
+// is empty, and returns the response and its body.
+func benchDo(b *testing.B, srv *httptest.Server, tok, method, sid string, body []byte) (*http.Response, []byte) {
+	b.Helper()
+	req, _ := http.NewRequest(method, srv.URL+"/mcp", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, out
 }
 
 // BenchmarkHTTPToolCall is one tools/call (thread_read) through the whole

@@ -12,8 +12,15 @@ import (
 // provider session for "a" is open; it returns the session's token.
 func benchRuntime(b *testing.B) (*mcpruntime.Runtime, mcpruntime.Principal, string) {
 	b.Helper()
+	return benchRuntimeWith(b, mcpruntime.Config{})
+}
+
+// benchRuntimeWith is benchRuntime on cfg, with its log discarded.
+func benchRuntimeWith(b *testing.B, cfg mcpruntime.Config) (*mcpruntime.Runtime, mcpruntime.Principal, string) {
+	b.Helper()
 	ctx := context.Background()
-	rt, err := mcpruntime.New(mcpruntime.Config{Logger: slog.New(slog.DiscardHandler)})
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	rt, err := mcpruntime.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

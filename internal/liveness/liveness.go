@@ -7,7 +7,9 @@
 // write that revoked a credential tells the monitor, which re-reads only
 // the keys that write touched and someone watches. Expiry needs no write,
 // so the monitor keeps one timer for the earliest expiry among the watched
-// keys. A watcher costs a map entry, whatever the number of watchers.
+// keys. A watcher costs a map entry, whatever the number of watchers, and
+// an ended watch leaves nothing behind: a key with no watcher left leaves
+// the timer heap with it, however far off its expiry is.
 //
 // The MCP transport uses it so that an MCP session ends when its owner
 // namespace has no live credential left, and a stream ends when the
@@ -36,11 +38,14 @@ type keyID struct {
 	name string
 }
 
-// key is one watched namespace or credential.
+// key is one watched namespace or credential. It is in the timer heap
+// while it has a scheduled expiry, and in the heap only while it is in
+// Monitor.keys: dropping a key removes its heap entry.
 type key struct {
 	id       keyID
 	watchers map[*watcher]struct{}
-	deadline time.Time // the expiry the timer heap holds for it; zero: none
+	deadline time.Time // its scheduled expiry, while index >= 0
+	index    int       // its position in Monitor.due; -1: not scheduled
 }
 
 type watcher struct {
@@ -57,7 +62,7 @@ type Monitor struct {
 
 	mu     sync.Mutex // guards the fields below
 	keys   map[keyID]*key
-	due    deadlines   // expiries, earliest first; entries may be stale
+	due    deadlines   // the keys with a scheduled expiry, earliest first
 	timer  *time.Timer // fires at the earliest expiry; nil when none
 	closed bool
 }
@@ -81,6 +86,9 @@ func (m *Monitor) Close() {
 		m.timer = nil
 	}
 	clear(m.keys)
+	for _, k := range m.due {
+		k.index = -1
+	}
 	m.due = nil
 }
 
@@ -109,7 +117,7 @@ func (m *Monitor) watch(id keyID, dead func()) (stop func()) {
 	}
 	k := m.keys[id]
 	if k == nil {
-		k = &key{id: id, watchers: map[*watcher]struct{}{}}
+		k = &key{id: id, watchers: map[*watcher]struct{}{}, index: -1}
 		m.keys[id] = k
 	}
 	w.k = k
@@ -131,7 +139,15 @@ func (m *Monitor) unwatch(w *watcher) {
 	}
 	delete(k.watchers, w)
 	if len(k.watchers) == 0 && m.keys[k.id] == k {
-		delete(m.keys, k.id) // its heap entry, if any, goes stale
+		m.dropLocked(k)
+	}
+}
+
+// dropLocked forgets k, which is in m.keys, and its scheduled expiry.
+func (m *Monitor) dropLocked(k *key) {
+	delete(m.keys, k.id)
+	if k.index >= 0 {
+		heap.Remove(&m.due, k.index)
 	}
 }
 
@@ -164,12 +180,20 @@ func (m *Monitor) evaluateLocked(r *memdb.Reader, k *key) []func() {
 			fire = append(fire, w.dead)
 		}
 		clear(k.watchers)
-		delete(m.keys, k.id)
+		m.dropLocked(k)
 		return fire
 	}
-	if !until.IsZero() && (k.deadline.IsZero() || until.Before(k.deadline)) {
+	// A later expiry than the scheduled one (a refresh) is left to the
+	// scheduled tick, which re-reads the key and schedules it again.
+	switch {
+	case until.IsZero():
+	case k.index < 0:
 		k.deadline = until
-		heap.Push(&m.due, deadline{at: until, id: k.id})
+		heap.Push(&m.due, k)
+		m.armLocked()
+	case until.Before(k.deadline):
+		k.deadline = until
+		heap.Fix(&m.due, k.index)
 		m.armLocked()
 	}
 	return nil
@@ -222,7 +246,7 @@ func (m *Monitor) armLocked() {
 	if m.closed || len(m.due) == 0 {
 		return
 	}
-	d := max(m.due[0].at.Sub(m.now()), time.Millisecond)
+	d := max(m.due[0].deadline.Sub(m.now()), time.Millisecond)
 	if m.timer == nil {
 		m.timer = time.AfterFunc(d, m.expire)
 		return
@@ -243,12 +267,8 @@ func (m *Monitor) expire() {
 	// is rescheduled for a later tick, never re-examined in this loop (a
 	// clock that disagrees with itself cannot spin it).
 	var due []*key
-	for len(m.due) > 0 && !m.due[0].at.After(now) {
-		d := heap.Pop(&m.due).(deadline)
-		if k := m.keys[d.id]; k != nil && k.deadline.Equal(d.at) { // else unwatched, or rescheduled
-			k.deadline = time.Time{}
-			due = append(due, k)
-		}
+	for len(m.due) > 0 && !m.due[0].deadline.After(now) {
+		due = append(due, heap.Pop(&m.due).(*key))
 	}
 	r := m.store.Read()
 	for _, k := range due {
@@ -265,22 +285,28 @@ func call(fs []func()) {
 	}
 }
 
-// deadline is one scheduled expiry.
-type deadline struct {
-	at time.Time
-	id keyID
-}
-
-// deadlines is a min-heap of expiries (container/heap).
-type deadlines []deadline
+// deadlines is a min-heap of keys by scheduled expiry (container/heap),
+// indexed: each key knows its position, so dropping one is heap.Remove.
+type deadlines []*key
 
 func (d deadlines) Len() int           { return len(d) }
-func (d deadlines) Less(i, j int) bool { return d[i].at.Before(d[j].at) }
-func (d deadlines) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
-func (d *deadlines) Push(x any)        { *d = append(*d, x.(deadline)) }
+func (d deadlines) Less(i, j int) bool { return d[i].deadline.Before(d[j].deadline) }
+func (d deadlines) Swap(i, j int) {
+	d[i], d[j] = d[j], d[i]
+	d[i].index, d[j].index = i, j
+}
+
+func (d *deadlines) Push(x any) {
+	k := x.(*key)
+	k.index = len(*d)
+	*d = append(*d, k)
+}
+
 func (d *deadlines) Pop() any {
 	old := *d
-	x := old[len(old)-1]
+	k := old[len(old)-1]
+	old[len(old)-1] = nil // no reference kept past the heap's length
+	k.index = -1
 	*d = old[:len(old)-1]
-	return x
+	return k
 }

@@ -1,6 +1,7 @@
 package liveness_test
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -286,5 +287,108 @@ func TestManyWatchersOneKey(t *testing.T) {
 		if cs[i].n.Load() != 1 {
 			t.Fatalf("watcher %d: %d calls, want 1", i, cs[i].n.Load())
 		}
+	}
+}
+
+// TestEndedWatchesLeaveNoEntry churns watches as sessions do (initialize →
+// DELETE: a watch of the owner namespace, then its stop) with expiries a day
+// away: once they have stopped, the monitor holds as many keys and timer
+// entries as before (issue 11: each cycle left a heap entry until expiry).
+func TestEndedWatchesLeaveNoEntry(t *testing.T) {
+	e := newEnv(t)
+	far := t0.Add(24 * time.Hour)
+	var kept counter
+	e.put(provider("kept", t0.Add(time.Hour)), provider("a", far), client("x", "g", far))
+	e.mon.Namespace("cred:kept", kept.fn())
+	baseKeys, baseDue := liveness.Entries(e.mon)
+	if baseKeys != 1 || baseDue != 1 {
+		t.Fatalf("one watched key with an expiry: %d keys, %d timer entries; want 1 and 1", baseKeys, baseDue)
+	}
+	const cycles = 10_000
+	for i := range cycles {
+		switch i % 3 {
+		case 0: // a provider's session, its owner namespace
+			e.mon.Namespace("cred:a", func() {})()
+		case 1: // a client's session and a stream on it, stopped in either order
+			stopNS := e.mon.Namespace("client:g", func() {})
+			stopCred := e.mon.Credential("x", func() {})
+			stopNS()
+			stopCred()
+		case 2: // distinct credentials, each watched once
+			id := fmt.Sprintf("c%d", i)
+			e.put(provider(id, far.Add(time.Duration(i)*time.Second)))
+			e.mon.Credential(id, func() {})()
+		}
+	}
+	if keys, due := liveness.Entries(e.mon); keys != baseKeys || due != baseDue {
+		t.Fatalf("after %d watch/stop cycles: %d keys, %d timer entries; want %d and %d", cycles, keys, due, baseKeys, baseDue)
+	}
+	if kept.n.Load() != 0 {
+		t.Fatal("the kept watcher was called with its credential live")
+	}
+}
+
+// TestExpiryFiresAmongRemovedEntries: watches whose expiries interleave
+// with those of stopped watches still fire, in expiry order, from the
+// monitor's own timer, and only they do; afterwards the monitor is empty.
+// The clock is fake: the timer wakes on real time, a few milliseconds
+// apart, and finds due only what the fake clock has passed.
+func TestExpiryFiresAmongRemovedEntries(t *testing.T) {
+	e := newEnv(t)
+	const n = 200
+	kept := make([]counter, n)
+	stopped := make([]counter, n)
+	for i := range n {
+		// Kept and stopped expiries alternate, 1 ms apart, from 20 ms on;
+		// every tenth stopped one is a day away.
+		at := t0.Add(20*time.Millisecond + time.Duration(2*i)*time.Millisecond)
+		other := at.Add(time.Millisecond)
+		if i%10 == 0 {
+			other = t0.Add(24 * time.Hour)
+		}
+		e.put(provider(fmt.Sprintf("k%d", i), at), provider(fmt.Sprintf("s%d", i), other))
+	}
+	stops := make([]func(), n)
+	for i := range n {
+		e.mon.Credential(fmt.Sprintf("k%d", i), kept[i].fn())
+		stops[i] = e.mon.Credential(fmt.Sprintf("s%d", i), stopped[i].fn())
+	}
+	// Stopped out of heap order: odd ones first, then even ones.
+	for i := 1; i < n; i += 2 {
+		stops[i]()
+	}
+	for i := 0; i < n; i += 2 {
+		stops[i]()
+	}
+	if keys, due := liveness.Entries(e.mon); keys != n || due != n {
+		t.Fatalf("after stopping %d of %d watches: %d keys, %d timer entries; want %d and %d", n, 2*n, keys, due, n, n)
+	}
+	fired := func(upTo int) func() bool {
+		return func() bool {
+			for i := range upTo {
+				if kept[i].n.Load() != 1 {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	// The first half of the kept expiries passes.
+	e.clock.Advance(20*time.Millisecond + (n-1)*time.Millisecond)
+	eventually(t, "the kept watchers whose expiry passed called", fired(n/2))
+	for i := n / 2; i < n; i++ {
+		if kept[i].n.Load() != 0 {
+			t.Fatalf("kept watcher k%d called before its expiry", i)
+		}
+	}
+	e.clock.Advance(time.Hour)
+	eventually(t, "every kept watcher called", fired(n))
+	for i := range stopped {
+		if stopped[i].n.Load() != 0 {
+			t.Fatalf("stopped watcher s%d was called", i)
+		}
+	}
+	if keys, due := liveness.Entries(e.mon); keys != 0 || due != 0 {
+		t.Fatalf("after every watch fired or stopped: %d keys, %d timer entries; want none", keys, due)
 	}
 }
