@@ -111,8 +111,9 @@ type Options struct {
 // request goroutines and session actors: they must be quick and safe for
 // concurrent use.
 type Observer interface {
-	// Request is called once per request with the HTTP method, the status
-	// answered and how long it took (for a stream: until it ended).
+	// Request is called once per request with the HTTP method ("GET",
+	// "POST", "DELETE", or "other" for any other), the status answered and
+	// how long it took (for a stream: until it ended).
 	Request(method string, status int, d time.Duration)
 	// AuthFailure is called for every 401, with a reason: "missing",
 	// "malformed_header", or the backend's (see AuthReasoner).
@@ -244,7 +245,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	s.opts.Observer.Request(r.Method, status, time.Since(start))
+	s.opts.Observer.Request(methodLabel(r.Method), status, time.Since(start))
+}
+
+// methodLabel is the HTTP method an Observer is told: one of the endpoint's
+// methods, or "other", so that a client cannot make up label values.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodPost, http.MethodDelete:
+		return m
+	}
+	return "other"
 }
 
 // statusWriter records the status written. Unwrap keeps
