@@ -225,22 +225,20 @@ type rpcError struct {
 	Message string `json:"message"`
 }
 
+// response is a JSON-RPC response. ID is empty when the request's id is
+// not known (it could not be read, or was not valid): the id member is then
+// left out, never null, as MCP's schema has it.
 type response struct {
 	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
+	ID      json.RawMessage `json:"id,omitempty"`
 	Result  any             `json:"result,omitempty"`
 	Error   *rpcError       `json:"error,omitempty"`
 }
-
-var nullID = json.RawMessage("null")
 
 func resultResponse(id json.RawMessage, result any) *response {
 	return &response{JSONRPC: "2.0", ID: id, Result: result}
 }
 
 func errorResponse(id json.RawMessage, code int, msg string) *response {
-	if len(id) == 0 {
-		id = nullID
-	}
 	return &response{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: code, Message: msg}}
 }

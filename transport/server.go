@@ -224,6 +224,11 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 	r.POST(s.opts.Path, s.handlePost)
 	r.GET(s.opts.Path, s.handleGet)
 	r.DELETE(s.opts.Path, s.handleDelete)
+	// Every answer is JSON, unknown paths too: clients that probe OAuth
+	// discovery paths on a 401 parse the body.
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeRPC(w, http.StatusNotFound, errorResponse(nil, CodeInvalidRequest, "not found: the MCP endpoint is "+s.opts.Path))
+	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", "POST, GET, DELETE")
 		writeRPC(w, http.StatusMethodNotAllowed, errorResponse(nil, CodeInvalidRequest, "method not allowed"))
