@@ -28,10 +28,13 @@ var (
 //	method other than POST/GET/DELETE          405
 //	Accept missing a required type             406
 //	second standalone stream                   409
+//	body not in before BodyTimeout             408, connection closed
 //	body over the limit                        413
 //	Content-Type not JSON                      415
-//	per-namespace cap, nothing idle to evict   429 + Retry-After
-//	global cap; actor did not answer in time   503 (+ Retry-After for the cap)
+//	per-namespace cap, nothing idle to evict;
+//	  namespace's requests in flight           429 + Retry-After
+//	global caps (sessions, requests, body
+//	  bytes); actor did not answer in time     503 (+ Retry-After for the caps)
 //	anything else                              500, generic body, detail logged
 func writeFixed(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -63,14 +64,18 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 		writeRPC(w, http.StatusUnsupportedMediaType, errorResponse(nil, CodeInvalidRequest, "Content-Type must be application/json"))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeRPC(w, http.StatusRequestEntityTooLarge, errorResponse(nil, CodeInvalidRequest, fmt.Sprintf("body over %d bytes", s.opts.MaxBodyBytes)))
-			return
-		}
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "could not read body"))
+	switch err := s.limits.admit(p.Namespace); {
+	case errors.Is(err, errRequestsPerNamespace):
+		writeRetryLater(w, http.StatusTooManyRequests, s.opts.RetryAfter, err.Error())
+		return
+	case err != nil:
+		writeRetryLater(w, http.StatusServiceUnavailable, s.opts.RetryAfter, err.Error())
+		return
+	}
+	defer s.limits.done(p.Namespace)
+	body, held, ok := s.readBody(w, r)
+	defer s.limits.release(held)
+	if !ok {
 		return
 	}
 	msg, err := decodeMessage(body)
@@ -113,6 +118,56 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	default:
 		s.request(w, r, p, e, msg)
 	}
+}
+
+// readBody reads a POST body within MaxBodyBytes, the body budget and the
+// body's read deadline. It returns the bytes it reserved, to release when
+// the request ends; on false the answer is written, and the connection
+// closes after it (the body is not read to its end).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int64, bool) {
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		writeTooLarge(w, s.opts.MaxBodyBytes)
+		return nil, 0, false
+	}
+	rc := http.NewResponseController(w)
+	if s.opts.BodyTimeout > 0 {
+		// Real time, not opts.Now: it is the connection's deadline. A writer
+		// that cannot (a test recorder) reads without one.
+		_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+	}
+	var body []byte
+	var held int64
+	var err error
+	if r.ContentLength >= 0 {
+		body, held, err = s.limits.readSized(r.Body, r.ContentLength)
+	} else {
+		body, held, err = s.limits.readUnsized(r.Body, s.opts.MaxBodyBytes)
+	}
+	var netErr net.Error
+	switch {
+	case err == nil:
+		bodyRead(w)
+		if s.opts.BodyTimeout > 0 {
+			// Cleared at once: net/http's background read of the
+			// connection, started at the body's end, would otherwise hit the
+			// deadline during a long call and cancel it.
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+		return body, held, true
+	case errors.Is(err, errBodyBudget):
+		writeRetryLater(w, http.StatusServiceUnavailable, s.opts.RetryAfter, err.Error())
+	case errors.Is(err, errBodyTooLarge):
+		writeTooLarge(w, s.opts.MaxBodyBytes)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		writeRPC(w, http.StatusRequestTimeout, errorResponse(nil, CodeInvalidRequest, "body not received in time"))
+	default:
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "could not read body"))
+	}
+	return nil, held, false
+}
+
+func writeTooLarge(w http.ResponseWriter, limit int64) {
+	writeRPC(w, http.StatusRequestEntityTooLarge, errorResponse(nil, CodeInvalidRequest, fmt.Sprintf("body over %d bytes", limit)))
 }
 
 // ended reports whether a failed request to a session's actor failed

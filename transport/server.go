@@ -81,6 +81,30 @@ type Options struct {
 	DisableHostCheck bool
 	// MaxBodyBytes bounds a POST body. Zero: 4 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout bounds how long a POST body may take to arrive once its
+	// headers were admitted: the transport sets the connection's read
+	// deadline (http.ResponseController) when it starts reading the body
+	// and clears it once the body is in. A body still incomplete then gets
+	// 408 and its connection is closed; it is never served. It overrides
+	// http.Server.ReadTimeout for POST bodies. Zero: 30 s; negative: no
+	// deadline. The headers' deadline is the http.Server's: set its
+	// ReadHeaderTimeout (cmd/runtime: 10 s).
+	BodyTimeout time.Duration
+	// MaxRequestsPerNamespace bounds the POST requests of one namespace in
+	// flight at once, counted from admission (token and session checked)
+	// to the end of the handler; the next gets 429 + Retry-After. GET
+	// streams (one per session, bounded by the session caps) and DELETEs
+	// are not counted. Zero: 256.
+	MaxRequestsPerNamespace int
+	// MaxRequests bounds the POST requests in flight in all, counted the
+	// same way; the next gets 503 + Retry-After. Zero: 4096.
+	MaxRequests int
+	// MaxBodyBytesInFlight bounds the bytes of POST bodies held at once,
+	// from the start of their reading to the end of their request: a
+	// declared Content-Length is reserved before reading, a body of unknown
+	// length chunk by chunk as it grows. A body that does not fit gets 503
+	// + Retry-After. Zero: 64 MiB; raised to MaxBodyBytes if lower.
+	MaxBodyBytesInFlight int64
 	// IdleTimeout ends a session with nothing in flight for this long.
 	// Zero: 30 min; negative: never.
 	IdleTimeout time.Duration
@@ -142,6 +166,22 @@ func (o Options) withDefaults() Options {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
 	}
+	if o.BodyTimeout == 0 {
+		o.BodyTimeout = 30 * time.Second
+	}
+	if o.BodyTimeout < 0 {
+		o.BodyTimeout = 0
+	}
+	if o.MaxRequestsPerNamespace <= 0 {
+		o.MaxRequestsPerNamespace = 256
+	}
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = 4096
+	}
+	if o.MaxBodyBytesInFlight <= 0 {
+		o.MaxBodyBytesInFlight = 64 << 20
+	}
+	o.MaxBodyBytesInFlight = max(o.MaxBodyBytesInFlight, o.MaxBodyBytes)
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 30 * time.Minute
 	}
@@ -189,6 +229,7 @@ type Server struct {
 	root    *actor.RootContext
 	router  *httprouter.Router
 	reg     registry
+	limits  limits
 	live    *liveness.Monitor // session owners and stream credentials
 	closing sync.Once
 	// sessionProps spawns every session actor of the endpoint.
@@ -216,6 +257,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 	})
 	s.armSweep()
 	s.reg.init(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace)
+	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
@@ -244,7 +286,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 // ServeHTTP serves the endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, bodyUnread: r.ContentLength != 0}
 	s.router.ServeHTTP(sw, r)
 	status := sw.status
 	if status == 0 {
@@ -264,24 +306,42 @@ func methodLabel(m string) string {
 }
 
 // statusWriter records the status written. Unwrap keeps
-// http.ResponseController (Flush) working through it.
+// http.ResponseController (Flush, read deadlines) working through it.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// bodyUnread: the request has a body that was not read (yet). An answer
+	// written then closes the connection at once: net/http would otherwise
+	// read the rest of the body (up to 256 KiB, with no deadline of its
+	// own), before answering and again when the handler returns, so a
+	// refused slow client would hold its goroutine after all.
+	bodyUnread bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		if w.bodyUnread {
+			w.Header().Set("Connection", "close") // no read before the answer
+			// and none after it: the deadline has passed.
+			_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now())
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// bodyRead tells w, the request's statusWriter, that its body was read.
+func bodyRead(w http.ResponseWriter) {
+	if sw, ok := w.(*statusWriter); ok {
+		sw.bodyUnread = false
+	}
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
