@@ -41,7 +41,7 @@ func (b mcpBackend) Authenticate(tok string) (transport.Principal, error) {
 	if err != nil {
 		return transport.Principal{}, err
 	}
-	return transport.Principal{Namespace: p.Namespace, CredentialID: p.CredentialID, Value: p}, nil
+	return transport.Principal{Namespace: p.Namespace, CredentialID: p.CredentialID, Expires: p.Expires, Value: p}, nil
 }
 
 func (b mcpBackend) Tools(p transport.Principal) []transport.ToolDescriptor {

@@ -50,7 +50,8 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (Principal, *entr
 	return p, e, true
 }
 
-// handlePost serves POST: SPEC §5 steps 1–5 in order.
+// handlePost serves POST: SPEC §5 steps 1–5 in order, with step 0 (the
+// token and the session checked again) once the body is in.
 func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	p, e, ok := s.admit(w, r)
 	if !ok {
@@ -75,7 +76,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	defer s.limits.done(p.Namespace)
 	body, held, ok := s.readBody(w, r)
 	defer s.limits.release(held)
-	if !ok {
+	if !ok || !s.recheck(w, p, e) {
 		return
 	}
 	msg, err := decodeMessage(body)

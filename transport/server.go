@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -34,10 +35,19 @@ var ErrUnknownTool = errors.New("unknown tool")
 
 // Principal is who a request's token authenticates as.
 type Principal struct {
-	Namespace    string
+	Namespace string
+	// CredentialID names the credential row (memdb) the token matched; the
+	// transport reads it again at dispatch (SPEC §5 step 0).
 	CredentialID string
+	// Expires is when the credential stops authenticating by the clock
+	// alone. Zero: never.
+	Expires time.Time
 	// Value is the backend's own principal, handed back to it on dispatch.
 	Value any
+
+	// credGen is the endpoint's credential generation read just before
+	// the token was authenticated.
+	credGen uint64
 }
 
 // ToolDescriptor is one entry of tools/list.
@@ -231,7 +241,13 @@ type Server struct {
 	reg     registry
 	limits  limits
 	live    *liveness.Monitor // session owners and stream credentials
-	closing sync.Once
+	// credGen counts committed writes that changed credentials; the store's
+	// commit hook adds one before the write returns. Unchanged since a
+	// request was authenticated, no credential was revoked or removed in
+	// between, and the dispatch check needs no store read.
+	credGen   atomic.Uint64
+	unhookGen func()
+	closing   sync.Once
 	// sessionProps spawns every session actor of the endpoint.
 	sessionProps *actor.Props
 	sweepMu      sync.Mutex  // guards the two fields below
@@ -244,6 +260,7 @@ type Server struct {
 func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
 	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
 	s.live = liveness.New(store, s.opts.Now)
+	s.unhookGen = store.OnCredentialsChanged(func([]*memdb.Credential) { s.credGen.Add(1) })
 	s.sessionProps = session.NewProps(&session.Config{
 		Store:       store,
 		Now:         s.opts.Now,
@@ -356,6 +373,7 @@ func (s *Server) Close() {
 			_ = s.root.StopFuture(e.pid).Wait()
 		}
 		s.live.Close()
+		s.unhookGen()
 		s.sweepMu.Lock()
 		s.sweepStopped = true
 		if s.sweepTimer != nil {
@@ -463,6 +481,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 		writeUnauthorized(w, true)
 		return Principal{}, false
 	}
+	gen := s.credGen.Load() // before the read: a revocation after it moves it
 	p, err := s.backend.Authenticate(strings.TrimSpace(tok))
 	if err != nil {
 		reason := "invalid"
@@ -474,7 +493,48 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 		writeUnauthorized(w, true)
 		return Principal{}, false
 	}
+	p.credGen = gen
 	return p, true
+}
+
+// recheck is SPEC §5 step 0: what admit checked on the headers, checked
+// again at dispatch, once the body is in. A token revoked, removed or
+// expired since gets 401, a session that ended since 404, exactly as if
+// the request had arrived now; nothing is dispatched. On false the answer
+// is written.
+func (s *Server) recheck(w http.ResponseWriter, p Principal, e *entry) bool {
+	if reason := s.deadSince(p); reason != "" {
+		s.opts.Observer.AuthFailure(reason)
+		writeUnauthorized(w, true)
+		return false
+	}
+	if e != nil && s.reg.get(e.id) != e {
+		writeNotFound(w)
+		return false
+	}
+	return true
+}
+
+// deadSince returns why p's credential no longer authenticates ("unknown":
+// removed, "revoked", "expired"), or "" while it does. The token is not
+// hashed again: when no credential changed since p was authenticated and
+// its expiry has not come, nothing can have killed it; otherwise its row is
+// read by id, one lock-free store read.
+func (s *Server) deadSince(p Principal) string {
+	now := s.opts.Now()
+	if s.credGen.Load() == p.credGen && (p.Expires.IsZero() || now.Before(p.Expires)) {
+		return ""
+	}
+	c, err := s.store.Read().Credential(nil, p.CredentialID)
+	switch {
+	case err != nil:
+		return "unknown"
+	case c.State != memdb.StateLive:
+		return "revoked"
+	case !c.LiveAt(now):
+		return "expired"
+	}
+	return ""
 }
 
 // lookup is SPEC §5 step 3: the session named by the request, if the
