@@ -1,10 +1,12 @@
 package mcpruntime_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -95,4 +97,87 @@ func TestHTTPProtocolNoNullID(t *testing.T) {
 		rows[i].check = func(t *testing.T, res *httpResult) { wantErrorWithoutID(t, rows[i].name, res) }
 	}
 	runStatusRows(t, e, tok, sid, rows)
+}
+
+// wantValidJSON requires a body that is valid UTF-8 JSON.
+func wantValidJSON(t *testing.T, what string, res *httpResult) {
+	t.Helper()
+	if !utf8.Valid(res.Body) || !json.Valid(res.Body) {
+		t.Fatalf("%s = %d %q: not valid UTF-8 JSON", what, res.Status, res.Body)
+	}
+}
+
+// TestHTTPProtocolInvalidUTF8: a body that is not valid UTF-8, or whose
+// strings escape a lone surrogate (both would decode as U+FFFD, changing
+// the text), is refused whole with 400 and -32700 before any member is
+// used: no id is echoed (the answer is valid JSON), nothing is stored. A
+// surrogate pair, and U+FFFD itself, are fine.
+func TestHTTPProtocolInvalidUTF8(t *testing.T) {
+	ctx := context.Background()
+	rt := quietRuntime(t, mcpruntime.Config{})
+	registerInproc(t, rt, "A")
+	createThreads(t, rt, "T")
+	_, tok := openMinted(t, rt, "T", "A")
+	_, err := rt.StartRun(ctx, "T", "A")
+	noErr(t, err)
+	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
+	sid := e.initialize(tok)
+	post := func(id, text string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"thread_post","arguments":{"text":"` + text + `"}}}`
+	}
+	refused := []struct{ name, body string }{
+		{"raw 0xff in an id", `{"jsonrpc":"2.0","id":"` + "\xff" + `","method":"ping"}`},
+		{"raw 0xff in a text", post("1", "a\xffb")},
+		{"truncated sequence", post("1", "caf\xc3")},
+		{"overlong encoding", post("1", "\xc0\xaf")},
+		{"encoded surrogate", post("1", "\xed\xa0\x80")},
+		{"raw 0xff in a method", `{"jsonrpc":"2.0","id":1,"method":"pi` + "\xff" + `ng"}`},
+		{"raw 0xff in a member name", `{"jsonrpc":"2.0","id":1,"method":"ping","x` + "\xff" + `":1}`},
+		{"raw 0xff in a notification", `{"jsonrpc":"2.0","method":"notifications/` + "\xff" + `"}`},
+		{"lone high surrogate", post("1", `a\ud800b`)},
+		{"lone high surrogate at the end", post("1", `a\uD83D`)},
+		{"high surrogate and a letter", post("1", `\ud83dx`)},
+		{"two high surrogates", post("1", `\ud83d\ud83d`)},
+		{"lone low surrogate", post("1", `\udc00`)},
+		{"lone surrogate in an id", `{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`},
+		{"raw 0xff in an initialize", `{"jsonrpc":"2.0","id":"` + "\xff" + `","method":"initialize","params":{"protocolVersion":"2025-11-25"}}`},
+	}
+	for _, test := range refused {
+		sess := sid
+		if strings.Contains(test.body, "initialize") {
+			sess = ""
+		}
+		res := e.post(tok, sess, test.body)
+		wantStatus(t, test.name, res, http.StatusBadRequest)
+		wantValidJSON(t, test.name, res)
+		wantErrorWithoutID(t, test.name, res)
+		if a := res.rpc(t); a.Error.Code != -32700 {
+			t.Fatalf("%s = %s, want -32700", test.name, res)
+		}
+	}
+	if th, err := rt.Thread(ctx, "T"); err != nil || len(th.Messages) != 0 {
+		t.Fatalf("thread T = %+v, %v; want no message stored", th, err)
+	}
+
+	accepted := []struct{ name, id, text, stored string }{
+		{"surrogate pair", `"\ud83d\ude00"`, `smile \ud83d\ude00`, "smile 😀"},
+		{"escaped backslash before u", "2", `\\ud800`, `\ud800`},
+		{"U+FFFD itself", "3", "\uFFFD and \\ufffd", "\uFFFD and \uFFFD"},
+		{"raw multibyte", "4", "héllo ✓ 😀", "héllo ✓ 😀"},
+	}
+	for i, test := range accepted {
+		res := e.post(tok, sid, post(test.id, test.text))
+		wantStatus(t, test.name, res, http.StatusOK)
+		wantValidJSON(t, test.name, res)
+		var r toolResult
+		decodeResult(t, res, &r)
+		if r.IsError {
+			t.Fatalf("%s = %s, want the message stored", test.name, res)
+		}
+		th, err := rt.Thread(ctx, "T")
+		noErr(t, err)
+		if len(th.Messages) != i+1 || th.Messages[i].Text != test.stored {
+			t.Fatalf("%s: messages %+v, want message %d %q", test.name, th.Messages, i, test.stored)
+		}
+	}
 }

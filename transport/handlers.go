@@ -87,6 +87,9 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	case errors.Is(err, errInvalid):
 		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "invalid JSON-RPC message"))
 		return
+	case errors.Is(err, errEncoding):
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "body is "+err.Error()))
+		return
 	case err != nil:
 		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "parse error"))
 		return

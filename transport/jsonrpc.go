@@ -36,9 +36,10 @@ func (m *message) isNotification() bool { return m.Method != "" && len(m.ID) == 
 func (m *message) isResponse() bool     { return m.Method == "" && len(m.ID) > 0 }
 
 var (
-	errParse   = errors.New("parse error")
-	errBatch   = errors.New("batch")
-	errInvalid = errors.New("invalid request")
+	errParse    = errors.New("parse error")
+	errEncoding = errors.New("not UTF-8 JSON text: invalid UTF-8, or an escaped lone surrogate")
+	errBatch    = errors.New("batch")
+	errInvalid  = errors.New("invalid request")
 )
 
 // decodeMessage parses one JSON-RPC message. A JSON array is errBatch:
@@ -52,6 +53,9 @@ var (
 func decodeMessage(body []byte) (*message, error) {
 	if !json.Valid(body) {
 		return nil, errParse // also: trailing data, a stray closing bracket
+	}
+	if !losslessUnicode(body) {
+		return nil, errEncoding
 	}
 	switch body[skipSpace(body, 0)] {
 	case '[':
@@ -97,6 +101,60 @@ func decodeMessage(body []byte) (*message, error) {
 		return nil, errInvalid // a response carries a result or an error
 	}
 	return &m, nil
+}
+
+// losslessUnicode reports whether body, valid JSON, decodes without loss:
+// it is valid UTF-8 (RFC 8259 §8.1: JSON text is UTF-8), and every \u
+// escape names a Unicode scalar value, a surrogate only as half of a pair.
+// encoding/json turns both kinds of fault into U+FFFD, which would change
+// a text and let an invalid id be echoed raw; the whole message is refused
+// instead. It allocates nothing.
+func losslessUnicode(body []byte) bool {
+	if !utf8.Valid(body) {
+		return false
+	}
+	for i := 0; ; {
+		j := bytes.IndexByte(body[i:], '\\')
+		if j < 0 {
+			return true
+		}
+		i += j + 1 // the escaped character; valid JSON has one
+		if body[i] != 'u' {
+			i++ // \\ among them: the next backslash starts a new escape
+			continue
+		}
+		r := hex4(body[i+1 : i+5])
+		i += 5
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return false // a low surrogate alone
+		case r >= 0xd800 && r <= 0xdbff:
+			if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+				return false
+			}
+			if lo := hex4(body[i+2 : i+6]); lo < 0xdc00 || lo > 0xdfff {
+				return false
+			}
+			i += 6
+		}
+	}
+}
+
+// hex4 decodes the four hex digits of a \u escape; b comes from valid JSON.
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // eachMember calls fn with the name (unescaped) and the raw value of each

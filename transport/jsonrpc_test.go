@@ -59,3 +59,40 @@ func TestDecodeMessageMembers(t *testing.T) {
 		}
 	}
 }
+
+func TestLosslessUnicode(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want bool
+	}{
+		{"ascii", `{"a":"b"}`, true},
+		{"raw multibyte", `{"a":"héllo 😀"}`, true},
+		{"escapes", `{"a":"\n\t\"\\\/\u0041\u00e9"}`, true},
+		{"surrogate pair", `{"a":"\ud83d\ude00"}`, true},
+		{"surrogate pair upper case", `{"a":"\uD83D\uDE00"}`, true},
+		{"escaped backslash then u", `{"a":"\\ud800"}`, true},
+		{"escaped backslashes then a pair", `{"a":"\\\\\ud83d\ude00"}`, true},
+		{"U+FFFD escaped", `{"a":"\ufffd"}`, true},
+		{"raw 0xff", "{\"a\":\"\xff\"}", false},
+		{"raw 0xff in a name", "{\"\xff\":1}", false},
+		{"truncated sequence", "{\"a\":\"\xc3\"}", false},
+		{"encoded surrogate", "{\"a\":\"\xed\xa0\x80\"}", false},
+		{"lone high", `{"a":"\ud800"}`, false},
+		{"lone high then letter", `{"a":"\ud800x"}`, false},
+		{"high then escape", `{"a":"\ud800\n"}`, false},
+		{"two highs", `{"a":"\ud800\ud800"}`, false},
+		{"lone low", `{"a":"\udc00"}`, false},
+		{"low then high", `{"a":"\ude00\ud83d"}`, false},
+		{"lone high after escaped backslash", `{"a":"\\\ud800"}`, false},
+		{"lone high in a name", `{"\ud800":1}`, false},
+	}
+	for _, test := range tests {
+		if !json.Valid([]byte(test.body)) {
+			t.Fatalf("%s: %s is not valid JSON", test.name, test.body)
+		}
+		if got := losslessUnicode([]byte(test.body)); got != test.want {
+			t.Errorf("losslessUnicode(%s) = %v, want %v (%s)", test.body, got, test.want, test.name)
+		}
+	}
+}
