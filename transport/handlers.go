@@ -269,8 +269,11 @@ func (s *Server) notify(e *entry, msg *message) {
 		var params struct {
 			RequestID json.RawMessage `json:"requestId"`
 		}
-		if json.Unmarshal(msg.Params, &params) == nil && len(params.RequestID) > 0 {
-			e.act.CancelCall(string(params.RequestID))
+		if json.Unmarshal(msg.Params, &params) != nil {
+			return
+		}
+		if key, ok := idKey(params.RequestID); ok {
+			e.act.CancelCall(key) // by value: any spelling of the call's id
 		}
 	}
 }
@@ -300,10 +303,10 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidParams, "tools/call needs params.name"))
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	id := string(msg.ID)
-	switch err := e.act.BeginCall(id, cancel); {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	key, _ := idKey(msg.ID) // a validated id: a string or an integer
+	switch err := e.act.BeginCall(key, cancel); {
 	case errors.Is(err, session.ErrClosed):
 		writeNotFound(w) // ended between the owner check and now
 		return
@@ -311,7 +314,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidRequest, err.Error()))
 		return
 	}
-	defer e.act.EndCall(id)
+	defer e.act.EndCall(key)
 
 	out := &callWriter{w: w, s: s, ctx: ctx, cancel: cancel, credential: p.CredentialID}
 	var progress func(float64, float64, string)
@@ -329,6 +332,8 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 	}
 	result, err := s.backend.CallTool(ctx, p, params.Name, params.Arguments, progress)
 	switch {
+	case ctx.Err() != nil:
+		out.abandon(context.Cause(ctx))
 	case errors.Is(err, ErrUnknownTool):
 		out.finish(errorResponse(msg.ID, CodeInvalidParams, fmt.Sprintf("unknown tool %q", params.Name)))
 	case err != nil:
@@ -398,7 +403,7 @@ type callWriter struct {
 	w          http.ResponseWriter
 	s          *Server
 	ctx        context.Context
-	cancel     context.CancelFunc
+	cancel     context.CancelCauseFunc
 	credential string
 
 	mu        sync.Mutex // guards the fields below; progress may come from any goroutine
@@ -420,11 +425,39 @@ func (c *callWriter) event(v any) {
 		c.w.WriteHeader(http.StatusOK)
 		// A stream opened under a credential closes when it is revoked or
 		// expires: the call is cancelled and the response ends.
-		stop := c.s.live.Credential(c.credential, c.cancel)
+		stop := c.s.live.Credential(c.credential, c.credentialDead)
 		context.AfterFunc(c.ctx, stop)
 	}
 	if err := writeEvent(c.w, v); err != nil {
-		c.cancel()
+		c.cancel(err)
+	}
+}
+
+func (c *callWriter) credentialDead() { c.cancel(errCredentialDead) }
+
+// errCredentialDead cancels a streaming call whose credential was revoked
+// or expired.
+var errCredentialDead = errors.New("credential no longer live")
+
+// abandon ends a call whose context ended before its answer was written:
+// it gets no JSON-RPC response, whatever the tool returned (the receiver
+// of a cancellation SHOULD NOT answer it). A stream ends with what it sent.
+// In JSON mode the answer is the session's 404 when the session ended under
+// the call (as a request arriving now would get), else — the client
+// cancelled it, or went away — an event stream that ends with no message.
+func (c *callWriter) abandon(cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done = true
+	switch {
+	case c.streaming:
+	case errors.Is(cause, session.ErrClosed):
+		writeNotFound(c.w)
+	default:
+		h := c.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		c.w.WriteHeader(http.StatusOK)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/big"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -276,6 +278,41 @@ func validID(id json.RawMessage) bool {
 		return err == nil
 	}
 	return false
+}
+
+// idKey returns the key of a JSON-RPC id, equal for ids of equal decoded
+// value: a string's is its decoded text in quotes ("\u0031" and "1" are
+// one id), an integer's its decimal digits (1, 1.0 and 1e0 are one, -0 is
+// 0); the number 1 and the string "1" differ. ok is false for anything
+// else (a fraction, an integer beyond int64, not a string or a number).
+// The common spellings, a string without escapes and a plain integer, cost
+// the one allocation of the key.
+func idKey(raw []byte) (key string, ok bool) {
+	switch {
+	case len(raw) == 0:
+		return "", false
+	case raw[0] == '"':
+		if bytes.IndexByte(raw, '\\') < 0 {
+			return string(raw), true
+		}
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", false
+		}
+		return `"` + s + `"`, true
+	case raw[0] != '-' && (raw[0] < '0' || raw[0] > '9'):
+		return "", false
+	case bytes.IndexAny(raw, ".eE") < 0 && string(raw) != "-0":
+		if _, err := strconv.ParseInt(string(raw), 10, 64); err != nil {
+			return "", false
+		}
+		return string(raw), true // JSON has no leading zeros: already canonical
+	}
+	r, ok := new(big.Rat).SetString(string(raw))
+	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+		return "", false
+	}
+	return strconv.FormatInt(r.Num().Int64(), 10), true
 }
 
 type rpcError struct {

@@ -96,3 +96,37 @@ func TestLosslessUnicode(t *testing.T) {
 		}
 	}
 }
+
+func TestIDKey(t *testing.T) {
+	same := [][]string{
+		{`"1"`, `"\u0031"`},
+		{`"a/b"`, `"a\/b"`, `"\u0061\/b"`},
+		{`"é"`, `"\u00e9"`, `"\u00E9"`},
+		{`""`},
+		{`1`, `1.0`, `1e0`, `10e-1`, `0.1e1`},
+		{`0`, `-0`, `0.0`, `-0e3`},
+		{`-7`, `-7.00`, `-0.7e1`},
+		{`9223372036854775807`, `9.223372036854775807e18`},
+	}
+	keys := map[string]string{} // key -> the first spelling that had it
+	for _, group := range same {
+		want, ok := idKey([]byte(group[0]))
+		if !ok {
+			t.Fatalf("idKey(%s) not ok", group[0])
+		}
+		if first, dup := keys[want]; dup {
+			t.Fatalf("idKey(%s) = %q, the key of %s too", group[0], want, first)
+		}
+		keys[want] = group[0]
+		for _, spelling := range group[1:] {
+			if got, ok := idKey([]byte(spelling)); !ok || got != want {
+				t.Errorf("idKey(%s) = %q, %v; want %q, the key of %s", spelling, got, ok, want, group[0])
+			}
+		}
+	}
+	for _, raw := range []string{``, `1.5`, `1e-1`, `9223372036854775808`, `1e19`, `null`, `true`, `{}`, `[1]`} {
+		if key, ok := idKey([]byte(raw)); ok {
+			t.Errorf("idKey(%s) = %q, want not ok", raw, key)
+		}
+	}
+}
