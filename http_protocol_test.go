@@ -181,3 +181,117 @@ func TestHTTPProtocolInvalidUTF8(t *testing.T) {
 		}
 	}
 }
+
+// unsupportedVersion is the error of a -32022 answer.
+type unsupportedVersion struct {
+	Code int `json:"code"`
+	Data struct {
+		Supported []string `json:"supported"`
+		Requested string   `json:"requested"`
+	} `json:"data"`
+}
+
+// TestHTTPProtocolModernProbe: until the 2026-07-28 era is served, a
+// request that claims it — by MCP-Protocol-Version or by its body's _meta —
+// or any version not served gets 400 with -32022 UnsupportedProtocolVersion,
+// data.supported the 2025 versions and data.requested the claim, its id
+// echoed when it has one: what clients such as Codex fall back to
+// initialize on. Nothing is created or dispatched, and the SPEC §5 order
+// holds (401 and 404 first).
+func TestHTTPProtocolModernProbe(t *testing.T) {
+	rt := quietRuntime(t, mcpruntime.Config{})
+	registerInproc(t, rt, "A")
+	createThreads(t, rt, "T", "U")
+	_, tok := openMinted(t, rt, "T", "A")
+	_, other := openMinted(t, rt, "U", "A")
+	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
+	sid := e.initialize(tok)
+	const modern = "2026-07-28"
+	meta := func(version string) string {
+		return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + version + `","io.modelcontextprotocol/clientCapabilities":{}}`
+	}
+	discover := `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta(modern) + `}}`
+	withHeader := func(version string) func(h http.Header) { return set("MCP-Protocol-Version", version) }
+	tests := []struct {
+		name      string
+		method    string // "" = POST
+		sid       string
+		edit      func(h http.Header)
+		body      string
+		id        string // the id echoed; "" = none
+		requested string
+	}{
+		{"server/discover", "", "", withHeader(modern), discover, "1", modern},
+		{"server/discover, Mcp-Method too", "", "", set("MCP-Protocol-Version", modern, "Mcp-Method", "server/discover"), discover, "1", modern},
+		{"tools/list with a string id", "", "", withHeader(modern), `{"jsonrpc":"2.0","id":"x","method":"tools/list","params":{` + meta(modern) + `}}`, `"x"`, modern},
+		{"tools/call on a session", "", sid, withHeader(modern), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"thread_list","arguments":{},` + meta(modern) + `}}`, "7", modern},
+		{"unknown older version", "", "", withHeader("1900-01-01"), discover, "1", "1900-01-01"},
+		{"not a version", "", sid, withHeader("garbage"), pingBody, "2", "garbage"},
+		{"2024-11-05", "", sid, withHeader("2024-11-05"), pingBody, "2", "2024-11-05"},
+		{"body claim only", "", "", withHeader(""), discover, "1", modern},
+		{"body claim under a 2025 header", "", "", withHeader(latestVersion), discover, "1", modern},
+		{"body claim of an unknown version", "", sid, nil, `{"jsonrpc":"2.0","id":3,"method":"ping","params":{` + meta("2099-01-01") + `}}`, "3", "2099-01-01"},
+		{"initialize claiming the modern era", "", "", nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",` + meta(modern) + `}}`, "1", modern},
+		{"notification", "", sid, withHeader(modern), initializedBody, "", modern},
+		{"body not JSON", "", "", withHeader(modern), `{"jsonrpc":`, "", modern},
+		{"Accept and Content-Type wrong too", "", "", set("MCP-Protocol-Version", modern, "Accept", "", "Content-Type", ""), discover, "1", modern},
+		{"GET", http.MethodGet, sid, withHeader(modern), "", "", modern},
+		{"DELETE", http.MethodDelete, sid, withHeader(modern), "", "", modern},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			h := mcpHeaders(tok, test.sid)
+			switch test.method {
+			case http.MethodGet:
+				h = getHeaders(tok, test.sid)
+			case http.MethodDelete:
+				h.Del("Content-Type")
+			}
+			if test.edit != nil {
+				test.edit(h)
+			}
+			method := test.method
+			if method == "" {
+				method = http.MethodPost
+			}
+			before := mcpRecords(t, rt)
+			res := e.do(method, h, test.body)
+			wantStatus(t, test.name, res, http.StatusBadRequest)
+			wantValidJSON(t, test.name, res)
+			var a struct {
+				ID    json.RawMessage    `json:"id"`
+				Error unsupportedVersion `json:"error"`
+			}
+			if err := json.Unmarshal(res.Body, &a); err != nil {
+				t.Fatalf("%s = %s: %v", test.name, res, err)
+			}
+			if a.Error.Code != -32022 || strings.Join(a.Error.Data.Supported, ",") != "2025-11-25,2025-06-18,2025-03-26" || a.Error.Data.Requested != test.requested {
+				t.Fatalf("%s = %s, want -32022 with supported [2025-11-25 2025-06-18 2025-03-26] and requested %q", test.name, res, test.requested)
+			}
+			if test.id == "" {
+				wantErrorWithoutID(t, test.name, res)
+			} else if string(a.ID) != test.id {
+				t.Fatalf("%s = %s, want id %s echoed", test.name, res, test.id)
+			}
+			if res.Header.Get("Mcp-Session-Id") != "" || strings.Join(mcpRecords(t, rt), ",") != strings.Join(before, ",") {
+				t.Fatalf("%s created or ended a session", test.name)
+			}
+		})
+	}
+	e.wantPing("the session after the probes", tok, sid)
+
+	// The order of SPEC §5: a bad token, an unknown or foreign session come
+	// first.
+	h := mcpHeaders("", "")
+	h.Set("MCP-Protocol-Version", modern)
+	want401(t, "no token", e.do(http.MethodPost, h, discover), "Bearer")
+	h = mcpHeaders(other, sid)
+	h.Set("MCP-Protocol-Version", modern)
+	wantStatus(t, "foreign session", e.do(http.MethodPost, h, discover), http.StatusNotFound)
+	// A body claim of a served version is no refusal.
+	e.wantPing("claim of a served version", tok, sid)
+	res := e.post(tok, sid, `{"jsonrpc":"2.0","id":2,"method":"ping","params":{`+meta(latestVersion)+`}}`)
+	if res.Status != http.StatusOK || res.rpc(t).Error != nil {
+		t.Fatalf("ping claiming %s = %s, want 200", latestVersion, res)
+	}
+}

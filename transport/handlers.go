@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -24,10 +23,11 @@ const (
 )
 
 // admit runs what every request goes through, whatever its method, in SPEC
-// §5's order: the Origin/Host guard, authentication, the session's owner
-// check (unknown and foreign alike: 404, nothing touched), and the protocol
-// version. The entry is nil when the request names no session. On false
-// the answer is written.
+// §5's order: the Origin/Host guard, authentication, and the session's
+// owner check (unknown and foreign alike: 404, nothing touched). The entry
+// is nil when the request names no session. On false the answer is
+// written. The protocol version comes next, in each handler: a POST's
+// answer echoes its id.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) (Principal, *entry, bool) {
 	if !s.guard(w, r) {
 		return Principal{}, nil, false
@@ -43,10 +43,6 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (Principal, *entr
 			return Principal{}, nil, false
 		}
 	}
-	if !versionOK(r) {
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "unsupported MCP-Protocol-Version"))
-		return Principal{}, nil, false
-	}
 	return p, e, true
 }
 
@@ -57,11 +53,14 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	if !ok {
 		return
 	}
-	if !accepts(r, "application/json", "text/event-stream") {
+	// A version not served is answered from the body (its id echoed),
+	// whatever the Accept and Content-Type headers.
+	version, versionOK := headerVersion(r)
+	if versionOK && !accepts(r, "application/json", "text/event-stream") {
 		writeRPC(w, http.StatusNotAcceptable, errorResponse(nil, CodeInvalidRequest, "Accept must include application/json and text/event-stream"))
 		return
 	}
-	if !isJSONContentType(r.Header.Get("Content-Type")) {
+	if versionOK && !isJSONContentType(r.Header.Get("Content-Type")) {
 		writeRPC(w, http.StatusUnsupportedMediaType, errorResponse(nil, CodeInvalidRequest, "Content-Type must be application/json"))
 		return
 	}
@@ -80,6 +79,10 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	msg, err := decodeMessage(body)
+	if !versionOK {
+		writeUnsupportedVersion(w, requestID(msg), version)
+		return
+	}
 	switch {
 	case errors.Is(err, errBatch):
 		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "JSON-RPC batches are not supported"))
@@ -92,6 +95,10 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	case err != nil:
 		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "parse error"))
+		return
+	}
+	if claim, ok := metaVersion(msg.Params); ok && !served(claim) {
+		writeUnsupportedVersion(w, requestID(msg), claim)
 		return
 	}
 	if msg.isRequest() && msg.Method == "initialize" {
@@ -122,56 +129,6 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	default:
 		s.request(w, r, p, e, msg)
 	}
-}
-
-// readBody reads a POST body within MaxBodyBytes, the body budget and the
-// body's read deadline. It returns the bytes it reserved, to release when
-// the request ends; on false the answer is written, and the connection
-// closes after it (the body is not read to its end).
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int64, bool) {
-	if r.ContentLength > s.opts.MaxBodyBytes {
-		writeTooLarge(w, s.opts.MaxBodyBytes)
-		return nil, 0, false
-	}
-	rc := http.NewResponseController(w)
-	if s.opts.BodyTimeout > 0 {
-		// Real time, not opts.Now: it is the connection's deadline. A writer
-		// that cannot (a test recorder) reads without one.
-		_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
-	}
-	var body []byte
-	var held int64
-	var err error
-	if r.ContentLength >= 0 {
-		body, held, err = s.limits.readSized(r.Body, r.ContentLength)
-	} else {
-		body, held, err = s.limits.readUnsized(r.Body, s.opts.MaxBodyBytes)
-	}
-	var netErr net.Error
-	switch {
-	case err == nil:
-		bodyRead(w)
-		if s.opts.BodyTimeout > 0 {
-			// Cleared at once: net/http's background read of the
-			// connection, started at the body's end, would otherwise hit the
-			// deadline during a long call and cancel it.
-			_ = rc.SetReadDeadline(time.Time{})
-		}
-		return body, held, true
-	case errors.Is(err, errBodyBudget):
-		writeRetryLater(w, http.StatusServiceUnavailable, s.opts.RetryAfter, err.Error())
-	case errors.Is(err, errBodyTooLarge):
-		writeTooLarge(w, s.opts.MaxBodyBytes)
-	case errors.As(err, &netErr) && netErr.Timeout():
-		writeRPC(w, http.StatusRequestTimeout, errorResponse(nil, CodeInvalidRequest, "body not received in time"))
-	default:
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "could not read body"))
-	}
-	return nil, held, false
-}
-
-func writeTooLarge(w http.ResponseWriter, limit int64) {
-	writeRPC(w, http.StatusRequestEntityTooLarge, errorResponse(nil, CodeInvalidRequest, fmt.Sprintf("body over %d bytes", limit)))
 }
 
 // ended reports whether a failed request to a session's actor failed
@@ -492,6 +449,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if !ok {
 		return
 	}
+	if v, ok := headerVersion(r); !ok {
+		writeUnsupportedVersion(w, nil, v)
+		return
+	}
 	if !accepts(r, "text/event-stream") {
 		writeRPC(w, http.StatusNotAcceptable, errorResponse(nil, CodeInvalidRequest, "Accept must include text/event-stream"))
 		return
@@ -554,6 +515,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	_, e, ok := s.admit(w, r)
 	if !ok {
+		return
+	}
+	if v, ok := headerVersion(r); !ok {
+		writeUnsupportedVersion(w, nil, v)
 		return
 	}
 	if e == nil {

@@ -20,6 +20,10 @@ const (
 	// a session. Clients that probe with a newer method fall back to
 	// initialize on it.
 	CodeSessionRequired = -32000
+	// CodeUnsupportedProtocolVersion: the request asked for a protocol
+	// version the endpoint does not serve (MCP 2026-07-28's
+	// UnsupportedProtocolVersionError).
+	CodeUnsupportedProtocolVersion = -32022
 )
 
 // message is one decoded JSON-RPC message: a request (ID and Method), a
@@ -318,6 +322,7 @@ func idKey(raw []byte) (key string, ok bool) {
 type rpcError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
 }
 
 // response is a JSON-RPC response. ID is empty when the request's id is

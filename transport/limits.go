@@ -2,9 +2,13 @@ package transport
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 var (
@@ -143,6 +147,56 @@ func (l *limits) readUnsized(body io.Reader, limit int64) ([]byte, int64, error)
 			return buf, held, err
 		}
 	}
+}
+
+// readBody reads a POST body within MaxBodyBytes, the body budget and the
+// body's read deadline. It returns the bytes it reserved, to release when
+// the request ends; on false the answer is written, and the connection
+// closes after it (the body is not read to its end).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int64, bool) {
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		writeTooLarge(w, s.opts.MaxBodyBytes)
+		return nil, 0, false
+	}
+	rc := http.NewResponseController(w)
+	if s.opts.BodyTimeout > 0 {
+		// Real time, not opts.Now: it is the connection's deadline. A writer
+		// that cannot (a test recorder) reads without one.
+		_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+	}
+	var body []byte
+	var held int64
+	var err error
+	if r.ContentLength >= 0 {
+		body, held, err = s.limits.readSized(r.Body, r.ContentLength)
+	} else {
+		body, held, err = s.limits.readUnsized(r.Body, s.opts.MaxBodyBytes)
+	}
+	var netErr net.Error
+	switch {
+	case err == nil:
+		bodyRead(w)
+		if s.opts.BodyTimeout > 0 {
+			// Cleared at once: net/http's background read of the
+			// connection, started at the body's end, would otherwise hit the
+			// deadline during a long call and cancel it.
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+		return body, held, true
+	case errors.Is(err, errBodyBudget):
+		writeRetryLater(w, http.StatusServiceUnavailable, s.opts.RetryAfter, err.Error())
+	case errors.Is(err, errBodyTooLarge):
+		writeTooLarge(w, s.opts.MaxBodyBytes)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		writeRPC(w, http.StatusRequestTimeout, errorResponse(nil, CodeInvalidRequest, "body not received in time"))
+	default:
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "could not read body"))
+	}
+	return nil, held, false
+}
+
+func writeTooLarge(w http.ResponseWriter, limit int64) {
+	writeRPC(w, http.StatusRequestEntityTooLarge, errorResponse(nil, CodeInvalidRequest, fmt.Sprintf("body over %d bytes", limit)))
 }
 
 // InFlight is what the endpoint's POST requests hold at one moment.

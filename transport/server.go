@@ -22,13 +22,6 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// Protocol versions served, newest first (SPEC §5).
-var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
-
-// defaultProtocolVersion is assumed when a request has no
-// MCP-Protocol-Version header.
-const defaultProtocolVersion = "2025-03-26"
-
 // ErrUnknownTool is returned by a Backend's CallTool for a name no tool
 // has; the client gets JSON-RPC -32602.
 var ErrUnknownTool = errors.New("unknown tool")
@@ -548,19 +541,6 @@ func (s *Server) lookup(id string, p Principal) *entry {
 		return nil
 	}
 	return e
-}
-
-// versionOK checks MCP-Protocol-Version (absent: 2025-03-26).
-func versionOK(r *http.Request) bool {
-	v := r.Header.Get("MCP-Protocol-Version")
-	return v == "" || slices.Contains(protocolVersions, v)
-}
-
-func negotiate(requested string) string {
-	if slices.Contains(protocolVersions, requested) {
-		return requested
-	}
-	return protocolVersions[0]
 }
 
 // accepts reports whether the Accept header admits every media type in
