@@ -173,11 +173,7 @@ func wantRetryLater(t *testing.T, what string, res *httpResult, status int, secs
 // come back when the requests complete.
 func TestHTTPBoundsRequestsPerNamespace(t *testing.T) {
 	const limit, extra = 5, 3
-	rt := quietRuntime(t, mcpruntime.Config{})
-	registerInproc(t, rt, "A")
-	createThreads(t, rt, "T", "U")
-	_, tok := openMinted(t, rt, "T", "A")
-	_, other := openMinted(t, rt, "U", "A")
+	rt, tok, other := twoCredentials(t)
 	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{MaxRequestsPerNamespace: limit, RetryAfter: 2 * time.Second})
 	sid, otherSid := e.initialize(tok), e.initialize(other)
 
@@ -228,11 +224,7 @@ func TestHTTPBoundsRequestsPerNamespace(t *testing.T) {
 // TestHTTPBoundsRequestsGlobal: past MaxRequests in flight in all, a POST
 // of any namespace gets 503 + Retry-After.
 func TestHTTPBoundsRequestsGlobal(t *testing.T) {
-	rt := quietRuntime(t, mcpruntime.Config{})
-	registerInproc(t, rt, "A")
-	createThreads(t, rt, "T", "U")
-	_, tok := openMinted(t, rt, "T", "A")
-	_, other := openMinted(t, rt, "U", "A")
+	rt, tok, other := twoCredentials(t)
 	ct, _ := issueClient(t, rt, "ide", memdb.AccessReadOnly)
 	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{MaxRequests: 4})
 	sid, otherSid, clientSid := e.initialize(tok), e.initialize(other), e.initialize(ct.Token)
@@ -378,11 +370,7 @@ func TestHTTPBoundsReleased(t *testing.T) {
 // connection is closed: the body of an unauthenticated or refused caller is
 // never read, not even to be discarded.
 func TestHTTPBoundsRefusalsDoNotWaitForBody(t *testing.T) {
-	rt := quietRuntime(t, mcpruntime.Config{})
-	registerInproc(t, rt, "A")
-	createThreads(t, rt, "T", "U")
-	_, tok := openMinted(t, rt, "T", "A")
-	_, other := openMinted(t, rt, "U", "A")
+	rt, tok, other := twoCredentials(t)
 	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{MaxBodyBytes: 1000})
 	sid := e.initialize(tok)
 	body := padded(900)

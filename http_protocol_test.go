@@ -60,11 +60,7 @@ func TestHTTPProtocolUnknownPathsJSON(t *testing.T) {
 // known — each refusal of SPEC §5 steps 1–4 and the caps — carries no id
 // member, never "id": null.
 func TestHTTPProtocolNoNullID(t *testing.T) {
-	rt := quietRuntime(t, mcpruntime.Config{})
-	registerInproc(t, rt, "A")
-	createThreads(t, rt, "T", "U")
-	_, tok := openMinted(t, rt, "T", "A")
-	_, other := openMinted(t, rt, "U", "A")
+	rt, tok, other := twoCredentials(t)
 	ct, _ := issueClient(t, rt, "ide", memdb.AccessReadOnly)
 	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{MaxBodyBytes: 1024, MaxSessionsPerNamespace: 1, MaxSessions: 2})
 	sid := e.initialize(tok)
@@ -199,11 +195,7 @@ type unsupportedVersion struct {
 // initialize on. Nothing is created or dispatched, and the SPEC §5 order
 // holds (401 and 404 first).
 func TestHTTPProtocolModernProbe(t *testing.T) {
-	rt := quietRuntime(t, mcpruntime.Config{})
-	registerInproc(t, rt, "A")
-	createThreads(t, rt, "T", "U")
-	_, tok := openMinted(t, rt, "T", "A")
-	_, other := openMinted(t, rt, "U", "A")
+	rt, tok, other := twoCredentials(t)
 	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
 	sid := e.initialize(tok)
 	const modern = "2026-07-28"

@@ -21,13 +21,20 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestMetricsCountWhatHappens(t *testing.T) {
-	ctx := context.Background()
+// newRuntime returns a runtime that logs nothing, closed at cleanup.
+func newRuntime(t *testing.T) *mcpruntime.Runtime {
+	t.Helper()
 	rt, err := mcpruntime.New(mcpruntime.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+func TestMetricsCountWhatHappens(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t)
 	if err := rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +133,7 @@ mcpruntime_provider_sessions 1
 // the latency histogram with the series of the fixed method set, and
 // reasons and statuses outside the fixed lists count as "other".
 func TestMetricsLabelsBounded(t *testing.T) {
-	rt, err := mcpruntime.New(mcpruntime.Config{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
+	rt := newRuntime(t)
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, rt, nil)
 	h, err := rt.MCPHandler(mcpruntime.MCPOptions{Observer: m})
