@@ -45,6 +45,18 @@ func newMCPEnv(t *testing.T, rt *mcpruntime.Runtime, opts mcpruntime.MCPOptions)
 	return &mcpEnv{t: t, rt: rt, srv: srv, ts: ts, url: ts.URL + "/mcp"}
 }
 
+// twoCredentials returns a runtime with instance A and threads T and U,
+// and the provider tokens of (T, A) and (U, A): two namespaces.
+func twoCredentials(t *testing.T) (rt *mcpruntime.Runtime, tok, other string) {
+	t.Helper()
+	rt = quietRuntime(t, mcpruntime.Config{})
+	registerInproc(t, rt, "A")
+	createThreads(t, rt, "T", "U")
+	_, tok = openMinted(t, rt, "T", "A")
+	_, other = openMinted(t, rt, "U", "A")
+	return rt, tok, other
+}
+
 // The request headers of a well-formed MCP request.
 const (
 	acceptBoth      = "application/json, text/event-stream"

@@ -14,7 +14,9 @@ type MCPOptions = transport.Options
 
 // MCPHandler returns the MCP Streamable HTTP endpoint (SPEC §5) serving the
 // runtime's tools, to mount on an http.Server. Close ends its sessions. The
-// runtime's Close closes it too.
+// runtime's Close closes it too. The endpoint bounds how long a POST body
+// may take (MCPOptions.BodyTimeout); how long headers may take is the
+// http.Server's: set its ReadHeaderTimeout (cmd/runtime: 10 s).
 func (r *Runtime) MCPHandler(opts MCPOptions) (*transport.Server, error) {
 	if err := r.checkOpen(); err != nil {
 		return nil, err
@@ -41,7 +43,7 @@ func (b mcpBackend) Authenticate(tok string) (transport.Principal, error) {
 	if err != nil {
 		return transport.Principal{}, err
 	}
-	return transport.Principal{Namespace: p.Namespace, CredentialID: p.CredentialID, Value: p}, nil
+	return transport.Principal{Namespace: p.Namespace, CredentialID: p.CredentialID, Expires: p.Expires, Value: p}, nil
 }
 
 func (b mcpBackend) Tools(p transport.Principal) []transport.ToolDescriptor {

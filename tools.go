@@ -253,7 +253,9 @@ func (r *Runtime) permit(t *registeredTool, caller Principal) *ToolResult {
 // CallTool runs one tools/call for caller: lookup, class and capability
 // checks, schema validation, then the handler. Unknown tools are
 // ErrUnknownTool (a JSON-RPC error, not a result). Policy refusals and
-// invalid arguments are isError results.
+// invalid arguments are isError results. A handler that fails with ctx's
+// error once ctx is done was cancelled, not failed: CallTool returns that
+// error, not an isError result.
 func (r *Runtime) CallTool(ctx context.Context, caller Principal, name string, args json.RawMessage, progress func(progress, total float64, message string)) (*ToolResult, error) {
 	tools, _ := r.tools.snapshot()
 	t := tools[name]
@@ -275,6 +277,9 @@ func (r *Runtime) CallTool(ctx context.Context, caller Principal, name string, a
 	}
 	res, err := t.Handler(ctx, &ToolCall{Caller: caller, Arguments: args, rt: r, progress: progress})
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, fmt.Errorf("tool %s: %w", name, err) // cancelled, not failed
+		}
 		return refusalFor(err), nil
 	}
 	if res == nil {

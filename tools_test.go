@@ -357,6 +357,34 @@ func TestToolHandlerErrors(t *testing.T) {
 	}
 }
 
+// TestToolCancelledIsNotAFailure: a handler that fails with its context's
+// error once the context is done was cancelled: CallTool returns that error,
+// not the isError result "tool failed: context canceled". The same error
+// while the context is live is a tool failure like any other.
+func TestToolCancelledIsNotAFailure(t *testing.T) {
+	rt := quietRuntime(t, mcpruntime.Config{})
+	registerInproc(t, rt, "A")
+	createThreads(t, rt, "T")
+	p, _, _ := liveOn(t, rt, "T", "A")
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "waits", Access: mcpruntime.AccessRead,
+		Handler: func(ctx context.Context, _ *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) {
+			<-ctx.Done()
+			return nil, fmt.Errorf("waiting: %w", ctx.Err())
+		}}))
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "own_timeout", Access: mcpruntime.AccessRead,
+		Handler: func(context.Context, *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) {
+			return nil, context.DeadlineExceeded
+		}}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if res, err := rt.CallTool(ctx, p, "waits", nil, nil); !errors.Is(err, context.Canceled) || res != nil {
+		t.Errorf("cancelled call = %+v, %v; want no result and context.Canceled", res, err)
+	}
+	if res := toolsCall(t, rt, p, "own_timeout", ""); !res.IsError || !strings.Contains(res.Text, "deadline exceeded") {
+		t.Errorf("own_timeout = %+v, want a plain isError result", res)
+	}
+}
+
 // TestReadAsCaller: a readAsCaller tool needs a provider credential; any
 // client grant is refused with thread_credential_required.
 func TestReadAsCaller(t *testing.T) {

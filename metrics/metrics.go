@@ -2,6 +2,10 @@
 // (live, opened, closed by reason), authentication failures by reason,
 // requests by method and status with a latency histogram, and the
 // runtime's actors and records. It implements transport.Observer.
+//
+// Every label takes its value from a fixed set, whatever the request
+// carried: HTTP methods, statuses and reasons outside the lists below count
+// as "other", so no input, authenticated or not, adds a series.
 package metrics
 
 import (
@@ -13,6 +17,45 @@ import (
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/transport"
 )
+
+// other is the label value of anything outside a label's fixed set.
+const other = "other"
+
+// The fixed label sets.
+var (
+	methodLabels = labelSet("GET", "POST", "DELETE")
+	// statusLabels are the statuses the MCP endpoint answers.
+	statusLabels = statusSet(200, 202, 204, 400, 401, 403, 404, 405, 406, 408, 409, 413, 415, 429, 500, 503)
+	// authReasons: the transport's own and the runtime's AuthError reasons.
+	authReasons = labelSet("missing", "malformed_header", "malformed", "unknown", "revoked", "expired", "invalid")
+	// closeReasons are the session package's Reason constants.
+	closeReasons = labelSet("delete", "idle", "cap", "revoke", "shutdown")
+)
+
+// labelSet maps each allowed value to itself.
+func labelSet(values ...string) map[string]string {
+	m := make(map[string]string, len(values))
+	for _, v := range values {
+		m[v] = v
+	}
+	return m
+}
+
+func statusSet(codes ...int) map[int]string {
+	m := make(map[int]string, len(codes))
+	for _, c := range codes {
+		m[c] = strconv.Itoa(c)
+	}
+	return m
+}
+
+// label returns v's label value in set: v itself, or "other".
+func label[K comparable](set map[K]string, v K) string {
+	if l, ok := set[v]; ok {
+		return l
+	}
+	return other
+}
 
 // Metrics is the transport observer and the runtime's collectors.
 type Metrics struct {
@@ -35,19 +78,19 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime, sessions func() int)
 		}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpruntime_mcp_sessions_closed_total",
-			Help: "MCP sessions ended, by reason (delete, idle, cap, revoke, shutdown).",
+			Help: "MCP sessions ended, by reason (delete, idle, cap, revoke, shutdown, other).",
 		}, []string{"reason"}),
 		authFail: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpruntime_auth_failures_total",
-			Help: "Requests answered 401, by reason (missing, malformed_header, malformed, unknown, revoked, expired).",
+			Help: "Requests answered 401, by reason (missing, malformed_header, malformed, unknown, revoked, expired, invalid, other).",
 		}, []string{"reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpruntime_http_requests_total",
-			Help: "MCP endpoint requests, by HTTP method and status.",
+			Help: "MCP endpoint requests, by HTTP method (GET, POST, DELETE, other) and status (those the endpoint answers, other).",
 		}, []string{"method", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mcpruntime_http_request_duration_seconds",
-			Help:    "MCP endpoint request latency (a stream counts until it ends), by HTTP method.",
+			Help:    "MCP endpoint request latency (a stream counts until it ends), by HTTP method (GET, POST, DELETE, other).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"method"}),
 	}
@@ -71,15 +114,20 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime, sessions func() int)
 
 // Request implements transport.Observer.
 func (m *Metrics) Request(method string, status int, d time.Duration) {
-	m.requests.WithLabelValues(method, strconv.Itoa(status)).Inc()
+	method = label(methodLabels, method)
+	m.requests.WithLabelValues(method, label(statusLabels, status)).Inc()
 	m.latency.WithLabelValues(method).Observe(d.Seconds())
 }
 
 // AuthFailure implements transport.Observer.
-func (m *Metrics) AuthFailure(reason string) { m.authFail.WithLabelValues(reason).Inc() }
+func (m *Metrics) AuthFailure(reason string) {
+	m.authFail.WithLabelValues(label(authReasons, reason)).Inc()
+}
 
 // SessionOpened implements transport.Observer.
 func (m *Metrics) SessionOpened() { m.opened.Inc() }
 
 // SessionClosed implements transport.Observer.
-func (m *Metrics) SessionClosed(reason string) { m.closed.WithLabelValues(reason).Inc() }
+func (m *Metrics) SessionClosed(reason string) {
+	m.closed.WithLabelValues(label(closeReasons, reason)).Inc()
+}

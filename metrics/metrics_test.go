@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -19,13 +21,20 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func TestMetricsCountWhatHappens(t *testing.T) {
-	ctx := context.Background()
+// newRuntime returns a runtime that logs nothing, closed at cleanup.
+func newRuntime(t *testing.T) *mcpruntime.Runtime {
+	t.Helper()
 	rt, err := mcpruntime.New(mcpruntime.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+func TestMetricsCountWhatHappens(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t)
 	if err := rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
 		t.Fatal(err)
 	}
@@ -79,11 +88,11 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 	do(http.MethodPost, ps.Authorization, sid, `{"jsonrpc":"2.0","id":2,"method":"ping"}`) // 404
 
 	want := `
-# HELP mcpruntime_auth_failures_total Requests answered 401, by reason (missing, malformed_header, malformed, unknown, revoked, expired).
+# HELP mcpruntime_auth_failures_total Requests answered 401, by reason (missing, malformed_header, malformed, unknown, revoked, expired, invalid, other).
 # TYPE mcpruntime_auth_failures_total counter
 mcpruntime_auth_failures_total{reason="malformed"} 1
 mcpruntime_auth_failures_total{reason="missing"} 1
-# HELP mcpruntime_http_requests_total MCP endpoint requests, by HTTP method and status.
+# HELP mcpruntime_http_requests_total MCP endpoint requests, by HTTP method (GET, POST, DELETE, other) and status (those the endpoint answers, other).
 # TYPE mcpruntime_http_requests_total counter
 mcpruntime_http_requests_total{method="DELETE",status="204"} 1
 mcpruntime_http_requests_total{method="POST",status="200"} 1
@@ -92,7 +101,7 @@ mcpruntime_http_requests_total{method="POST",status="404"} 1
 # HELP mcpruntime_mcp_sessions Live MCP sessions.
 # TYPE mcpruntime_mcp_sessions gauge
 mcpruntime_mcp_sessions 0
-# HELP mcpruntime_mcp_sessions_closed_total MCP sessions ended, by reason (delete, idle, cap, revoke, shutdown).
+# HELP mcpruntime_mcp_sessions_closed_total MCP sessions ended, by reason (delete, idle, cap, revoke, shutdown, other).
 # TYPE mcpruntime_mcp_sessions_closed_total counter
 mcpruntime_mcp_sessions_closed_total{reason="delete"} 1
 # HELP mcpruntime_mcp_sessions_opened_total MCP sessions opened by initialize.
@@ -116,5 +125,59 @@ mcpruntime_provider_sessions 1
 	}
 	if n, err := testutil.GatherAndCount(reg, "mcpruntime_actors"); err != nil || n != 1 {
 		t.Fatalf("actors gauge series = %d, %v", n, err)
+	}
+}
+
+// TestMetricsLabelsBounded: no input an attacker controls adds a series.
+// 20 000 requests with distinct HTTP methods leave the request counter and
+// the latency histogram with the series of the fixed method set, and
+// reasons and statuses outside the fixed lists count as "other".
+func TestMetricsLabelsBounded(t *testing.T) {
+	rt := newRuntime(t)
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, rt, nil)
+	h, err := rt.MCPHandler(mcpruntime.MCPOptions{Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+
+	for i := range 20_000 {
+		req := httptest.NewRequest("M"+strconv.Itoa(i), "/mcp", nil)
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		req := httptest.NewRequest(method, "/mcp", nil)
+		req.Host = "127.0.0.1" // past the Host guard: 401, no token
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	for i := range 1_000 {
+		m.AuthFailure("reason-" + strconv.Itoa(i))
+		m.SessionClosed("reason-" + strconv.Itoa(i))
+		m.Request("M"+strconv.Itoa(i), 1000+i, time.Millisecond)
+	}
+
+	want := `
+# HELP mcpruntime_auth_failures_total Requests answered 401, by reason (missing, malformed_header, malformed, unknown, revoked, expired, invalid, other).
+# TYPE mcpruntime_auth_failures_total counter
+mcpruntime_auth_failures_total{reason="missing"} 3
+mcpruntime_auth_failures_total{reason="other"} 1000
+# HELP mcpruntime_http_requests_total MCP endpoint requests, by HTTP method (GET, POST, DELETE, other) and status (those the endpoint answers, other).
+# TYPE mcpruntime_http_requests_total counter
+mcpruntime_http_requests_total{method="DELETE",status="401"} 1
+mcpruntime_http_requests_total{method="GET",status="401"} 1
+mcpruntime_http_requests_total{method="POST",status="401"} 1
+mcpruntime_http_requests_total{method="other",status="405"} 20000
+mcpruntime_http_requests_total{method="other",status="other"} 1000
+# HELP mcpruntime_mcp_sessions_closed_total MCP sessions ended, by reason (delete, idle, cap, revoke, shutdown, other).
+# TYPE mcpruntime_mcp_sessions_closed_total counter
+mcpruntime_mcp_sessions_closed_total{reason="other"} 1000
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"mcpruntime_auth_failures_total", "mcpruntime_http_requests_total", "mcpruntime_mcp_sessions_closed_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "mcpruntime_http_request_duration_seconds"); err != nil || n != 4 {
+		t.Fatalf("latency histogram series = %d, %v; want 4 (GET, POST, DELETE, other)", n, err)
 	}
 }

@@ -9,10 +9,11 @@ import (
 
 // The bodies of the fixed error answers. notFoundBody is the same bytes for
 // an unknown and a foreign session (SPEC §5 step 3, §6.3): it names nothing.
+// None has an id: they answer before the request's id is read.
 var (
-	notFoundBody     = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"session not found"}}` + "\n")
-	unauthorizedBody = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"unauthorized"}}` + "\n")
-	forbiddenBody    = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"forbidden"}}` + "\n")
+	notFoundBody     = []byte(`{"jsonrpc":"2.0","error":{"code":-32001,"message":"session not found"}}` + "\n")
+	unauthorizedBody = []byte(`{"jsonrpc":"2.0","error":{"code":-32001,"message":"unauthorized"}}` + "\n")
+	forbiddenBody    = []byte(`{"jsonrpc":"2.0","error":{"code":-32001,"message":"forbidden"}}` + "\n")
 )
 
 // Status of each failure the transport answers without dispatching. One
@@ -23,13 +24,17 @@ var (
 //	unknown, deleted, expired or foreign session 404
 //	non-initialize without session, bad version,
 //	  malformed JSON, batch                    400
+//	a path other than the endpoint's           404
 //	method other than POST/GET/DELETE          405
 //	Accept missing a required type             406
 //	second standalone stream                   409
+//	body not in before BodyTimeout             408, connection closed
 //	body over the limit                        413
 //	Content-Type not JSON                      415
-//	per-namespace cap, nothing idle to evict   429 + Retry-After
-//	global cap; actor did not answer in time   503 (+ Retry-After for the cap)
+//	per-namespace cap, nothing idle to evict;
+//	  namespace's requests in flight           429 + Retry-After
+//	global caps (sessions, requests, body
+//	  bytes); actor did not answer in time     503 (+ Retry-After for the caps)
 //	anything else                              500, generic body, detail logged
 func writeFixed(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()

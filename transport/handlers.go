@@ -23,10 +23,11 @@ const (
 )
 
 // admit runs what every request goes through, whatever its method, in SPEC
-// §5's order: the Origin/Host guard, authentication, the session's owner
-// check (unknown and foreign alike: 404, nothing touched), and the protocol
-// version. The entry is nil when the request names no session. On false
-// the answer is written.
+// §5's order: the Origin/Host guard, authentication, and the session's
+// owner check (unknown and foreign alike: 404, nothing touched). The entry
+// is nil when the request names no session. On false the answer is
+// written. The protocol version comes next, in each handler: a POST's
+// answer echoes its id.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) (Principal, *entry, bool) {
 	if !s.guard(w, r) {
 		return Principal{}, nil, false
@@ -42,38 +43,46 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (Principal, *entr
 			return Principal{}, nil, false
 		}
 	}
-	if !versionOK(r) {
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "unsupported MCP-Protocol-Version"))
-		return Principal{}, nil, false
-	}
 	return p, e, true
 }
 
-// handlePost serves POST: SPEC §5 steps 1–5 in order.
+// handlePost serves POST: SPEC §5 steps 1–5 in order, with step 0 (the
+// token and the session checked again) once the body is in.
 func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	p, e, ok := s.admit(w, r)
 	if !ok {
 		return
 	}
-	if !accepts(r, "application/json", "text/event-stream") {
+	// A version not served is answered from the body (its id echoed),
+	// whatever the Accept and Content-Type headers.
+	version, versionOK := headerVersion(r)
+	if versionOK && !accepts(r, "application/json", "text/event-stream") {
 		writeRPC(w, http.StatusNotAcceptable, errorResponse(nil, CodeInvalidRequest, "Accept must include application/json and text/event-stream"))
 		return
 	}
-	if !isJSONContentType(r.Header.Get("Content-Type")) {
+	if versionOK && !isJSONContentType(r.Header.Get("Content-Type")) {
 		writeRPC(w, http.StatusUnsupportedMediaType, errorResponse(nil, CodeInvalidRequest, "Content-Type must be application/json"))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeRPC(w, http.StatusRequestEntityTooLarge, errorResponse(nil, CodeInvalidRequest, fmt.Sprintf("body over %d bytes", s.opts.MaxBodyBytes)))
-			return
-		}
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "could not read body"))
+	switch err := s.limits.admit(p.Namespace); {
+	case errors.Is(err, errRequestsPerNamespace):
+		writeRetryLater(w, http.StatusTooManyRequests, s.opts.RetryAfter, err.Error())
+		return
+	case err != nil:
+		writeRetryLater(w, http.StatusServiceUnavailable, s.opts.RetryAfter, err.Error())
+		return
+	}
+	defer s.limits.done(p.Namespace)
+	body, held, ok := s.readBody(w, r)
+	defer s.limits.release(held)
+	if !ok || !s.recheck(w, p, e) {
 		return
 	}
 	msg, err := decodeMessage(body)
+	if !versionOK {
+		writeUnsupportedVersion(w, requestID(msg), version)
+		return
+	}
 	switch {
 	case errors.Is(err, errBatch):
 		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "JSON-RPC batches are not supported"))
@@ -81,8 +90,15 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	case errors.Is(err, errInvalid):
 		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "invalid JSON-RPC message"))
 		return
+	case errors.Is(err, errEncoding):
+		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "body is "+err.Error()))
+		return
 	case err != nil:
 		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "parse error"))
+		return
+	}
+	if claim, ok := metaVersion(msg.Params); ok && !served(claim) {
+		writeUnsupportedVersion(w, requestID(msg), claim)
 		return
 	}
 	if msg.isRequest() && msg.Method == "initialize" {
@@ -210,8 +226,11 @@ func (s *Server) notify(e *entry, msg *message) {
 		var params struct {
 			RequestID json.RawMessage `json:"requestId"`
 		}
-		if json.Unmarshal(msg.Params, &params) == nil && len(params.RequestID) > 0 {
-			e.act.CancelCall(string(params.RequestID))
+		if json.Unmarshal(msg.Params, &params) != nil {
+			return
+		}
+		if key, ok := idKey(params.RequestID); ok {
+			e.act.CancelCall(key) // by value: any spelling of the call's id
 		}
 	}
 }
@@ -241,10 +260,10 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidParams, "tools/call needs params.name"))
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	id := string(msg.ID)
-	switch err := e.act.BeginCall(id, cancel); {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	key, _ := idKey(msg.ID) // a validated id: a string or an integer
+	switch err := e.act.BeginCall(key, cancel); {
 	case errors.Is(err, session.ErrClosed):
 		writeNotFound(w) // ended between the owner check and now
 		return
@@ -252,7 +271,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidRequest, err.Error()))
 		return
 	}
-	defer e.act.EndCall(id)
+	defer e.act.EndCall(key)
 
 	out := &callWriter{w: w, s: s, ctx: ctx, cancel: cancel, credential: p.CredentialID}
 	var progress func(float64, float64, string)
@@ -270,6 +289,8 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 	}
 	result, err := s.backend.CallTool(ctx, p, params.Name, params.Arguments, progress)
 	switch {
+	case ctx.Err() != nil:
+		out.abandon(context.Cause(ctx))
 	case errors.Is(err, ErrUnknownTool):
 		out.finish(errorResponse(msg.ID, CodeInvalidParams, fmt.Sprintf("unknown tool %q", params.Name)))
 	case err != nil:
@@ -339,7 +360,7 @@ type callWriter struct {
 	w          http.ResponseWriter
 	s          *Server
 	ctx        context.Context
-	cancel     context.CancelFunc
+	cancel     context.CancelCauseFunc
 	credential string
 
 	mu        sync.Mutex // guards the fields below; progress may come from any goroutine
@@ -361,11 +382,39 @@ func (c *callWriter) event(v any) {
 		c.w.WriteHeader(http.StatusOK)
 		// A stream opened under a credential closes when it is revoked or
 		// expires: the call is cancelled and the response ends.
-		stop := c.s.live.Credential(c.credential, c.cancel)
+		stop := c.s.live.Credential(c.credential, c.credentialDead)
 		context.AfterFunc(c.ctx, stop)
 	}
 	if err := writeEvent(c.w, v); err != nil {
-		c.cancel()
+		c.cancel(err)
+	}
+}
+
+func (c *callWriter) credentialDead() { c.cancel(errCredentialDead) }
+
+// errCredentialDead cancels a streaming call whose credential was revoked
+// or expired.
+var errCredentialDead = errors.New("credential no longer live")
+
+// abandon ends a call whose context ended before its answer was written:
+// it gets no JSON-RPC response, whatever the tool returned (the receiver
+// of a cancellation SHOULD NOT answer it). A stream ends with what it sent.
+// In JSON mode the answer is the session's 404 when the session ended under
+// the call (as a request arriving now would get), else — the client
+// cancelled it, or went away — an event stream that ends with no message.
+func (c *callWriter) abandon(cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done = true
+	switch {
+	case c.streaming:
+	case errors.Is(cause, session.ErrClosed):
+		writeNotFound(c.w)
+	default:
+		h := c.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		c.w.WriteHeader(http.StatusOK)
 	}
 }
 
@@ -398,6 +447,10 @@ func writeEvent(w http.ResponseWriter, v any) error {
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	p, e, ok := s.admit(w, r)
 	if !ok {
+		return
+	}
+	if v, ok := headerVersion(r); !ok {
+		writeUnsupportedVersion(w, nil, v)
 		return
 	}
 	if !accepts(r, "text/event-stream") {
@@ -462,6 +515,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	_, e, ok := s.admit(w, r)
 	if !ok {
+		return
+	}
+	if v, ok := headerVersion(r); !ok {
+		writeUnsupportedVersion(w, nil, v)
 		return
 	}
 	if e == nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/big"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -18,6 +20,10 @@ const (
 	// a session. Clients that probe with a newer method fall back to
 	// initialize on it.
 	CodeSessionRequired = -32000
+	// CodeUnsupportedProtocolVersion: the request asked for a protocol
+	// version the endpoint does not serve (MCP 2026-07-28's
+	// UnsupportedProtocolVersionError).
+	CodeUnsupportedProtocolVersion = -32022
 )
 
 // message is one decoded JSON-RPC message: a request (ID and Method), a
@@ -36,9 +42,10 @@ func (m *message) isNotification() bool { return m.Method != "" && len(m.ID) == 
 func (m *message) isResponse() bool     { return m.Method == "" && len(m.ID) > 0 }
 
 var (
-	errParse   = errors.New("parse error")
-	errBatch   = errors.New("batch")
-	errInvalid = errors.New("invalid request")
+	errParse    = errors.New("parse error")
+	errEncoding = errors.New("not UTF-8 JSON text: invalid UTF-8, or an escaped lone surrogate")
+	errBatch    = errors.New("batch")
+	errInvalid  = errors.New("invalid request")
 )
 
 // decodeMessage parses one JSON-RPC message. A JSON array is errBatch:
@@ -52,6 +59,9 @@ var (
 func decodeMessage(body []byte) (*message, error) {
 	if !json.Valid(body) {
 		return nil, errParse // also: trailing data, a stray closing bracket
+	}
+	if !losslessUnicode(body) {
+		return nil, errEncoding
 	}
 	switch body[skipSpace(body, 0)] {
 	case '[':
@@ -97,6 +107,60 @@ func decodeMessage(body []byte) (*message, error) {
 		return nil, errInvalid // a response carries a result or an error
 	}
 	return &m, nil
+}
+
+// losslessUnicode reports whether body, valid JSON, decodes without loss:
+// it is valid UTF-8 (RFC 8259 §8.1: JSON text is UTF-8), and every \u
+// escape names a Unicode scalar value, a surrogate only as half of a pair.
+// encoding/json turns both kinds of fault into U+FFFD, which would change
+// a text and let an invalid id be echoed raw; the whole message is refused
+// instead. It allocates nothing.
+func losslessUnicode(body []byte) bool {
+	if !utf8.Valid(body) {
+		return false
+	}
+	for i := 0; ; {
+		j := bytes.IndexByte(body[i:], '\\')
+		if j < 0 {
+			return true
+		}
+		i += j + 1 // the escaped character; valid JSON has one
+		if body[i] != 'u' {
+			i++ // \\ among them: the next backslash starts a new escape
+			continue
+		}
+		r := hex4(body[i+1 : i+5])
+		i += 5
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return false // a low surrogate alone
+		case r >= 0xd800 && r <= 0xdbff:
+			if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+				return false
+			}
+			if lo := hex4(body[i+2 : i+6]); lo < 0xdc00 || lo > 0xdfff {
+				return false
+			}
+			i += 6
+		}
+	}
+}
+
+// hex4 decodes the four hex digits of a \u escape; b comes from valid JSON.
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // eachMember calls fn with the name (unescaped) and the raw value of each
@@ -220,27 +284,61 @@ func validID(id json.RawMessage) bool {
 	return false
 }
 
+// idKey returns the key of a JSON-RPC id, equal for ids of equal decoded
+// value: a string's is its decoded text in quotes ("\u0031" and "1" are
+// one id), an integer's its decimal digits (1, 1.0 and 1e0 are one, -0 is
+// 0); the number 1 and the string "1" differ. ok is false for anything
+// else (a fraction, an integer beyond int64, not a string or a number).
+// The common spellings, a string without escapes and a plain integer, cost
+// the one allocation of the key.
+func idKey(raw []byte) (key string, ok bool) {
+	switch {
+	case len(raw) == 0:
+		return "", false
+	case raw[0] == '"':
+		if bytes.IndexByte(raw, '\\') < 0 {
+			return string(raw), true
+		}
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return "", false
+		}
+		return `"` + s + `"`, true
+	case raw[0] != '-' && (raw[0] < '0' || raw[0] > '9'):
+		return "", false
+	case bytes.IndexAny(raw, ".eE") < 0 && string(raw) != "-0":
+		if _, err := strconv.ParseInt(string(raw), 10, 64); err != nil {
+			return "", false
+		}
+		return string(raw), true // JSON has no leading zeros: already canonical
+	}
+	r, ok := new(big.Rat).SetString(string(raw))
+	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+		return "", false
+	}
+	return strconv.FormatInt(r.Num().Int64(), 10), true
+}
+
 type rpcError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
 }
 
+// response is a JSON-RPC response. ID is empty when the request's id is
+// not known (it could not be read, or was not valid): the id member is then
+// left out, never null, as MCP's schema has it.
 type response struct {
 	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
+	ID      json.RawMessage `json:"id,omitempty"`
 	Result  any             `json:"result,omitempty"`
 	Error   *rpcError       `json:"error,omitempty"`
 }
-
-var nullID = json.RawMessage("null")
 
 func resultResponse(id json.RawMessage, result any) *response {
 	return &response{JSONRPC: "2.0", ID: id, Result: result}
 }
 
 func errorResponse(id json.RawMessage, code int, msg string) *response {
-	if len(id) == 0 {
-		id = nullID
-	}
 	return &response{JSONRPC: "2.0", ID: id, Error: &rpcError{Code: code, Message: msg}}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzDecodeMessage checks decodeMessage on arbitrary bodies: it never
@@ -30,6 +31,9 @@ func FuzzDecodeMessage(f *testing.F) {
 		`null`,
 		``,
 		`{`,
+		"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\",\"method\":\"ping\"}",
+		`{"jsonrpc":"2.0","id":"\ud800","method":"ping"}`,
+		`{"jsonrpc":"2.0","id":"\ud83d\ude00","method":"ping"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -43,6 +47,10 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		if m == nil {
 			t.Fatalf("decodeMessage(%q) = nil, nil", body)
+		}
+		// Valid UTF-8 JSON text, decoding without loss.
+		if !utf8.Valid(body) {
+			t.Fatalf("decodeMessage accepted %q, which is not valid UTF-8", body)
 		}
 		// A single JSON object, nothing before or after it but whitespace.
 		trimmed := bytes.TrimSpace(body)

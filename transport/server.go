@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -21,23 +22,25 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// Protocol versions served, newest first (SPEC §5).
-var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
-
-// defaultProtocolVersion is assumed when a request has no
-// MCP-Protocol-Version header.
-const defaultProtocolVersion = "2025-03-26"
-
 // ErrUnknownTool is returned by a Backend's CallTool for a name no tool
 // has; the client gets JSON-RPC -32602.
 var ErrUnknownTool = errors.New("unknown tool")
 
 // Principal is who a request's token authenticates as.
 type Principal struct {
-	Namespace    string
+	Namespace string
+	// CredentialID names the credential row (memdb) the token matched; the
+	// transport reads it again at dispatch (SPEC §5 step 0).
 	CredentialID string
+	// Expires is when the credential stops authenticating by the clock
+	// alone. Zero: never.
+	Expires time.Time
 	// Value is the backend's own principal, handed back to it on dispatch.
 	Value any
+
+	// credGen is the endpoint's credential generation read just before
+	// the token was authenticated.
+	credGen uint64
 }
 
 // ToolDescriptor is one entry of tools/list.
@@ -81,6 +84,30 @@ type Options struct {
 	DisableHostCheck bool
 	// MaxBodyBytes bounds a POST body. Zero: 4 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout bounds how long a POST body may take to arrive once its
+	// headers were admitted: the transport sets the connection's read
+	// deadline (http.ResponseController) when it starts reading the body
+	// and clears it once the body is in. A body still incomplete then gets
+	// 408 and its connection is closed; it is never served. It overrides
+	// http.Server.ReadTimeout for POST bodies. Zero: 30 s; negative: no
+	// deadline. The headers' deadline is the http.Server's: set its
+	// ReadHeaderTimeout (cmd/runtime: 10 s).
+	BodyTimeout time.Duration
+	// MaxRequestsPerNamespace bounds the POST requests of one namespace in
+	// flight at once, counted from admission (token and session checked)
+	// to the end of the handler; the next gets 429 + Retry-After. GET
+	// streams (one per session, bounded by the session caps) and DELETEs
+	// are not counted. Zero: 256.
+	MaxRequestsPerNamespace int
+	// MaxRequests bounds the POST requests in flight in all, counted the
+	// same way; the next gets 503 + Retry-After. Zero: 4096.
+	MaxRequests int
+	// MaxBodyBytesInFlight bounds the bytes of POST bodies held at once,
+	// from the start of their reading to the end of their request: a
+	// declared Content-Length is reserved before reading, a body of unknown
+	// length chunk by chunk as it grows. A body that does not fit gets 503
+	// + Retry-After. Zero: 64 MiB; raised to MaxBodyBytes if lower.
+	MaxBodyBytesInFlight int64
 	// IdleTimeout ends a session with nothing in flight for this long.
 	// Zero: 30 min; negative: never.
 	IdleTimeout time.Duration
@@ -111,8 +138,9 @@ type Options struct {
 // request goroutines and session actors: they must be quick and safe for
 // concurrent use.
 type Observer interface {
-	// Request is called once per request with the HTTP method, the status
-	// answered and how long it took (for a stream: until it ended).
+	// Request is called once per request with the HTTP method ("GET",
+	// "POST", "DELETE", or "other" for any other), the status answered and
+	// how long it took (for a stream: until it ended).
 	Request(method string, status int, d time.Duration)
 	// AuthFailure is called for every 401, with a reason: "missing",
 	// "malformed_header", or the backend's (see AuthReasoner).
@@ -141,6 +169,22 @@ func (o Options) withDefaults() Options {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
 	}
+	if o.BodyTimeout == 0 {
+		o.BodyTimeout = 30 * time.Second
+	}
+	if o.BodyTimeout < 0 {
+		o.BodyTimeout = 0
+	}
+	if o.MaxRequestsPerNamespace <= 0 {
+		o.MaxRequestsPerNamespace = 256
+	}
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = 4096
+	}
+	if o.MaxBodyBytesInFlight <= 0 {
+		o.MaxBodyBytesInFlight = 64 << 20
+	}
+	o.MaxBodyBytesInFlight = max(o.MaxBodyBytesInFlight, o.MaxBodyBytes)
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = 30 * time.Minute
 	}
@@ -188,8 +232,15 @@ type Server struct {
 	root    *actor.RootContext
 	router  *httprouter.Router
 	reg     registry
+	limits  limits
 	live    *liveness.Monitor // session owners and stream credentials
-	closing sync.Once
+	// credGen counts committed writes that changed credentials; the store's
+	// commit hook adds one before the write returns. Unchanged since a
+	// request was authenticated, no credential was revoked or removed in
+	// between, and the dispatch check needs no store read.
+	credGen   atomic.Uint64
+	unhookGen func()
+	closing   sync.Once
 	// sessionProps spawns every session actor of the endpoint.
 	sessionProps *actor.Props
 	sweepMu      sync.Mutex  // guards the two fields below
@@ -202,6 +253,7 @@ type Server struct {
 func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
 	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
 	s.live = liveness.New(store, s.opts.Now)
+	s.unhookGen = store.OnCredentialsChanged(func([]*memdb.Credential) { s.credGen.Add(1) })
 	s.sessionProps = session.NewProps(&session.Config{
 		Store:       store,
 		Now:         s.opts.Now,
@@ -215,6 +267,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 	})
 	s.armSweep()
 	s.reg.init(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace)
+	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
@@ -223,6 +276,11 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 	r.POST(s.opts.Path, s.handlePost)
 	r.GET(s.opts.Path, s.handleGet)
 	r.DELETE(s.opts.Path, s.handleDelete)
+	// Every answer is JSON, unknown paths too: clients that probe OAuth
+	// discovery paths on a 401 parse the body.
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeRPC(w, http.StatusNotFound, errorResponse(nil, CodeInvalidRequest, "not found: the MCP endpoint is "+s.opts.Path))
+	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", "POST, GET, DELETE")
 		writeRPC(w, http.StatusMethodNotAllowed, errorResponse(nil, CodeInvalidRequest, "method not allowed"))
@@ -238,34 +296,62 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 // ServeHTTP serves the endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, bodyUnread: r.ContentLength != 0}
 	s.router.ServeHTTP(sw, r)
 	status := sw.status
 	if status == 0 {
 		status = http.StatusOK
 	}
-	s.opts.Observer.Request(r.Method, status, time.Since(start))
+	s.opts.Observer.Request(methodLabel(r.Method), status, time.Since(start))
+}
+
+// methodLabel is the HTTP method an Observer is told: one of the endpoint's
+// methods, or "other", so that a client cannot make up label values.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodPost, http.MethodDelete:
+		return m
+	}
+	return "other"
 }
 
 // statusWriter records the status written. Unwrap keeps
-// http.ResponseController (Flush) working through it.
+// http.ResponseController (Flush, read deadlines) working through it.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// bodyUnread: the request has a body that was not read (yet). An answer
+	// written then closes the connection at once: net/http would otherwise
+	// read the rest of the body (up to 256 KiB, with no deadline of its
+	// own), before answering and again when the handler returns, so a
+	// refused slow client would hold its goroutine after all.
+	bodyUnread bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		if w.bodyUnread {
+			w.Header().Set("Connection", "close") // no read before the answer
+			// and none after it: the deadline has passed.
+			_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now())
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// bodyRead tells w, the request's statusWriter, that its body was read.
+func bodyRead(w http.ResponseWriter) {
+	if sw, ok := w.(*statusWriter); ok {
+		sw.bodyUnread = false
+	}
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -280,6 +366,7 @@ func (s *Server) Close() {
 			_ = s.root.StopFuture(e.pid).Wait()
 		}
 		s.live.Close()
+		s.unhookGen()
 		s.sweepMu.Lock()
 		s.sweepStopped = true
 		if s.sweepTimer != nil {
@@ -387,6 +474,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 		writeUnauthorized(w, true)
 		return Principal{}, false
 	}
+	gen := s.credGen.Load() // before the read: a revocation after it moves it
 	p, err := s.backend.Authenticate(strings.TrimSpace(tok))
 	if err != nil {
 		reason := "invalid"
@@ -398,7 +486,48 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 		writeUnauthorized(w, true)
 		return Principal{}, false
 	}
+	p.credGen = gen
 	return p, true
+}
+
+// recheck is SPEC §5 step 0: what admit checked on the headers, checked
+// again at dispatch, once the body is in. A token revoked, removed or
+// expired since gets 401, a session that ended since 404, exactly as if
+// the request had arrived now; nothing is dispatched. On false the answer
+// is written.
+func (s *Server) recheck(w http.ResponseWriter, p Principal, e *entry) bool {
+	if reason := s.deadSince(p); reason != "" {
+		s.opts.Observer.AuthFailure(reason)
+		writeUnauthorized(w, true)
+		return false
+	}
+	if e != nil && s.reg.get(e.id) != e {
+		writeNotFound(w)
+		return false
+	}
+	return true
+}
+
+// deadSince returns why p's credential no longer authenticates ("unknown":
+// removed, "revoked", "expired"), or "" while it does. The token is not
+// hashed again: when no credential changed since p was authenticated and
+// its expiry has not come, nothing can have killed it; otherwise its row is
+// read by id, one lock-free store read.
+func (s *Server) deadSince(p Principal) string {
+	now := s.opts.Now()
+	if s.credGen.Load() == p.credGen && (p.Expires.IsZero() || now.Before(p.Expires)) {
+		return ""
+	}
+	c, err := s.store.Read().Credential(nil, p.CredentialID)
+	switch {
+	case err != nil:
+		return "unknown"
+	case c.State != memdb.StateLive:
+		return "revoked"
+	case !c.LiveAt(now):
+		return "expired"
+	}
+	return ""
 }
 
 // lookup is SPEC §5 step 3: the session named by the request, if the
@@ -412,19 +541,6 @@ func (s *Server) lookup(id string, p Principal) *entry {
 		return nil
 	}
 	return e
-}
-
-// versionOK checks MCP-Protocol-Version (absent: 2025-03-26).
-func versionOK(r *http.Request) bool {
-	v := r.Header.Get("MCP-Protocol-Version")
-	return v == "" || slices.Contains(protocolVersions, v)
-}
-
-func negotiate(requested string) string {
-	if slices.Contains(protocolVersions, requested) {
-		return requested
-	}
-	return protocolVersions[0]
 }
 
 // accepts reports whether the Accept header admits every media type in

@@ -18,6 +18,11 @@ var ErrStreamBusy = errors.New("session stream already open")
 // flight on the session.
 var ErrDuplicateRequest = errors.New("request id already in flight")
 
+// ErrCancelled is the cause a call's context is cancelled with when the
+// client cancels it (CancelCall); a session that ends cancels its calls
+// with ErrClosed.
+var ErrCancelled = errors.New("request cancelled by the client")
+
 // End reasons.
 const (
 	ReasonDeleted  = "delete"

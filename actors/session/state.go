@@ -35,9 +35,9 @@ type Activity struct {
 	busy atomic.Int64 // requests in flight + open streams
 	last atomic.Int64 // unix nanos of the last request start or end
 
-	mu     sync.Mutex                    // guards the fields below
-	calls  map[string]context.CancelFunc // by JSON-RPC id; nil until the first call
-	closed bool                          // the session ended: no call may start
+	mu     sync.Mutex                         // guards the fields below
+	calls  map[string]context.CancelCauseFunc // by request id key; nil until the first call
+	closed bool                               // the session ended: no call may start
 }
 
 // Begin marks the start of a request or stream at now.
@@ -58,11 +58,12 @@ func (a *Activity) Busy() bool { return a.busy.Load() > 0 }
 // Last returns the time of the last activity.
 func (a *Activity) Last() time.Time { return time.Unix(0, a.last.Load()) }
 
-// BeginCall registers a call in flight under its JSON-RPC id; cancel is
-// called if the client cancels it or the session ends. It fails with
-// ErrClosed once the session ended and with ErrDuplicateRequest for an id
-// already in flight.
-func (a *Activity) BeginCall(id string, cancel context.CancelFunc) error {
+// BeginCall registers a call in flight under id, the key of its JSON-RPC
+// id (equal keys for equal decoded ids: the transport's to compute); cancel
+// is called with ErrCancelled if the client cancels it, with ErrClosed if
+// the session ends. It fails with ErrClosed once the session ended and
+// with ErrDuplicateRequest for an id already in flight.
+func (a *Activity) BeginCall(id string, cancel context.CancelCauseFunc) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -72,7 +73,7 @@ func (a *Activity) BeginCall(id string, cancel context.CancelFunc) error {
 		return ErrDuplicateRequest
 	}
 	if a.calls == nil {
-		a.calls = map[string]context.CancelFunc{} // most sessions idle: no map until a call
+		a.calls = map[string]context.CancelCauseFunc{} // most sessions idle: no map until a call
 	}
 	a.calls[id] = cancel
 	return nil
@@ -85,14 +86,14 @@ func (a *Activity) EndCall(id string) {
 	delete(a.calls, id)
 }
 
-// CancelCall cancels a call in flight (notifications/cancelled). Unknown
-// ids are ignored, as MCP asks.
+// CancelCall cancels a call in flight (notifications/cancelled) with
+// ErrCancelled. Unknown ids are ignored, as MCP asks.
 func (a *Activity) CancelCall(id string) {
 	a.mu.Lock()
 	cancel := a.calls[id]
 	a.mu.Unlock()
 	if cancel != nil {
-		cancel()
+		cancel(ErrCancelled)
 	}
 }
 
@@ -110,6 +111,6 @@ func (a *Activity) close() {
 	a.calls, a.closed = nil, true
 	a.mu.Unlock()
 	for _, cancel := range calls {
-		cancel()
+		cancel(ErrClosed)
 	}
 }

@@ -27,10 +27,14 @@ func TestOwnerOwns(t *testing.T) {
 	}
 }
 
-// cancelCounter counts the calls of its cancel func.
-type cancelCounter struct{ n int }
+// cancelCounter counts the calls of its cancel func and keeps the last
+// cause.
+type cancelCounter struct {
+	n     int
+	cause error
+}
 
-func (c *cancelCounter) cancel() { c.n++ }
+func (c *cancelCounter) cancel(cause error) { c.n, c.cause = c.n+1, cause }
 
 func TestActivityCalls(t *testing.T) {
 	var a Activity
@@ -49,16 +53,16 @@ func TestActivityCalls(t *testing.T) {
 	}
 	a.CancelCall("nope") // unknown: ignored
 	a.CancelCall("1")
-	if c1.n != 1 || c2.n != 0 {
-		t.Fatalf("cancels after CancelCall(1): %d, %d; want 1, 0", c1.n, c2.n)
+	if c1.n != 1 || c2.n != 0 || c1.cause != ErrCancelled {
+		t.Fatalf("cancels after CancelCall(1): %d (%v), %d; want 1 (ErrCancelled), 0", c1.n, c1.cause, c2.n)
 	}
 	a.EndCall("1")
 	if err := a.BeginCall("1", c1.cancel); err != nil {
 		t.Fatalf("BeginCall(1) after EndCall = %v (an id may be reused once finished)", err)
 	}
 	a.close()
-	if c1.n != 2 || c2.n != 1 {
-		t.Fatalf("after close, cancels %d, %d; want every call in flight cancelled", c1.n, c2.n)
+	if c1.n != 2 || c2.n != 1 || c1.cause != ErrClosed || c2.cause != ErrClosed {
+		t.Fatalf("after close, cancels %d (%v), %d (%v); want every call in flight cancelled with ErrClosed", c1.n, c1.cause, c2.n, c2.cause)
 	}
 	if got := a.InFlight(); got != 0 {
 		t.Fatalf("InFlight after close = %d", got)

@@ -49,6 +49,9 @@ log-format = "json"
 allowed-hosts = ["file.example"]
 max-sessions = 3
 body-limit = "3KiB"
+body-timeout = "3s"
+requests-per-namespace = 3
+body-bytes-in-flight = "3MiB"
 admin-url = "http://127.0.0.3:3"
 `)
 	const (
@@ -78,6 +81,12 @@ admin-url = "http://127.0.0.3:3"
 			func(c *cli) any { return c.Serve.MaxSessions }, [4]any{1, 2, 3, 100000}},
 		{"body-limit", []string{"--body-limit", "1"}, [2]string{"RUNTIME_BODY_LIMIT", "2MiB"},
 			func(c *cli) any { return int64(c.Serve.BodyLimit) }, [4]any{int64(1), int64(2 << 20), int64(3 << 10), int64(4 << 20)}},
+		{"body-timeout", []string{"--body-timeout", "1s"}, [2]string{"RUNTIME_BODY_TIMEOUT", "2s"},
+			func(c *cli) any { return time.Duration(c.Serve.BodyTimeout) }, [4]any{time.Second, 2 * time.Second, 3 * time.Second, 30 * time.Second}},
+		{"requests-per-namespace", []string{"--requests-per-namespace", "1"}, [2]string{"RUNTIME_REQUESTS_PER_NAMESPACE", "2"},
+			func(c *cli) any { return c.Serve.RequestsPerNamespace }, [4]any{1, 2, 3, 256}},
+		{"body-bytes-in-flight", []string{"--body-bytes-in-flight", "1MiB"}, [2]string{"RUNTIME_BODY_BYTES_IN_FLIGHT", "2MiB"},
+			func(c *cli) any { return int64(c.Serve.BodyBytesInFlight) }, [4]any{int64(1 << 20), int64(2 << 20), int64(3 << 20), int64(64 << 20)}},
 	}
 	for _, s := range settings {
 		for _, tc := range []struct {
@@ -144,6 +153,8 @@ func TestDefaults(t *testing.T) {
 		CredentialWindow: duration(24 * time.Hour), ClientTokenTTL: duration(24 * time.Hour),
 		BodyLimit: 4 << 20, IdleTimeout: duration(30 * time.Minute), ProviderIdle: duration(30 * time.Minute), SessionsPerNamespace: 64,
 		MaxSessions: 100000, KeepAlive: duration(25 * time.Second), ShutdownGrace: duration(10 * time.Second), Demo: true,
+		HeaderTimeout: duration(10 * time.Second), BodyTimeout: duration(30 * time.Second), RequestsPerNamespace: 256,
+		MaxRequests: 4096, BodyBytesInFlight: 64 << 20,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
@@ -208,6 +219,9 @@ func TestInvalidConfigExits2(t *testing.T) {
 		{"bad int", []string{"--max-sessions", "lots"}, nil, "--max-sessions"},
 		{"zero sessions", nil, map[string]string{"RUNTIME_SESSIONS_PER_NAMESPACE": "0"}, "--sessions-per-namespace 0"},
 		{"bad size", []string{"--body-limit", "4 megs"}, nil, "--body-limit"},
+		{"body budget under the body limit", []string{"--body-limit", "2MiB", "--body-bytes-in-flight", "1MiB"}, nil, "--body-bytes-in-flight 1048576: want at least --body-limit"},
+		{"zero requests", []string{"--max-requests", "0"}, nil, "--max-requests 0"},
+		{"negative header timeout", []string{"--header-timeout=-1s"}, nil, "--header-timeout -1s: want a positive duration"},
 		{"unknown flag", []string{"--lisen", "127.0.0.1:0"}, nil, "unknown flag --lisen"},
 		{"unknown command", []string{"admin", "thread", "frobnicate"}, nil, "unexpected argument frobnicate"},
 		{"missing argument", []string{"admin", "session", "open", "t1"}, nil, "<instance>"},

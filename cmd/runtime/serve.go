@@ -37,6 +37,11 @@ type serveCmd struct {
 	CredentialWindow     duration `config:"" default:"24h" placeholder:"DURATION" help:"A provider credential expires after this long without a turn start; never: no expiry."`
 	ClientTokenTTL       duration `config:"" name:"client-token-ttl" default:"24h" placeholder:"DURATION" help:"A client token authenticates this long after issue; never: no expiry."`
 	BodyLimit            byteSize `config:"" default:"4MiB" placeholder:"SIZE" help:"Largest MCP POST body, in bytes or with a KiB, MiB or GiB suffix."`
+	HeaderTimeout        duration `config:"" default:"10s" placeholder:"DURATION" help:"How long a request's headers may take to arrive, on both listeners."`
+	BodyTimeout          duration `config:"" default:"30s" placeholder:"DURATION" help:"How long an MCP POST body may take to arrive once its headers are admitted; then 408 and the connection closes. never: no deadline."`
+	RequestsPerNamespace int      `config:"" default:"256" placeholder:"N" help:"MCP POST requests of one principal in flight at once; the next gets 429."`
+	MaxRequests          int      `config:"" default:"4096" placeholder:"N" help:"MCP POST requests in flight in all; the next gets 503."`
+	BodyBytesInFlight    byteSize `config:"" default:"64MiB" placeholder:"SIZE" help:"Bytes of MCP POST bodies held at once (at least --body-limit); a body that does not fit gets 503."`
 	IdleTimeout          duration `config:"" default:"30m" placeholder:"DURATION" help:"An MCP session with nothing in flight for this long ends; never: no eviction."`
 	ProviderIdle         duration `config:"" default:"30m" placeholder:"DURATION" help:"A provider session none of whose threads had a turn for this long (and none has a run in flight) is released; never: no idle release."`
 	SessionsPerNamespace int      `config:"" default:"64" placeholder:"N" help:"MCP sessions per principal; the next initialize evicts its least recently active idle one, or gets 429."`
@@ -81,6 +86,8 @@ func (s *serveCmd) validate() error {
 		{"idle-timeout", s.IdleTimeout, true},
 		{"provider-idle", s.ProviderIdle, true},
 		{"keep-alive", s.KeepAlive, false},
+		{"header-timeout", s.HeaderTimeout, false},
+		{"body-timeout", s.BodyTimeout, true},
 		{"shutdown-grace", s.ShutdownGrace, false},
 	} {
 		if d.v == never && !d.canNever {
@@ -92,10 +99,16 @@ func (s *serveCmd) validate() error {
 	for _, n := range []struct {
 		name string
 		v    int64
-	}{{"body-limit", int64(s.BodyLimit)}, {"sessions-per-namespace", int64(s.SessionsPerNamespace)}, {"max-sessions", int64(s.MaxSessions)}} {
+	}{
+		{"body-limit", int64(s.BodyLimit)}, {"sessions-per-namespace", int64(s.SessionsPerNamespace)}, {"max-sessions", int64(s.MaxSessions)},
+		{"requests-per-namespace", int64(s.RequestsPerNamespace)}, {"max-requests", int64(s.MaxRequests)}, {"body-bytes-in-flight", int64(s.BodyBytesInFlight)},
+	} {
 		if n.v < 1 {
 			add("--%s %d: want at least 1", n.name, n.v)
 		}
+	}
+	if s.BodyBytesInFlight < s.BodyLimit {
+		add("--body-bytes-in-flight %d: want at least --body-limit (%d)", s.BodyBytesInFlight, s.BodyLimit)
 	}
 	return errors.Join(errs...)
 }
@@ -212,6 +225,10 @@ func (s *serveCmd) Run(d *deps) error {
 		Path:                    s.MCPPath,
 		AllowedHosts:            allowed,
 		MaxBodyBytes:            int64(s.BodyLimit),
+		BodyTimeout:             runtimeDuration(s.BodyTimeout),
+		MaxRequestsPerNamespace: s.RequestsPerNamespace,
+		MaxRequests:             s.MaxRequests,
+		MaxBodyBytesInFlight:    int64(s.BodyBytesInFlight),
 		IdleTimeout:             runtimeDuration(s.IdleTimeout),
 		MaxSessionsPerNamespace: s.SessionsPerNamespace,
 		MaxSessions:             s.MaxSessions,
@@ -247,8 +264,9 @@ func (s *serveCmd) Run(d *deps) error {
 	adminMux.Handle("/admin/", adminAPI)
 	adminMux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	mcpHTTP := &http.Server{Handler: mcp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
-	adminHTTP := &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
+	headerTimeout := time.Duration(s.HeaderTimeout)
+	mcpHTTP := &http.Server{Handler: mcp, ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
+	adminHTTP := &http.Server{Handler: adminMux, ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
 	errc := make(chan error, 2)
 	go func() { errc <- fmt.Errorf("MCP server: %w", mcpHTTP.Serve(mcpLn)) }()
 	go func() { errc <- fmt.Errorf("admin server: %w", adminHTTP.Serve(adminLn)) }()
