@@ -240,16 +240,20 @@ func (r *Runtime) checkOpen() error {
 	return nil
 }
 
-// validID accepts 1 to 128 characters of [A-Za-z0-9._:@-]. Ids name actors
-// and appear in logs and URLs, so nothing else is allowed.
+// validID accepts 1 to 128 characters of [A-Za-z0-9._:@-], except dots
+// alone. Ids name actors and appear in logs and URLs, so nothing else is
+// allowed: "." and ".." would be path segments that no admin route can
+// name.
 func validID(kind, id string) error {
 	ok := len(id) > 0 && len(id) <= 128
+	dots := true
 	for i := 0; ok && i < len(id); i++ {
 		c := id[i]
 		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 			c == '.' || c == '_' || c == ':' || c == '@' || c == '-'
+		dots = dots && c == '.'
 	}
-	if !ok {
+	if !ok || dots {
 		return fmt.Errorf("%s id %q: %w", kind, id, ErrInvalidID)
 	}
 	return nil

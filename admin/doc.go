@@ -3,13 +3,19 @@
 //
 // # Authentication
 //
-// Every request, including one to an unknown route, must carry
+// Every request to a route below must carry
 // "Authorization: Bearer <admin token>" (Options.Token). The presented
 // token is hashed with SHA-256 and compared with the digest of the admin
 // token in constant time. A missing header gets 401 with
 // `WWW-Authenticate: Bearer realm="admin"`; a wrong token gets 401 with
 // `error="invalid_token"` added; both carry the same JSON body. With an
 // empty Options.Token every request is refused.
+//
+// The path is routed first, as it was sent: nothing is cleaned or
+// redirected. A path that names no route — unknown, or with an empty or
+// dot segment ("//", "/./", "/../", "%2e%2e") — is 404 not_found, a wrong
+// method 405 and OPTIONS 204, with or without a token: they tell only what
+// this table tells.
 //
 // # Routes
 //
@@ -63,13 +69,14 @@
 //
 //	status code                         when
 //	400    invalid_request              bad JSON, unknown field, data after the value, missing required field, empty body
-//	400    invalid_id                   an id that is empty, too long or has characters outside [A-Za-z0-9._:@-]
+//	400    invalid_id                   an id that is empty, too long, dots alone ("." or "..") or has characters outside [A-Za-z0-9._:@-]
 //	400    invalid_argument             e.g. access other than "read-only" or "read-write"
 //	400    unknown_driver               an instance's driver kind is not registered
 //	400    invalid_driver_config        the driver refused the instance's config
 //	502    provider_open_failed         the driver could not open the provider session
 //	401    unauthorized                 missing or wrong admin token
-//	404    not_found                    no such route
+//	403    forbidden                    Host or Origin not allowed (the admin listener of cmd/runtime, not this package)
+//	404    not_found                    no such route (or a path with an empty or dot segment)
 //	404    unknown_thread               unknown thread id (never created, or deleted)
 //	404    unknown_instance             unknown provider instance
 //	404    unknown_provider_session     provider session not open

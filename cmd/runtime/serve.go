@@ -23,6 +23,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/admin"
+	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/metrics"
 )
 
@@ -44,6 +45,9 @@ type serveCmd struct {
 	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
 	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, how long MCP calls and HTTP requests in flight may take to finish once streams are closed."`
 	Demo                 bool     `config:"" default:"true" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its Authorization value to a 0600 file."`
+
+	// The admin listener's guard and the bound on threads (issue 11).
+	AdminAllowedHosts []string `config:"" placeholder:"HOST" help:"Host header values the admin listener (admin API, /healthz, /readyz, /metrics) accepts besides loopback ones and, when --admin-listen is beyond loopback, its own host."`
 }
 
 // validate checks what the types alone do not.
@@ -66,9 +70,14 @@ func (s *serveCmd) validate() error {
 			add("--endpoint %q: want an absolute http(s) URL", s.Endpoint)
 		}
 	}
-	for _, h := range s.AllowedHosts {
-		if h == "" || strings.ContainsAny(h, " /") {
-			add("--allowed-hosts: %q is not a host name or IP address", h)
+	for _, hs := range []struct {
+		name  string
+		hosts []string
+	}{{"allowed-hosts", s.AllowedHosts}, {"admin-allowed-hosts", s.AdminAllowedHosts}} {
+		for _, h := range hs.hosts {
+			if h == "" || strings.ContainsAny(h, " /") {
+				add("--%s: %q is not a host name or IP address", hs.name, h)
+			}
 		}
 	}
 	for _, d := range []struct {
@@ -179,8 +188,12 @@ func (s *serveCmd) Run(d *deps) error {
 		log.Warn("MCP listener is beyond loopback", "addr", mcpAddr)
 		log.Info("MCP Host check allows the listener's own host besides loopback", "hosts", own)
 	}
+	adminAllowed := append([]string(nil), s.AdminAllowedHosts...)
 	if !loopback(s.AdminListen) {
+		own := ownHosts(s.AdminListen)
+		adminAllowed = append(adminAllowed, own...)
 		log.Warn("admin listener is beyond loopback", "addr", adminAddr)
+		log.Info("admin Host check allows the listener's own host besides loopback", "hosts", own)
 	}
 	endpoint := s.Endpoint
 	if endpoint == "" {
@@ -241,11 +254,12 @@ func (s *serveCmd) Run(d *deps) error {
 	}
 
 	var h health
-	adminMux := http.NewServeMux()
-	adminMux.HandleFunc("GET /healthz", h.healthz)
-	adminMux.HandleFunc("GET /readyz", h.readyz)
-	adminMux.Handle("/admin/", adminAPI)
-	adminMux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	adminMux := &adminListener{
+		guard:   httpguard.Guard{AllowedHosts: adminAllowed},
+		health:  &h,
+		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		api:     adminAPI,
+	}
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	mcpHTTP := &http.Server{Handler: mcp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
 	adminHTTP := &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
