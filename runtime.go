@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/agenthost/mcpruntime/actors/client"
 	"github.com/agenthost/mcpruntime/actors/provider"
@@ -32,7 +32,6 @@ type Runtime struct {
 	root    *actor.RootContext
 	drivers provider.Registry
 	inproc  *provider.Inproc
-	sub     *eventstream.Subscription
 	base    context.Context
 	cancel  context.CancelFunc
 	work    sync.WaitGroup // driver goroutines
@@ -42,8 +41,11 @@ type Runtime struct {
 	closed    bool
 	threads   map[string]*actor.PID
 	instances map[string]*actor.PID
-	clients   map[string]*actor.PID
-	servers   []*transport.Server
+	// closeTimeouts bounds, per instance, one Close of its driver's
+	// sessions (provider.CloseTimeout).
+	closeTimeouts map[string]time.Duration
+	clients       map[string]*actor.PID
+	servers       []*transport.Server
 }
 
 // New starts a runtime.
@@ -65,23 +67,23 @@ func New(cfg Config) (*Runtime, error) {
 	)
 	base, cancel := context.WithCancel(context.Background())
 	r := &Runtime{
-		cfg:       cfg,
-		store:     store,
-		system:    system,
-		root:      system.Root,
-		inproc:    &provider.Inproc{},
-		base:      base,
-		cancel:    cancel,
-		threads:   map[string]*actor.PID{},
-		instances: map[string]*actor.PID{},
-		clients:   map[string]*actor.PID{},
+		cfg:           cfg,
+		store:         store,
+		system:        system,
+		root:          system.Root,
+		inproc:        &provider.Inproc{},
+		base:          base,
+		cancel:        cancel,
+		threads:       map[string]*actor.PID{},
+		instances:     map[string]*actor.PID{},
+		closeTimeouts: map[string]time.Duration{},
+		clients:       map[string]*actor.PID{},
 	}
 	r.drivers.Register(provider.InprocKind, r.inproc.Factory())
 	r.drivers.Register(execdriver.Kind, execdriver.Factory(logger))
 	for kind, f := range cfg.Drivers {
 		r.drivers.Register(kind, f)
 	}
-	r.sub = system.EventStream.Subscribe(r.onEvent)
 	for _, t := range r.builtinTools() {
 		if err := r.RegisterTool(t); err != nil {
 			r.Close()
@@ -111,21 +113,6 @@ func (r *Runtime) SubscribeProviderEvents(fn func(provider.Event)) (unsubscribe 
 		}
 	})
 	return func() { r.system.EventStream.Unsubscribe(sub) }
-}
-
-// onEvent turns the end of a provider session the host did not ask for (it
-// died, or idled) into the release of its credentials (SPEC §3). It runs on
-// the publishing actor's goroutine, so it only sends.
-func (r *Runtime) onEvent(evt any) {
-	e, ok := evt.(*provider.SessionClosed)
-	if !ok || (e.Reason != provider.ReasonDied && e.Reason != provider.ReasonIdle) {
-		return
-	}
-	for t, creds := range r.credentialsByThread(e.Session.Credentials) {
-		if pid := r.threadPID(t); pid != nil {
-			r.root.Send(pid, &thread.ReleaseCredentials{SessionID: e.Session.ID, Credentials: creds})
-		}
-	}
 }
 
 // credentialsByThread groups credential ids by the thread they belong to.
@@ -177,10 +164,15 @@ func (r *Runtime) Close() error {
 	wait(threads, &thread.RevokeAll{Reason: thread.ReasonShutdown}, r.cfg.ActorTimeout)
 	wait(clients, &client.Revoke{}, r.cfg.ActorTimeout)
 	// Then the provider sessions; CloseAll answers once they have stopped.
-	wait(instances, &provider.CloseAll{Reason: provider.ReasonShutdown}, r.cfg.OpenTimeout+r.cfg.ActorTimeout)
+	r.mu.Lock()
+	budget := r.cfg.OpenTimeout
+	for _, d := range r.closeTimeouts {
+		budget = max(budget, d)
+	}
+	r.mu.Unlock()
+	wait(instances, &provider.CloseAll{Reason: provider.ReasonShutdown}, budget+r.cfg.ActorTimeout)
 	r.cancel()
 	r.work.Wait()
-	r.system.EventStream.Unsubscribe(r.sub)
 	for _, group := range [][]*actor.PID{threads, clients, instances} {
 		for _, pid := range group {
 			if err := r.root.StopFuture(pid).Wait(); err != nil {
@@ -325,6 +317,7 @@ func (r *Runtime) RegisterInstance(ctx context.Context, id string, spec Instance
 		Store:       r.store,
 		Now:         r.cfg.Now,
 		OpTimeout:   r.cfg.OpenTimeout,
+		Release:     r.releaseCredentials,
 		IdleRelease: r.cfg.ProviderIdle,
 		Work:        &r.work,
 		Base:        r.base,
@@ -342,6 +335,7 @@ func (r *Runtime) RegisterInstance(ctx context.Context, id string, spec Instance
 	pid, err := r.root.SpawnNamed(props, instancePrefix+id)
 	if err == nil {
 		r.instances[id] = pid
+		r.closeTimeouts[id] = provider.CloseTimeout(drv, r.cfg.OpenTimeout)
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -492,7 +486,10 @@ func (r *Runtime) OpenProviderSession(ctx context.Context, threadID, instance st
 
 // ReleaseProviderSession closes a provider session and revokes the
 // credentials it recorded, except those another open provider session
-// holds. When it returns, none of the revoked tokens authenticates.
+// holds. The revocation comes first: the session's record is removed and
+// its tokens stop authenticating before the driver's Close is called, so
+// an agent given a grace to stop can do nothing more with them. It
+// returns once the driver's Close returned (exec: the process is gone).
 func (r *Runtime) ReleaseProviderSession(ctx context.Context, id string) error {
 	if err := r.checkOpen(); err != nil {
 		return err
@@ -502,19 +499,30 @@ func (r *Runtime) ReleaseProviderSession(ctx context.Context, id string) error {
 		return fmt.Errorf("provider session %q: %w", id, ErrUnknownProviderSession)
 	}
 	res, err := ask[*provider.CloseSessionResult](ctx, r, r.instancePID(rec.Instance),
-		&provider.CloseSession{SessionID: id, Reason: provider.ReasonReleased}, r.cfg.OpenTimeout+r.cfg.ActorTimeout) // waits for the driver's Close
+		&provider.CloseSession{SessionID: id, Reason: provider.ReasonReleased}, r.closeTimeout(rec.Instance)) // waits for the driver's Close
 	if err != nil {
 		return err
 	}
-	if res.Err != nil {
-		return res.Err
-	}
-	return r.releaseCredentials(ctx, res.Session)
+	return res.Err
 }
 
-// releaseCredentials revokes the credentials a closed provider session
+// closeTimeout bounds a request that waits for the driver's Close of one of
+// instance's sessions, its revocation first: the driver's close budget,
+// and the actor round trips around it.
+func (r *Runtime) closeTimeout(instance string) time.Duration {
+	r.mu.Lock()
+	d, ok := r.closeTimeouts[instance]
+	r.mu.Unlock()
+	if !ok {
+		d = r.cfg.OpenTimeout
+	}
+	return d + 2*r.cfg.ActorTimeout
+}
+
+// releaseCredentials revokes the credentials a closing provider session
 // recorded, except those another open session holds, and returns once
-// they no longer authenticate.
+// they no longer authenticate. It is every instance's provider.Config.Release:
+// the instance calls it before the driver's Close.
 func (r *Runtime) releaseCredentials(ctx context.Context, closed *memdb.ProviderSession) error {
 	var errs []error
 	for t, creds := range r.credentialsByThread(closed.Credentials) {
@@ -537,34 +545,32 @@ func (r *Runtime) releaseCredentials(ctx context.Context, closed *memdb.Provider
 // ReleaseIdleProviderSessions releases, now, every provider session idle
 // for at least Config.ProviderIdle (instances also do it on their own
 // timers, within a quarter of that time) and returns their ids, sorted.
-// When it returns, their driver sessions are closed and the credentials
-// they held no longer authenticate, except those another open session
-// holds.
+// As with ReleaseProviderSession, their credentials stop authenticating
+// (except those another open session holds) before their driver sessions
+// are closed; it returns once those are closed.
 func (r *Runtime) ReleaseIdleProviderSessions(ctx context.Context) ([]string, error) {
 	if err := r.checkOpen(); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
-	pids := make([]*actor.PID, 0, len(r.instances))
-	for _, pid := range r.instances {
-		pids = append(pids, pid)
-	}
+	ids := slices.Sorted(maps.Keys(r.instances))
 	r.mu.Unlock()
 	var (
-		ids  []string
-		errs []error
+		released []string
+		errs     []error
 	)
-	for _, pid := range pids {
-		res, err := ask[*provider.ReleaseIdleResult](ctx, r, pid, &provider.ReleaseIdle{}, r.cfg.OpenTimeout+r.cfg.ActorTimeout)
+	for _, id := range ids {
+		res, err := ask[*provider.ReleaseIdleResult](ctx, r, r.instancePID(id), &provider.ReleaseIdle{}, r.closeTimeout(id))
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		for _, s := range res.Sessions {
-			ids = append(ids, s.ID)
-			errs = append(errs, r.releaseCredentials(ctx, s))
+			released = append(released, s.ID)
 		}
+		errs = append(errs, res.Err)
 	}
+	ids = released
 	slices.Sort(ids)
 	return ids, errors.Join(errs...)
 }
