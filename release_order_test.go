@@ -5,6 +5,7 @@ package mcpruntime_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os/exec"
 	"strconv"
@@ -120,5 +121,49 @@ func TestReleaseRevokesBeforeClose(t *testing.T) {
 			}
 			assertDead(t, rt, "after the release", tok)
 		})
+	}
+}
+
+// TestShutdownDeadlineKills: Shutdown gives a provider session its driver's
+// close budget only until ctx is done; then the exec agent that ignores
+// SIGTERM (grace: an hour) is killed, and Shutdown returns with every
+// token revoked (issue 11, item 7).
+func TestShutdownDeadlineKills(t *testing.T) {
+	ctx := context.Background()
+	logs := &logCapture{}
+	rt := newRuntime(t, mcpruntime.Config{Logger: slog.New(logs.handler())})
+	noErr(t, rt.RegisterInstance(ctx, "I", mcpruntime.InstanceSpec{Driver: "exec", Config: stubbornAgent(t)}))
+	createThreads(t, rt, "T")
+	ps, tok := openMinted(t, rt, "T", "I")
+	waitUntil(t, "the agent says it is ready", func() bool {
+		return len(logs.records("provider output", "session", ps.ID)) > 0
+	})
+	sctx, deadline := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rt.Shutdown(sctx) }()
+	waitUntil(t, "the agent reports SIGTERM", func() bool {
+		return logs.index("provider output", "session", ps.ID, "term") >= 0
+	})
+	assertDead(t, rt, "during the shutdown", tok)
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned (%v) before its deadline, with the agent running", err)
+	default:
+	}
+	deadline()
+	select {
+	case err := <-done:
+		noErr(t, err)
+	case <-time.After(30 * time.Second): // detects a hang only
+		t.Fatal("Shutdown did not return after its deadline")
+	}
+	if len(logs.records("provider process did not stop on SIGTERM; killing", "session", ps.ID)) != 1 {
+		t.Error("the agent was not killed at the deadline")
+	}
+	if n := len(logs.records("provider process exited", "session", ps.ID)); n != 1 {
+		t.Errorf("%d exits logged, want 1", n)
+	}
+	if _, err := rt.Threads(ctx); !errors.Is(err, mcpruntime.ErrClosed) {
+		t.Errorf("Threads after Shutdown = %v, want ErrClosed", err)
 	}
 }

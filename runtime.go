@@ -131,8 +131,17 @@ func (r *Runtime) credentialsByThread(ids []string) map[string][]string {
 // Close revokes every credential and client token, closes every provider
 // session, stops every actor and waits for driver goroutines. After Close
 // every method returns ErrClosed and every token fails to authenticate.
-// Calling Close again does nothing.
-func (r *Runtime) Close() error {
+// Calling Close again does nothing. Close is Shutdown without a deadline:
+// provider sessions get their drivers' whole close budget (exec: its grace).
+func (r *Runtime) Close() error { return r.Shutdown(context.Background()) }
+
+// Shutdown is Close within ctx's deadline. In order: MCP sessions end;
+// every credential and client token is revoked; provider sessions are
+// closed; actors stop. When ctx is done, every driver call still running
+// has its context cancelled — the exec driver kills its process at once
+// instead of waiting out its grace — and Shutdown returns once those calls
+// have returned. Only the first Close or Shutdown does anything.
+func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -141,7 +150,13 @@ func (r *Runtime) Close() error {
 	r.closed = true
 	threads, instances, clients := pids(r.threads), pids(r.instances), pids(r.clients)
 	servers := r.servers
+	budget := r.cfg.OpenTimeout
+	for _, d := range r.closeTimeouts {
+		budget = max(budget, d)
+	}
 	r.mu.Unlock()
+	// The deadline reaches every driver call through the base context.
+	defer context.AfterFunc(ctx, r.cancel)()
 
 	// MCP sessions first: their streams close and their calls are cancelled.
 	for _, srv := range servers {
@@ -163,14 +178,12 @@ func (r *Runtime) Close() error {
 	// Revocation first: from here on no token authenticates.
 	wait(threads, &thread.RevokeAll{Reason: thread.ReasonShutdown}, r.cfg.ActorTimeout)
 	wait(clients, &client.Revoke{}, r.cfg.ActorTimeout)
-	// Then the provider sessions; CloseAll answers once they have stopped.
-	r.mu.Lock()
-	budget := r.cfg.OpenTimeout
-	for _, d := range r.closeTimeouts {
-		budget = max(budget, d)
+	// Then the provider sessions; CloseAll answers once they have stopped,
+	// at the latest shortly after the deadline cancelled their drivers.
+	if d, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(d))
 	}
-	r.mu.Unlock()
-	wait(instances, &provider.CloseAll{Reason: provider.ReasonShutdown}, budget+r.cfg.ActorTimeout)
+	wait(instances, &provider.CloseAll{Reason: provider.ReasonShutdown}, max(budget, 0)+r.cfg.ActorTimeout)
 	r.cancel()
 	r.work.Wait()
 	for _, group := range [][]*actor.PID{threads, clients, instances} {

@@ -43,7 +43,7 @@ type serveCmd struct {
 	SessionsPerNamespace int      `config:"" default:"64" placeholder:"N" help:"MCP sessions per principal; the next initialize evicts its least recently active idle one, or gets 429."`
 	MaxSessions          int      `config:"" default:"100000" placeholder:"N" help:"MCP sessions in all; past it initialize gets 503."`
 	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
-	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, how long MCP calls and HTTP requests in flight may take to finish once streams are closed."`
+	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, the deadline of the whole shutdown: calls and requests in flight, then provider sessions (an agent still running then is killed); /readyz answers 503 meanwhile."`
 	Demo                 bool     `config:"" default:"true" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its Authorization value to a 0600 file."`
 
 	// The admin listener's guard and the bound on threads (issue 11).
@@ -121,6 +121,11 @@ func runtimeDuration(d duration) time.Duration {
 // readyHookKey is a context key: a func(mcpAddr, adminAddr string) called
 // once the server is ready. Tests use it to learn the ports of :0.
 type readyHookKey struct{}
+
+// shutdownHookKey is a context key: a func(ctx) ctx that is given the
+// shutdown's deadline context and returns the one to use. For testing: a
+// test ends the shutdown's grace when it has seen what it waits for.
+type shutdownHookKey struct{}
 
 // health is the state /readyz reports.
 type health struct{ state atomic.Int32 }
@@ -281,28 +286,34 @@ func (s *serveCmd) Run(d *deps) error {
 		log.Error("server failed; shutting down", "err", serveErr)
 	}
 
-	// Graceful shutdown: not ready; no new MCP sessions and every stream
-	// closed; stop accepting and let calls in flight finish within the
-	// grace; then end the sessions (cancelling what is left) and close the
-	// runtime, which revokes every credential and token.
+	// Graceful shutdown, within one deadline (--shutdown-grace) for all of
+	// it: not ready; no new MCP sessions and every stream closed; the MCP
+	// listener stops accepting and calls in flight finish; the sessions end
+	// (cancelling what is left); the runtime closes — revoking every
+	// credential and token, then closing provider sessions, whose agents
+	// get SIGKILL when the deadline comes. The admin listener closes last:
+	// until then /readyz answers 503.
 	h.state.Store(stateShuttingDown)
 	mcp.CloseStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.ShutdownGrace))
 	defer cancel()
-	for _, srv := range []struct {
-		name string
-		srv  *http.Server
-	}{{"MCP", mcpHTTP}, {"admin", adminHTTP}} {
-		if err := srv.srv.Shutdown(sctx); err != nil {
-			log.Warn("grace period over; closing connections", "server", srv.name, "err", err)
-			_ = srv.srv.Close()
-		}
+	if hook, ok := d.ctx.Value(shutdownHookKey{}).(func(context.Context) context.Context); ok {
+		sctx = hook(sctx)
+	}
+	if err := mcpHTTP.Shutdown(sctx); err != nil {
+		log.Warn("shutdown deadline passed; closing connections", "server", "MCP", "err", err)
+		_ = mcpHTTP.Close()
 	}
 	mcp.Close()
 	closed = true
-	if err := rt.Close(); err != nil {
-		log.Error("closing the runtime", "err", err)
-		return err
+	rtErr := rt.Shutdown(sctx)
+	if err := adminHTTP.Shutdown(sctx); err != nil {
+		log.Warn("shutdown deadline passed; closing connections", "server", "admin", "err", err)
+		_ = adminHTTP.Close()
+	}
+	if rtErr != nil {
+		log.Error("closing the runtime", "err", rtErr)
+		return rtErr
 	}
 	if serveErr != nil {
 		return serveErr
