@@ -398,6 +398,10 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 		r.mu.Unlock()
 		return Thread{}, fmt.Errorf("thread %s: %w", id, ErrThreadExists)
 	}
+	if len(r.threads) >= r.cfg.MaxThreads {
+		r.mu.Unlock()
+		return Thread{}, fmt.Errorf("create thread %s: %d threads exist (Config.MaxThreads): %w", id, r.cfg.MaxThreads, ErrTooManyThreads)
+	}
 	pid, err := r.root.SpawnNamed(props, threadPrefix+id)
 	if err == nil {
 		r.threads[id] = pid
@@ -453,7 +457,8 @@ func (r *Runtime) Thread(ctx context.Context, id string) (Thread, error) {
 	return threadFromRecord(t), nil
 }
 
-// Threads returns a snapshot of every thread, ordered by id.
+// Threads returns a snapshot of every thread, ordered by id: up to
+// Config.MaxThreads of them, with their messages. ListThreads pages.
 func (r *Runtime) Threads(ctx context.Context) ([]Thread, error) {
 	if err := r.checkOpen(); err != nil {
 		return nil, err

@@ -63,13 +63,15 @@ type envOptions struct {
 	withMCP bool // mount the MCP endpoint and give it to the admin API
 	drivers map[string]provider.Factory
 	token   *string // admin token; nil: adminToken
+	// maxThreads is the runtime's Config.MaxThreads (0: the default).
+	maxThreads int
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	logs := &logBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt, err := mcpruntime.New(mcpruntime.Config{Logger: logger, Drivers: o.drivers})
+	rt, err := mcpruntime.New(mcpruntime.Config{Logger: logger, Drivers: o.drivers, MaxThreads: o.maxThreads})
 	if err != nil {
 		t.Fatalf("mcpruntime.New: %v", err)
 	}

@@ -24,7 +24,7 @@
 //
 //	method path                                        body                                          answer
 //	POST   /admin/v1/instances                         {"id","driver","config"?,"capabilities"?}     201 {"id","driver","capabilities"}
-//	GET    /admin/v1/threads                           -                                             200 {"threads":[thread]}
+//	GET    /admin/v1/threads?limit=&cursor=            -                                             200 {"threads":[thread],"nextCursor"?}
 //	POST   /admin/v1/threads                           {"id","instance"?}                            201 thread+messages, Location
 //	GET    /admin/v1/threads/{id}                      -                                             200 thread+messages
 //	DELETE /admin/v1/threads/{id}                      -                                             204
@@ -41,6 +41,11 @@
 //	POST   /admin/v1/clients/{id}/refresh              {"revokePrevious"?} or no body                200 {"token"}
 //	DELETE /admin/v1/clients/{id}                      -                                             204
 //	GET    /admin/v1/sessions                          -                                             200 {"sessions":[session]}
+//
+// The thread listing is paged, ordered by id: limit (default 100, at most
+// 1000; more is cut to 1000) threads after cursor (absent: from the first).
+// "nextCursor", absent on the last page, is the cursor of the next one; it
+// is opaque, and one no listing returned is 400 invalid_argument.
 //
 // A thread is {"id","status","instance","run","created"}: status is
 // "active" or "archived", instance is "" until one is chosen, run is null
@@ -83,6 +88,7 @@
 //	404    unknown_client               unknown or revoked client grant
 //	405    method_not_allowed           the route exists for other methods (Allow lists them)
 //	409    thread_exists                POST /threads with an id in use
+//	409    too_many_threads             POST /threads when the cap on threads (--max-threads) is reached
 //	409    instance_exists              POST /instances with an id in use
 //	409    thread_archived              changing an archived thread
 //	409    run_active                   starting a run while one is active

@@ -65,6 +65,9 @@ var errorTable = []struct {
 	{mcpruntime.ErrUnknownProviderSession, http.StatusNotFound, "unknown_provider_session"},
 	{mcpruntime.ErrUnknownClient, http.StatusNotFound, "unknown_client"},
 	{mcpruntime.ErrThreadExists, http.StatusConflict, "thread_exists"},
+	// The cap on threads (Config.MaxThreads): the state, not the request,
+	// is in the way; deleting a thread makes room.
+	{mcpruntime.ErrTooManyThreads, http.StatusConflict, "too_many_threads"},
 	{mcpruntime.ErrInstanceExists, http.StatusConflict, "instance_exists"},
 	{mcpruntime.ErrArchivedThread, http.StatusConflict, "thread_archived"},
 	{mcpruntime.ErrRunActive, http.StatusConflict, "run_active"},

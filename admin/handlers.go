@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -230,15 +231,33 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request, _ httprout
 
 type threadList struct {
 	Threads []threadJSON `json:"threads"`
+	// NextCursor, given back as ?cursor=, lists the next page; absent on
+	// the last one.
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
+// listThreads answers one page: ?limit= (default
+// mcpruntime.DefaultPageSize, at most mcpruntime.MaxPageSize) threads
+// after ?cursor=.
 func (s *Server) listThreads(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (int, any, error) {
-	ts, err := s.rt.Threads(r.Context())
+	q := r.URL.Query()
+	opts := mcpruntime.ListOptions{Cursor: q.Get("cursor")}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			return 0, nil, invalidRequest(fmt.Sprintf("limit %q: want a whole number from 1 to %d", l, mcpruntime.MaxPageSize))
+		}
+		opts.Limit = n
+	}
+	if _, ok := q["cursor"]; ok && opts.Cursor == "" {
+		return 0, nil, invalidRequest("cursor is empty: omit it for the first page")
+	}
+	page, err := s.rt.ListThreads(r.Context(), opts)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := threadList{Threads: make([]threadJSON, len(ts))}
-	for i, t := range ts {
+	out := threadList{Threads: make([]threadJSON, len(page.Threads)), NextCursor: page.NextCursor}
+	for i, t := range page.Threads {
 		out.Threads[i] = threadSummary(t)
 	}
 	return http.StatusOK, out, nil

@@ -33,7 +33,11 @@ func newFakeAdmin(t *testing.T) *fakeAdmin {
 	f := &fakeAdmin{}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		req := fakeReq{Method: r.Method, Path: r.URL.EscapedPath(), Auth: r.Header.Get("Authorization"), ContentType: r.Header.Get("Content-Type")}
+		path := r.URL.EscapedPath()
+		if r.URL.RawQuery != "" {
+			path += "?" + r.URL.RawQuery
+		}
+		req := fakeReq{Method: r.Method, Path: path, Auth: r.Header.Get("Authorization"), ContentType: r.Header.Get("Content-Type")}
 		if len(b) > 0 {
 			if err := json.Unmarshal(b, &req.Body); err != nil {
 				req.Body = "not JSON: " + string(b)
@@ -90,6 +94,8 @@ func TestAdminCLIRequests(t *testing.T) {
 		{"thread create t1", "POST", "/admin/v1/threads", obj("id", "t1"), 201, `{"id":"t1"}`},
 		{"thread create t1 --instance codex", "POST", "/admin/v1/threads", obj("id", "t1", "instance", "codex"), 201, `{"id":"t1"}`},
 		{"thread list", "GET", "/admin/v1/threads", nil, 200, `{"threads":[]}`},
+		{"thread list --limit 5", "GET", "/admin/v1/threads?limit=5", nil, 200, `{"threads":[],"nextCursor":"c1.x"}`},
+		{"thread list --cursor c1.x", "GET", "/admin/v1/threads?cursor=c1.x", nil, 200, `{"threads":[]}`},
 		{"thread get t1", "GET", "/admin/v1/threads/t1", nil, 200, `{"id":"t1"}`},
 		{"thread get a:b@c", "GET", "/admin/v1/threads/a:b@c", nil, 200, `{}`},
 		{"thread switch t1 claude", "POST", "/admin/v1/threads/t1/switch", obj("instance", "claude"), 200, `{"instance":"claude"}`},
@@ -246,5 +252,53 @@ func TestAdminCLIToken(t *testing.T) {
 				t.Errorf("exit %d stderr %q requests %+v, want Authorization %q", code, stderr, reqs, tc.want)
 			}
 		})
+	}
+}
+
+// TestAdminCLIThreadListFollowsCursor: `thread list` follows nextCursor
+// and prints every thread as one answer; with --limit it prints one page
+// as the API answered it (issue 11, item 6).
+func TestAdminCLIThreadListFollowsCursor(t *testing.T) {
+	var (
+		mu   sync.Mutex // guards seen
+		seen []string
+	)
+	queries := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := seen
+		seen = nil
+		return out
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.RawQuery)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Query().Get("cursor") {
+		case "":
+			io.WriteString(w, `{"threads":[{"id":"a"},{"id":"b"}],"nextCursor":"c1.b"}`)
+		case "c1.b":
+			io.WriteString(w, `{"threads":[{"id":"c"}],"nextCursor":"c1.c"}`)
+		default:
+			io.WriteString(w, `{"threads":[]}`)
+		}
+	}))
+	defer srv.Close()
+	env := map[string]string{"RUNTIME_ADMIN_TOKEN": "admintok", "RUNTIME_ADMIN_URL": srv.URL}
+	code, stdout, stderr := runCLI(context.Background(), env, "admin", "thread", "list")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got struct{ Threads []struct{ ID string } }
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil || len(got.Threads) != 3 || got.Threads[2].ID != "c" {
+		t.Errorf("printed %s (%v), want threads a, b, c", stdout, err)
+	}
+	if got, want := queries(), []string{"", "cursor=c1.b", "cursor=c1.c"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("queries %q, want %q", got, want)
+	}
+	code, stdout, _ = runCLI(context.Background(), env, "admin", "thread", "list", "--limit", "2")
+	if q := queries(); code != 0 || !strings.Contains(stdout, `"nextCursor": "c1.b"`) || !reflect.DeepEqual(q, []string{"limit=2"}) {
+		t.Errorf("--limit 2: exit %d, printed %s, queries %q", code, stdout, q)
 	}
 }

@@ -144,6 +144,7 @@ func TestDefaults(t *testing.T) {
 		CredentialWindow: duration(24 * time.Hour), ClientTokenTTL: duration(24 * time.Hour),
 		BodyLimit: 4 << 20, IdleTimeout: duration(30 * time.Minute), ProviderIdle: duration(30 * time.Minute), SessionsPerNamespace: 64,
 		MaxSessions: 100000, KeepAlive: duration(25 * time.Second), ShutdownGrace: duration(10 * time.Second), Demo: true,
+		MaxThreads: 10000,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)

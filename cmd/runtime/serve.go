@@ -48,6 +48,7 @@ type serveCmd struct {
 
 	// The admin listener's guard and the bound on threads (issue 11).
 	AdminAllowedHosts []string `config:"" placeholder:"HOST" help:"Host header values the admin listener (admin API, /healthz, /readyz, /metrics) accepts besides loopback ones and, when --admin-listen is beyond loopback, its own host."`
+	MaxThreads        int      `config:"" default:"10000" placeholder:"N" help:"Threads in all (active and archived); past it creating one fails (admin API: 409 too_many_threads)."`
 }
 
 // validate checks what the types alone do not.
@@ -101,7 +102,8 @@ func (s *serveCmd) validate() error {
 	for _, n := range []struct {
 		name string
 		v    int64
-	}{{"body-limit", int64(s.BodyLimit)}, {"sessions-per-namespace", int64(s.SessionsPerNamespace)}, {"max-sessions", int64(s.MaxSessions)}} {
+	}{{"body-limit", int64(s.BodyLimit)}, {"sessions-per-namespace", int64(s.SessionsPerNamespace)}, {"max-sessions", int64(s.MaxSessions)},
+		{"max-threads", int64(s.MaxThreads)}} {
 		if n.v < 1 {
 			add("--%s %d: want at least 1", n.name, n.v)
 		}
@@ -210,6 +212,7 @@ func (s *serveCmd) Run(d *deps) error {
 		CredentialWindow: runtimeDuration(s.CredentialWindow),
 		ClientTokenTTL:   runtimeDuration(s.ClientTokenTTL),
 		ProviderIdle:     runtimeDuration(s.ProviderIdle),
+		MaxThreads:       s.MaxThreads,
 		Logger:           log,
 	})
 	if err != nil {
