@@ -329,10 +329,28 @@ func wantHeader(t *testing.T, r *response, name, want string) {
 	}
 }
 
-func wantNoBody(t *testing.T, _ *env, r *response) {
-	t.Helper()
-	if len(r.body) != 0 {
-		t.Errorf("%s: body %q, want none", r, r.body)
+// wantThreadAfter checks the answer of a change of a thread: the thread as
+// it is now, with status.
+func wantThreadAfter(status string) func(*testing.T, *env, *response) {
+	return func(t *testing.T, _ *env, r *response) {
+		t.Helper()
+		wantFields(t, r, "id", "status", "instance", "run", "created", "messages")
+		wantEqual(t, "status", field(t, r, "status"), status)
+	}
+}
+
+// wantGone checks the answer of a DELETE: {name: the id in e.vars[v] (or
+// v itself), "status": status}.
+func wantGone(name, v, status string) func(*testing.T, *env, *response) {
+	return func(t *testing.T, e *env, r *response) {
+		t.Helper()
+		wantFields(t, r, name, "status")
+		id := v
+		if saved, ok := e.vars[v]; ok {
+			id = saved
+		}
+		wantEqual(t, name, field(t, r, name), id)
+		wantEqual(t, "status", field(t, r, "status"), status)
 	}
 }
 
@@ -429,7 +447,8 @@ func TestRoutes(t *testing.T) {
 		// The provider-switch story.
 		{name: "open A", request: post("/admin/v1/threads/t1/provider-sessions", `{"instance":"A"}`),
 			wantStatus: http.StatusCreated, check: func(t *testing.T, e *env, r *response) {
-				wantFields(t, r, "providerSessionId", "credentialId", "endpoint", "authorization", "capabilities", "reused")
+				wantFields(t, r, "providerSessionId", "instance", "driver", "credentialId", "endpoint", "authorization", "capabilities", "reused")
+				wantEqual(t, "driver", field(t, r, "driver"), "inproc")
 				e.mint("tokA", field(t, r, "authorization"))
 				e.vars["psA"], e.vars["credA"] = field(t, r, "providerSessionId"), field(t, r, "credentialId")
 				wantEqual(t, "endpoint", field(t, r, "endpoint"), mcpruntime.DefaultEndpoint)
@@ -499,7 +518,12 @@ func TestRoutes(t *testing.T) {
 		{name: "start run of B", request: post("/admin/v1/threads/t1/runs", `{"instance":"B"}`),
 			wantStatus: http.StatusCreated},
 		{name: "end B's run", request: del("/admin/v1/threads/t1/runs/current"),
-			wantStatus: http.StatusNoContent, check: wantNoBody},
+			wantStatus: http.StatusOK, check: func(t *testing.T, e *env, r *response) {
+				wantThreadAfter("active")(t, e, r)
+				if run := r.json(t)["run"]; run != nil {
+					t.Errorf("run %v after ending it, want null", run)
+				}
+			}},
 		{name: "end run on unknown thread", request: del("/admin/v1/threads/nope/runs/current"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_thread"},
 		{name: "switch back to A", request: post("/admin/v1/threads/t1/switch", `{"instance":"A"}`),
@@ -528,14 +552,14 @@ func TestRoutes(t *testing.T) {
 		{name: "rotate unknown thread", request: post("/admin/v1/threads/nope/rotate", `{"instance":"A"}`),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_thread"},
 		{name: "release B", request: del("/admin/v1/provider-sessions/{psB}"),
-			wantStatus: http.StatusNoContent, check: checks(wantNoBody, authenticates([]string{"tokA2"}, []string{"tokB"}))},
+			wantStatus: http.StatusOK, check: checks(wantGone("providerSessionId", "psB", "released"), authenticates([]string{"tokA2"}, []string{"tokB"}))},
 		{name: "release B again", request: del("/admin/v1/provider-sessions/{psB}"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_provider_session"},
 		{name: "release unknown provider session", request: del("/admin/v1/provider-sessions/ps_nope"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_provider_session"},
 		{name: "detach", request: bodyless("/admin/v1/threads/t1/detach"),
-			wantStatus: http.StatusNoContent, check: func(t *testing.T, e *env, r *response) {
-				wantNoBody(t, e, r)
+			wantStatus: http.StatusOK, check: func(t *testing.T, e *env, r *response) {
+				wantThreadAfter("active")(t, e, r)
 				if got := e.rt.Inproc().Session(e.vars["psA"]).Attached(); len(got) != 0 {
 					t.Errorf("A's session still serves %v after detach", got)
 				}
@@ -571,8 +595,8 @@ func TestRoutes(t *testing.T) {
 				e.mint("tokT2", field(t, r, "authorization"))
 			}},
 		{name: "archive t2", request: bodyless("/admin/v1/threads/t2/archive"),
-			wantStatus: http.StatusNoContent, check: checks(wantNoBody, authenticates([]string{"tokA2"}, []string{"tokT2"}))},
-		{name: "archive t2 again", request: bodyless("/admin/v1/threads/t2/archive"), wantStatus: http.StatusNoContent},
+			wantStatus: http.StatusOK, check: checks(wantThreadAfter("archived"), authenticates([]string{"tokA2"}, []string{"tokT2"}))},
+		{name: "archive t2 again", request: bodyless("/admin/v1/threads/t2/archive"), wantStatus: http.StatusOK, check: wantThreadAfter("archived")},
 		{name: "archived t2", request: get("/admin/v1/threads/t2"), wantStatus: http.StatusOK,
 			check: func(t *testing.T, _ *env, r *response) { wantEqual(t, "status", field(t, r, "status"), "archived") }},
 		{name: "open on archived", request: post("/admin/v1/threads/t2/provider-sessions", `{"instance":"A"}`),
@@ -590,7 +614,7 @@ func TestRoutes(t *testing.T) {
 
 		// Delete: every token of the thread stops authenticating.
 		{name: "delete t1", request: del("/admin/v1/threads/t1"),
-			wantStatus: http.StatusNoContent, check: checks(wantNoBody, authenticates(nil, []string{"tokA", "tokA2", "tokB"}))},
+			wantStatus: http.StatusOK, check: checks(wantGone("id", "t1", "deleted"), authenticates(nil, []string{"tokA", "tokA2", "tokB"}))},
 		{name: "t1 is gone", request: get("/admin/v1/threads/t1"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_thread"},
 		{name: "delete t1 again", request: del("/admin/v1/threads/t1"),
@@ -639,7 +663,7 @@ func TestRoutes(t *testing.T) {
 		{name: "refresh unknown client", request: bodyless("/admin/v1/clients/cl_nope/refresh"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_client"},
 		{name: "revoke client", request: del("/admin/v1/clients/{cl}"),
-			wantStatus: http.StatusNoContent, check: checks(wantNoBody, authenticates(nil, []string{"cl4"}))},
+			wantStatus: http.StatusOK, check: checks(wantGone("clientId", "cl", "revoked"), authenticates(nil, []string{"cl4"}))},
 		{name: "revoke client again", request: del("/admin/v1/clients/{cl}"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_client"},
 		{name: "refresh revoked client", request: bodyless("/admin/v1/clients/{cl}/refresh"),
@@ -653,7 +677,7 @@ func TestRoutes(t *testing.T) {
 func checkReused(ps, cred string) func(*testing.T, *env, *response) {
 	return func(t *testing.T, e *env, r *response) {
 		t.Helper()
-		wantFields(t, r, "providerSessionId", "credentialId", "endpoint", "capabilities", "reused")
+		wantFields(t, r, "providerSessionId", "instance", "driver", "credentialId", "endpoint", "capabilities", "reused")
 		wantEqual(t, "providerSessionId", field(t, r, "providerSessionId"), e.vars[ps])
 		wantEqual(t, "credentialId", field(t, r, "credentialId"), e.vars[cred])
 		if r.json(t)["reused"] != true {

@@ -27,19 +27,19 @@
 //	GET    /admin/v1/threads?limit=&cursor=            -                                             200 {"threads":[thread],"nextCursor"?}
 //	POST   /admin/v1/threads                           {"id","instance"?}                            201 thread+messages, Location
 //	GET    /admin/v1/threads/{id}                      -                                             200 thread+messages
-//	DELETE /admin/v1/threads/{id}                      -                                             204
-//	POST   /admin/v1/threads/{id}/provider-sessions    {"instance"}                                  201 {"providerSessionId","credentialId","endpoint","authorization","capabilities","reused":false}
+//	DELETE /admin/v1/threads/{id}                      -                                             200 {"id","status":"deleted"}
+//	POST   /admin/v1/threads/{id}/provider-sessions    {"instance"}                                  201 {"providerSessionId","instance","driver","credentialId","endpoint","authorization","capabilities","reused":false}
 //	                                                                                                 200 the same without "authorization", "reused":true, when (thread, instance) already has a live provider session
-//	DELETE /admin/v1/provider-sessions/{id}            -                                             204 (release: close it, revoke its credentials)
+//	DELETE /admin/v1/provider-sessions/{id}            -                                             200 {"providerSessionId","status":"released"} (revoke its credentials, then close it)
 //	POST   /admin/v1/threads/{id}/switch               {"instance"}                                  200 {"instance","previous","endedRun"?}
 //	POST   /admin/v1/threads/{id}/rotate               {"instance"}                                  200 {"credentialId","authorization"}
 //	POST   /admin/v1/threads/{id}/runs                 {"instance"}                                  201 {"runId"}
-//	DELETE /admin/v1/threads/{id}/runs/current         -                                             204
-//	POST   /admin/v1/threads/{id}/detach               - (ignored)                                   204
-//	POST   /admin/v1/threads/{id}/archive              - (ignored)                                   204
+//	DELETE /admin/v1/threads/{id}/runs/current         -                                             200 thread+messages
+//	POST   /admin/v1/threads/{id}/detach               - (ignored)                                   200 thread+messages
+//	POST   /admin/v1/threads/{id}/archive              - (ignored)                                   200 thread+messages
 //	POST   /admin/v1/clients                           {"label"?,"access"}                           201 {"clientId","token"}
 //	POST   /admin/v1/clients/{id}/refresh              {"revokePrevious"?} or no body                200 {"token"}
-//	DELETE /admin/v1/clients/{id}                      -                                             204
+//	DELETE /admin/v1/clients/{id}                      -                                             200 {"clientId","status":"revoked"}
 //	GET    /admin/v1/sessions                          -                                             200 {"sessions":[session]}
 //
 // The thread listing is paged, ordered by id: limit (default 100, at most
@@ -58,9 +58,12 @@
 // the store, which do not know "busy" (then absent). Sessions carry no
 // token.
 //
-// Detach and archive answer 204 rather than a body: neither has a result
-// beyond success, and GET /admin/v1/threads/{id} shows the thread after.
-// Archiving an archived thread succeeds again.
+// Every answer has a JSON body, so that every command of `runtime admin`
+// prints one: a change of a thread (detach, archive, ending its run)
+// answers the thread as it is after the change, a DELETE names what is
+// gone and its status. Archiving an archived thread succeeds again. The
+// provider-session answer names the instance and its driver: opening an
+// inproc instance by mistake, where an exec one was meant, shows.
 //
 // A token ("authorization" or "token") appears only in the answer that
 // minted it: opening a provider session (201), rotating, issuing or

@@ -271,25 +271,43 @@ func (s *Server) getThread(_ http.ResponseWriter, r *http.Request, ps httprouter
 	return http.StatusOK, threadDetail(t), nil
 }
 
+// goneJSON is the answer of a DELETE: what is gone, and its state now.
+type goneJSON struct {
+	ID                string `json:"id,omitempty"`
+	ProviderSessionID string `json:"providerSessionId,omitempty"`
+	ClientID          string `json:"clientId,omitempty"`
+	Status            string `json:"status"` // "deleted", "released" or "revoked"
+}
+
 func (s *Server) deleteThread(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
-	if err := s.rt.DeleteThread(r.Context(), ps.ByName("id")); err != nil {
+	id := ps.ByName("id")
+	if err := s.rt.DeleteThread(r.Context(), id); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return http.StatusOK, goneJSON{ID: id, Status: "deleted"}, nil
+}
+
+// threadAfter answers a change of a thread with the thread as it is now.
+func (s *Server) threadAfter(r *http.Request, id string) (int, any, error) {
+	t, err := s.rt.Thread(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, threadDetail(t), nil
 }
 
 func (s *Server) detach(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
 	if err := s.rt.Detach(r.Context(), ps.ByName("id")); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return s.threadAfter(r, ps.ByName("id"))
 }
 
 func (s *Server) archive(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
 	if err := s.rt.Archive(r.Context(), ps.ByName("id")); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return s.threadAfter(r, ps.ByName("id"))
 }
 
 // instanceRequest is the body of the routes that act on (thread, instance).
@@ -309,8 +327,12 @@ func decodeInstance(w http.ResponseWriter, r *http.Request) (string, error) {
 
 type providerSessionJSON struct {
 	ProviderSessionID string `json:"providerSessionId"`
-	CredentialID      string `json:"credentialId"`
-	Endpoint          string `json:"endpoint"`
+	// Instance and Driver say what was opened: a session of an inproc
+	// instance starts no process.
+	Instance     string `json:"instance"`
+	Driver       string `json:"driver"`
+	CredentialID string `json:"credentialId"`
+	Endpoint     string `json:"endpoint"`
 	// Authorization is present only in the answer that minted the
 	// credential: a token is shown once.
 	Authorization string   `json:"authorization,omitempty"`
@@ -329,10 +351,14 @@ func (s *Server) openProviderSession(w http.ResponseWriter, r *http.Request, ps 
 	}
 	out := providerSessionJSON{
 		ProviderSessionID: p.ID,
+		Instance:          instance,
 		CredentialID:      p.CredentialID,
 		Endpoint:          p.Endpoint,
 		Capabilities:      nonNil(p.Capabilities),
 		Reused:            p.Reused,
+	}
+	if inst, err := s.rt.Store().Read().Instance(nil, instance); err == nil {
+		out.Driver = inst.Driver
 	}
 	location(w, "/admin/v1/provider-sessions/%s", p.ID)
 	if p.Reused {
@@ -343,10 +369,11 @@ func (s *Server) openProviderSession(w http.ResponseWriter, r *http.Request, ps 
 }
 
 func (s *Server) releaseProviderSession(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
-	if err := s.rt.ReleaseProviderSession(r.Context(), ps.ByName("id")); err != nil {
+	id := ps.ByName("id")
+	if err := s.rt.ReleaseProviderSession(r.Context(), id); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return http.StatusOK, goneJSON{ProviderSessionID: id, Status: "released"}, nil
 }
 
 // ---- switch, rotate, runs ----
@@ -408,7 +435,7 @@ func (s *Server) endRun(_ http.ResponseWriter, r *http.Request, ps httprouter.Pa
 	if err := s.rt.EndRun(r.Context(), ps.ByName("id"), ""); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return s.threadAfter(r, ps.ByName("id"))
 }
 
 // ---- client grants ----
@@ -460,10 +487,11 @@ func (s *Server) refreshClient(w http.ResponseWriter, r *http.Request, ps httpro
 }
 
 func (s *Server) revokeClient(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
-	if err := s.rt.RevokeClient(r.Context(), ps.ByName("id")); err != nil {
+	id := ps.ByName("id")
+	if err := s.rt.RevokeClient(r.Context(), id); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return http.StatusOK, goneJSON{ClientID: id, Status: "revoked"}, nil
 }
 
 // ---- MCP sessions ----

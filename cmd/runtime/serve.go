@@ -252,12 +252,18 @@ func (s *serveCmd) Run(d *deps) error {
 		defer removeSecretFile(s.AdminTokenFile, token)
 		log.Info("admin token written", "file", s.AdminTokenFile)
 	}
+	var demoFile string
 	if s.Demo {
-		path, err := setupDemo(d.ctx, rt)
+		auth, err := setupDemo(d.ctx, rt)
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		defer os.RemoveAll(filepath.Dir(path))
+		path, remove, err := writeDemoCredential(s.AdminTokenFile, auth)
+		if err != nil {
+			return fmt.Errorf("demo credential file: %w", err)
+		}
+		defer remove()
+		demoFile = path
 		log.Info("demo credential written", "file", path, "thread", "demo", "instance", "demo")
 	}
 
@@ -275,8 +281,12 @@ func (s *serveCmd) Run(d *deps) error {
 	go func() { errc <- fmt.Errorf("MCP server: %w", mcpHTTP.Serve(mcpLn)) }()
 	go func() { errc <- fmt.Errorf("admin server: %w", adminHTTP.Serve(adminLn)) }()
 	h.state.Store(stateReady)
-	log.Info("runtime ready", "mcp", "http://"+urlHost(s.Listen, mcpAddr)+s.MCPPath,
-		"admin", "http://"+urlHost(s.AdminListen, adminAddr)+"/admin/v1/", "endpoint", endpoint)
+	readyAttrs := []any{"mcp", "http://" + urlHost(s.Listen, mcpAddr) + s.MCPPath,
+		"admin", "http://" + urlHost(s.AdminListen, adminAddr) + "/admin/v1/", "endpoint", endpoint}
+	if demoFile != "" {
+		readyAttrs = append(readyAttrs, "demo_credential", demoFile)
+	}
+	log.Info("runtime ready", readyAttrs...)
 	if hook, ok := d.ctx.Value(readyHookKey{}).(func(mcpAddr, adminAddr string)); ok {
 		hook(mcpAddr, adminAddr)
 	}
@@ -348,7 +358,7 @@ func writeSecretFile(path, secret string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".admin-token-*")
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
 	if err != nil {
 		return err
 	}
@@ -416,8 +426,7 @@ func urlHost(configured, bound string) string {
 }
 
 // setupDemo creates the demo thread and instance, opens the provider
-// session, starts a run, and writes the Authorization value to a 0600 file
-// in a new temporary directory.
+// session, starts a run, and returns the session's Authorization value.
 func setupDemo(ctx context.Context, rt *mcpruntime.Runtime) (string, error) {
 	if err := rt.RegisterInstance(ctx, "demo", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
 		return "", err
@@ -432,14 +441,34 @@ func setupDemo(ctx context.Context, rt *mcpruntime.Runtime) (string, error) {
 	if _, err := rt.StartRun(ctx, "demo", "demo"); err != nil {
 		return "", err
 	}
+	return ps.Authorization, nil
+}
+
+// demoCredentialName is the demo credential's file, beside the admin
+// token's.
+const demoCredentialName = "demo-authorization"
+
+// writeDemoCredential writes the demo's Authorization value to a 0600 file
+// at a stable place a user can find: demo-authorization beside the admin
+// token file (whether or not the token came from the environment), or, with
+// no token file setting, in a new temporary directory. remove takes it away
+// at exit, unless another server has replaced it since.
+func writeDemoCredential(tokenFile, auth string) (path string, remove func(), err error) {
+	if tokenFile != "" {
+		path = filepath.Join(filepath.Dir(tokenFile), demoCredentialName)
+		if err := writeSecretFile(path, auth); err != nil {
+			return "", nil, err
+		}
+		return path, func() { removeSecretFile(path, auth) }, nil
+	}
 	dir, err := os.MkdirTemp("", "mcpruntime-demo-")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	path := filepath.Join(dir, "authorization")
-	if err := os.WriteFile(path, []byte(ps.Authorization+"\n"), 0o600); err != nil {
+	path = filepath.Join(dir, demoCredentialName)
+	if err := os.WriteFile(path, []byte(auth+"\n"), 0o600); err != nil {
 		os.RemoveAll(dir)
-		return "", err
+		return "", nil, err
 	}
-	return path, nil
+	return path, func() { os.RemoveAll(dir) }, nil
 }
