@@ -167,6 +167,11 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 	case *childAttached:
 		a.attached(ctx, msg)
 	case *released:
+		if msg.err != nil {
+			// Reported to whoever waits for the close; an idle timer's
+			// release has nobody waiting, so it is logged too.
+			a.cfg.Logger.Warn("revoke the credentials of a closing provider session", "instance", a.cfg.Instance.ID, "session", msg.id, "err", msg.err)
+		}
 		if c := a.children[msg.id]; c != nil {
 			c.releaseErr = msg.err
 			ctx.Send(c.pid, &opClose{})
