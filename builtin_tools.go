@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // The built-in tools of SPEC §4. Hosts add their own with RegisterTool.
@@ -18,9 +19,10 @@ func (r *Runtime) builtinTools() []Tool {
 			Handler:     r.toolCapabilities,
 		},
 		{
-			Name:        "thread_list",
-			Description: "List threads with their status and current provider instance.",
-			InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false}`),
+			Name: "thread_list",
+			Description: "List threads with their status and current provider instance, " + strconv.Itoa(DefaultPageSize) +
+				" at a time, ordered by id; pass the answer's nextCursor as cursor for the next ones.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"cursor":{"type":"string","minLength":1,"maxLength":256}},"additionalProperties":false}`),
 			Access:      AccessRead,
 			Handler:     r.toolThreadList,
 		},
@@ -96,16 +98,29 @@ type threadSummary struct {
 	Instance string `json:"instance,omitempty"`
 }
 
+// toolThreadList answers one page: {"threads": [...], "nextCursor": "…"},
+// nextCursor absent on the last page. A cursor no listing returned is an
+// invalid_arguments refusal.
 func (r *Runtime) toolThreadList(ctx context.Context, call *ToolCall) (*ToolResult, error) {
-	ts, err := r.Threads(ctx)
+	var args struct {
+		Cursor string `json:"cursor"`
+	}
+	if err := json.Unmarshal(call.Arguments, &args); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	page, err := r.ListThreads(ctx, ListOptions{Cursor: args.Cursor})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]threadSummary, len(ts))
-	for i, t := range ts {
+	out := make([]threadSummary, len(page.Threads))
+	for i, t := range page.Threads {
 		out[i] = threadSummary{ThreadID: t.ID, Status: t.Status, Instance: t.Instance}
 	}
-	return structured(map[string]any{"threads": out}), nil
+	res := map[string]any{"threads": out}
+	if page.NextCursor != "" {
+		res["nextCursor"] = page.NextCursor
+	}
+	return structured(res), nil
 }
 
 type threadArgs struct {

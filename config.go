@@ -21,6 +21,7 @@ const (
 	DefaultActorTimeout     = 5 * time.Second
 	DefaultOpenTimeout      = 30 * time.Second
 	DefaultProviderIdle     = 30 * time.Minute
+	DefaultMaxThreads       = 10_000
 )
 
 // Config configures a Runtime. The zero value is a working in-memory
@@ -52,6 +53,10 @@ type Config struct {
 	// and none has a run of its instance in flight. Zero:
 	// DefaultProviderIdle; NoExpiry: never.
 	ProviderIdle time.Duration
+	// MaxThreads bounds the threads that exist at once (active and
+	// archived; a deleted one no longer counts): past it CreateThread
+	// fails with ErrTooManyThreads. Zero: DefaultMaxThreads.
+	MaxThreads int
 	// Drivers adds provider kinds to the built-in "inproc" and "exec", by kind name. A
 	// name given here replaces a built-in one.
 	Drivers map[string]provider.Factory
@@ -82,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OpenTimeout <= 0 {
 		c.OpenTimeout = DefaultOpenTimeout
+	}
+	if c.MaxThreads <= 0 {
+		c.MaxThreads = DefaultMaxThreads
 	}
 	if c.ProviderIdle == 0 {
 		c.ProviderIdle = DefaultProviderIdle

@@ -23,6 +23,9 @@ var (
 	ErrUnknownThread = thread.ErrNotFound
 	// ErrThreadExists is returned by CreateThread for an id in use.
 	ErrThreadExists = errors.New("thread already exists")
+	// ErrTooManyThreads is returned by CreateThread when Config.MaxThreads
+	// threads exist; deleting one makes room.
+	ErrTooManyThreads = errors.New("too many threads")
 	// ErrArchivedThread is returned when changing an archived thread.
 	ErrArchivedThread = thread.ErrArchived
 	// ErrUnknownInstance is returned for an unregistered provider instance.

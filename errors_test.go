@@ -14,7 +14,8 @@ import (
 )
 
 // TestInvalidIDs: every id a caller names is 1 to 128 characters without
-// '/' or spaces; anything else is ErrInvalidID and changes nothing.
+// '/' or spaces, and not dots alone (".", ".." would be path segments of
+// the admin API); anything else is ErrInvalidID and changes nothing.
 func TestInvalidIDs(t *testing.T) {
 	ctx := context.Background()
 	rt := quietRuntime(t, mcpruntime.Config{})
@@ -26,6 +27,9 @@ func TestInvalidIDs(t *testing.T) {
 		{"slash", "a/b"},
 		{"space", "a b"},
 		{"newline", "a\nb"},
+		{"dot", "."},
+		{"dot-dot", ".."},
+		{"dots", "..."},
 	}
 	ops := []struct {
 		name string
@@ -67,7 +71,7 @@ func TestInvalidIDs(t *testing.T) {
 	}
 
 	// The longest id and every allowed punctuation mark are accepted.
-	for _, id := range []string{strings.Repeat("x", 128), "a-b_c.d:e@f"} {
+	for _, id := range []string{strings.Repeat("x", 128), "a-b_c.d:e@f", ".a", "..a", "a.."} {
 		if _, err := rt.CreateThread(ctx, id, mcpruntime.ThreadOptions{}); err != nil {
 			t.Fatalf("CreateThread(%q) = %v, want ok", id, err)
 		}

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/agenthost/mcpruntime/actors/client"
 	"github.com/agenthost/mcpruntime/actors/provider"
@@ -32,7 +30,6 @@ type Runtime struct {
 	root    *actor.RootContext
 	drivers provider.Registry
 	inproc  *provider.Inproc
-	sub     *eventstream.Subscription
 	base    context.Context
 	cancel  context.CancelFunc
 	work    sync.WaitGroup // driver goroutines
@@ -42,8 +39,11 @@ type Runtime struct {
 	closed    bool
 	threads   map[string]*actor.PID
 	instances map[string]*actor.PID
-	clients   map[string]*actor.PID
-	servers   []*transport.Server
+	// closeTimeouts bounds, per instance, one Close of its driver's
+	// sessions (provider.CloseTimeout).
+	closeTimeouts map[string]time.Duration
+	clients       map[string]*actor.PID
+	servers       []*transport.Server
 }
 
 // New starts a runtime.
@@ -65,23 +65,23 @@ func New(cfg Config) (*Runtime, error) {
 	)
 	base, cancel := context.WithCancel(context.Background())
 	r := &Runtime{
-		cfg:       cfg,
-		store:     store,
-		system:    system,
-		root:      system.Root,
-		inproc:    &provider.Inproc{},
-		base:      base,
-		cancel:    cancel,
-		threads:   map[string]*actor.PID{},
-		instances: map[string]*actor.PID{},
-		clients:   map[string]*actor.PID{},
+		cfg:           cfg,
+		store:         store,
+		system:        system,
+		root:          system.Root,
+		inproc:        &provider.Inproc{},
+		base:          base,
+		cancel:        cancel,
+		threads:       map[string]*actor.PID{},
+		instances:     map[string]*actor.PID{},
+		closeTimeouts: map[string]time.Duration{},
+		clients:       map[string]*actor.PID{},
 	}
 	r.drivers.Register(provider.InprocKind, r.inproc.Factory())
 	r.drivers.Register(execdriver.Kind, execdriver.Factory(logger))
 	for kind, f := range cfg.Drivers {
 		r.drivers.Register(kind, f)
 	}
-	r.sub = system.EventStream.Subscribe(r.onEvent)
 	for _, t := range r.builtinTools() {
 		if err := r.RegisterTool(t); err != nil {
 			r.Close()
@@ -113,39 +113,20 @@ func (r *Runtime) SubscribeProviderEvents(fn func(provider.Event)) (unsubscribe 
 	return func() { r.system.EventStream.Unsubscribe(sub) }
 }
 
-// onEvent turns the end of a provider session the host did not ask for (it
-// died, or idled) into the release of its credentials (SPEC §3). It runs on
-// the publishing actor's goroutine, so it only sends.
-func (r *Runtime) onEvent(evt any) {
-	e, ok := evt.(*provider.SessionClosed)
-	if !ok || (e.Reason != provider.ReasonDied && e.Reason != provider.ReasonIdle) {
-		return
-	}
-	for t, creds := range r.credentialsByThread(e.Session.Credentials) {
-		if pid := r.threadPID(t); pid != nil {
-			r.root.Send(pid, &thread.ReleaseCredentials{SessionID: e.Session.ID, Credentials: creds})
-		}
-	}
-}
-
-// credentialsByThread groups credential ids by the thread they belong to.
-// Credentials already removed (their thread was deleted) are skipped.
-func (r *Runtime) credentialsByThread(ids []string) map[string][]string {
-	rd := r.store.Read()
-	out := map[string][]string{}
-	for _, id := range ids {
-		if c, err := rd.Credential(nil, id); err == nil && c.Kind == memdb.KindProvider {
-			out[c.Thread] = append(out[c.Thread], id)
-		}
-	}
-	return out
-}
-
 // Close revokes every credential and client token, closes every provider
 // session, stops every actor and waits for driver goroutines. After Close
 // every method returns ErrClosed and every token fails to authenticate.
-// Calling Close again does nothing.
-func (r *Runtime) Close() error {
+// Calling Close again does nothing. Close is Shutdown without a deadline:
+// provider sessions get their drivers' whole close budget (exec: its grace).
+func (r *Runtime) Close() error { return r.Shutdown(context.Background()) }
+
+// Shutdown is Close within ctx's deadline. In order: MCP sessions end;
+// every credential and client token is revoked; provider sessions are
+// closed; actors stop. When ctx is done, every driver call still running
+// has its context cancelled — the exec driver kills its process at once
+// instead of waiting out its grace — and Shutdown returns once those calls
+// have returned. Only the first Close or Shutdown does anything.
+func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -154,7 +135,13 @@ func (r *Runtime) Close() error {
 	r.closed = true
 	threads, instances, clients := pids(r.threads), pids(r.instances), pids(r.clients)
 	servers := r.servers
+	budget := r.cfg.OpenTimeout
+	for _, d := range r.closeTimeouts {
+		budget = max(budget, d)
+	}
 	r.mu.Unlock()
+	// The deadline reaches every driver call through the base context.
+	defer context.AfterFunc(ctx, r.cancel)()
 
 	// MCP sessions first: their streams close and their calls are cancelled.
 	for _, srv := range servers {
@@ -176,11 +163,14 @@ func (r *Runtime) Close() error {
 	// Revocation first: from here on no token authenticates.
 	wait(threads, &thread.RevokeAll{Reason: thread.ReasonShutdown}, r.cfg.ActorTimeout)
 	wait(clients, &client.Revoke{}, r.cfg.ActorTimeout)
-	// Then the provider sessions; CloseAll answers once they have stopped.
-	wait(instances, &provider.CloseAll{Reason: provider.ReasonShutdown}, r.cfg.OpenTimeout+r.cfg.ActorTimeout)
+	// Then the provider sessions; CloseAll answers once they have stopped,
+	// at the latest shortly after the deadline cancelled their drivers.
+	if d, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(d))
+	}
+	wait(instances, &provider.CloseAll{Reason: provider.ReasonShutdown}, max(budget, 0)+r.cfg.ActorTimeout)
 	r.cancel()
 	r.work.Wait()
-	r.system.EventStream.Unsubscribe(r.sub)
 	for _, group := range [][]*actor.PID{threads, clients, instances} {
 		for _, pid := range group {
 			if err := r.root.StopFuture(pid).Wait(); err != nil {
@@ -240,16 +230,20 @@ func (r *Runtime) checkOpen() error {
 	return nil
 }
 
-// validID accepts 1 to 128 characters of [A-Za-z0-9._:@-]. Ids name actors
-// and appear in logs and URLs, so nothing else is allowed.
+// validID accepts 1 to 128 characters of [A-Za-z0-9._:@-], except dots
+// alone. Ids name actors and appear in logs and URLs, so nothing else is
+// allowed: "." and ".." would be path segments that no admin route can
+// name.
 func validID(kind, id string) error {
 	ok := len(id) > 0 && len(id) <= 128
+	dots := true
 	for i := 0; ok && i < len(id); i++ {
 		c := id[i]
 		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 			c == '.' || c == '_' || c == ':' || c == '@' || c == '-'
+		dots = dots && c == '.'
 	}
-	if !ok {
+	if !ok || dots {
 		return fmt.Errorf("%s id %q: %w", kind, id, ErrInvalidID)
 	}
 	return nil
@@ -297,57 +291,6 @@ func goneError(id string) error {
 	return actor.ErrDeadLetter
 }
 
-// RegisterInstance registers a provider instance and starts its actor.
-func (r *Runtime) RegisterInstance(ctx context.Context, id string, spec InstanceSpec) error {
-	if err := r.checkOpen(); err != nil {
-		return err
-	}
-	if err := validID("instance", id); err != nil {
-		return err
-	}
-	drv, err := r.drivers.Build(spec.Driver, id, spec.Config)
-	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err // nothing started
-	}
-	props := provider.Props(provider.Config{
-		Instance: &memdb.Instance{
-			ID: id, Driver: spec.Driver, Config: slices.Clone(spec.Config),
-			Capabilities: slices.Clone(spec.Capabilities), Created: r.cfg.Now(),
-		},
-		Driver:      drv,
-		Store:       r.store,
-		Now:         r.cfg.Now,
-		OpTimeout:   r.cfg.OpenTimeout,
-		IdleRelease: r.cfg.ProviderIdle,
-		Work:        &r.work,
-		Base:        r.base,
-		Logger:      r.cfg.Logger,
-	})
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return ErrClosed
-	}
-	if r.instances[id] != nil {
-		r.mu.Unlock()
-		return fmt.Errorf("instance %q: %w", id, ErrInstanceExists)
-	}
-	pid, err := r.root.SpawnNamed(props, instancePrefix+id)
-	if err == nil {
-		r.instances[id] = pid
-	}
-	r.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("start instance %q: %w", id, err)
-	}
-	// The actor writes its record when it starts; wait for that.
-	_, err = ask[*provider.Sessions](ctx, r, pid, &provider.GetSessions{}, r.cfg.ActorTimeout)
-	return err
-}
-
 // CreateThread creates a thread and starts its actor.
 func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOptions) (Thread, error) {
 	if err := r.checkOpen(); err != nil {
@@ -386,6 +329,10 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 	if r.threads[id] != nil {
 		r.mu.Unlock()
 		return Thread{}, fmt.Errorf("thread %s: %w", id, ErrThreadExists)
+	}
+	if len(r.threads) >= r.cfg.MaxThreads {
+		r.mu.Unlock()
+		return Thread{}, fmt.Errorf("create thread %s: %d threads exist (Config.MaxThreads): %w", id, r.cfg.MaxThreads, ErrTooManyThreads)
 	}
 	pid, err := r.root.SpawnNamed(props, threadPrefix+id)
 	if err == nil {
@@ -442,7 +389,8 @@ func (r *Runtime) Thread(ctx context.Context, id string) (Thread, error) {
 	return threadFromRecord(t), nil
 }
 
-// Threads returns a snapshot of every thread, ordered by id.
+// Threads returns a snapshot of every thread, ordered by id: up to
+// Config.MaxThreads of them, with their messages. ListThreads pages.
 func (r *Runtime) Threads(ctx context.Context) ([]Thread, error) {
 	if err := r.checkOpen(); err != nil {
 		return nil, err
@@ -456,150 +404,6 @@ func (r *Runtime) Threads(ctx context.Context) ([]Thread, error) {
 		out[i] = threadFromRecord(t)
 	}
 	return out, nil
-}
-
-// OpenProviderSession opens a provider session of instance for thread, or
-// returns the one the pair already has (SPEC §3).
-func (r *Runtime) OpenProviderSession(ctx context.Context, threadID, instance string) (ProviderSession, error) {
-	pid, err := r.thread(threadID)
-	if err != nil {
-		return ProviderSession{}, err
-	}
-	if err := validID("instance", instance); err != nil {
-		return ProviderSession{}, err
-	}
-	res, err := ask[*thread.OpenProviderSessionResult](ctx, r, pid,
-		&thread.OpenProviderSession{Instance: instance}, r.cfg.OpenTimeout+2*r.cfg.ActorTimeout)
-	if err != nil {
-		return ProviderSession{}, err
-	}
-	if res.Err != nil {
-		return ProviderSession{}, res.Err
-	}
-	return ProviderSession{
-		ID:            res.SessionID,
-		CredentialID:  res.CredentialID,
-		Endpoint:      res.Endpoint,
-		Authorization: res.Authorization,
-		Capabilities:  res.Capabilities,
-		Reused:        res.Reused,
-	}, nil
-}
-
-// ReleaseProviderSession closes a provider session and revokes the
-// credentials it recorded, except those another open provider session
-// holds. When it returns, none of the revoked tokens authenticates.
-func (r *Runtime) ReleaseProviderSession(ctx context.Context, id string) error {
-	if err := r.checkOpen(); err != nil {
-		return err
-	}
-	rec, err := r.store.Read().ProviderSession(nil, id)
-	if err != nil {
-		return fmt.Errorf("provider session %q: %w", id, ErrUnknownProviderSession)
-	}
-	res, err := ask[*provider.CloseSessionResult](ctx, r, r.instancePID(rec.Instance),
-		&provider.CloseSession{SessionID: id, Reason: provider.ReasonReleased}, r.cfg.OpenTimeout+r.cfg.ActorTimeout) // waits for the driver's Close
-	if err != nil {
-		return err
-	}
-	if res.Err != nil {
-		return res.Err
-	}
-	return r.releaseCredentials(ctx, res.Session)
-}
-
-// releaseCredentials revokes the credentials a closed provider session
-// recorded, except those another open session holds, and returns once
-// they no longer authenticate.
-func (r *Runtime) releaseCredentials(ctx context.Context, closed *memdb.ProviderSession) error {
-	var errs []error
-	for t, creds := range r.credentialsByThread(closed.Credentials) {
-		pid := r.threadPID(t)
-		if pid == nil {
-			continue
-		}
-		rel, err := ask[*thread.ReleaseCredentialsResult](ctx, r, pid,
-			&thread.ReleaseCredentials{SessionID: closed.ID, Credentials: creds}, r.cfg.ActorTimeout)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case rel.Err != nil && !errors.Is(rel.Err, ErrUnknownThread):
-			errs = append(errs, rel.Err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// ReleaseIdleProviderSessions releases, now, every provider session idle
-// for at least Config.ProviderIdle (instances also do it on their own
-// timers, within a quarter of that time) and returns their ids, sorted.
-// When it returns, their driver sessions are closed and the credentials
-// they held no longer authenticate, except those another open session
-// holds.
-func (r *Runtime) ReleaseIdleProviderSessions(ctx context.Context) ([]string, error) {
-	if err := r.checkOpen(); err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	pids := make([]*actor.PID, 0, len(r.instances))
-	for _, pid := range r.instances {
-		pids = append(pids, pid)
-	}
-	r.mu.Unlock()
-	var (
-		ids  []string
-		errs []error
-	)
-	for _, pid := range pids {
-		res, err := ask[*provider.ReleaseIdleResult](ctx, r, pid, &provider.ReleaseIdle{}, r.cfg.OpenTimeout+r.cfg.ActorTimeout)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, s := range res.Sessions {
-			ids = append(ids, s.ID)
-			errs = append(errs, r.releaseCredentials(ctx, s))
-		}
-	}
-	slices.Sort(ids)
-	return ids, errors.Join(errs...)
-}
-
-// SwitchProvider makes instance the thread's current provider instance.
-// No credential changes; an active run of the previous instance ends.
-func (r *Runtime) SwitchProvider(ctx context.Context, threadID, instance string) (SwitchResult, error) {
-	pid, err := r.thread(threadID)
-	if err != nil {
-		return SwitchResult{}, err
-	}
-	if err := validID("instance", instance); err != nil {
-		return SwitchResult{}, err
-	}
-	res, err := ask[*thread.SwitchProviderResult](ctx, r, pid, &thread.SwitchProvider{Instance: instance}, r.cfg.ActorTimeout)
-	if err != nil {
-		return SwitchResult{}, err
-	}
-	return SwitchResult{Previous: res.Previous, EndedRun: res.EndedRun}, res.Err
-}
-
-// Rotate mints a new credential for (thread, instance) and revokes the
-// previous one. A provider session serving the pair is re-bound to it.
-func (r *Runtime) Rotate(ctx context.Context, threadID, instance string) (Credential, error) {
-	pid, err := r.thread(threadID)
-	if err != nil {
-		return Credential{}, err
-	}
-	if err := validID("instance", instance); err != nil {
-		return Credential{}, err
-	}
-	res, err := ask[*thread.RotateResult](ctx, r, pid, &thread.Rotate{Instance: instance}, r.cfg.OpenTimeout+2*r.cfg.ActorTimeout)
-	if err != nil {
-		return Credential{}, err
-	}
-	if res.Err != nil {
-		return Credential{}, res.Err
-	}
-	return Credential{ID: res.CredentialID, Authorization: res.Authorization}, nil
 }
 
 // StartRun starts a run of instance on the thread and refreshes the
@@ -708,94 +512,6 @@ func (r *Runtime) DeleteThread(ctx context.Context, threadID string) error {
 		r.cfg.Logger.Warn("wait for thread actor to stop", "thread", threadID, "err", serr)
 	}
 	return err
-}
-
-// IssueClient creates a client grant with access "read-only" or
-// "read-write" and returns its first token.
-func (r *Runtime) IssueClient(ctx context.Context, label, access string) (ClientToken, error) {
-	if err := r.checkOpen(); err != nil {
-		return ClientToken{}, err
-	}
-	if access != memdb.AccessReadOnly && access != memdb.AccessReadWrite {
-		return ClientToken{}, fmt.Errorf("access %q (want %q or %q): %w", access, memdb.AccessReadOnly, memdb.AccessReadWrite, ErrInvalidArgument)
-	}
-	if len(label) > 256 {
-		return ClientToken{}, fmt.Errorf("label of %d bytes (max 256): %w", len(label), ErrInvalidArgument)
-	}
-	if err := ctx.Err(); err != nil {
-		return ClientToken{}, err // nothing started
-	}
-	id := token.NewID("cl_")
-	props := client.Props(client.Config{
-		ID: id, Label: label, Access: access, Store: r.store, Now: r.cfg.Now,
-		TTL: r.cfg.ClientTokenTTL, RevokedKept: r.cfg.RevokedKept, Logger: r.cfg.Logger,
-	})
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return ClientToken{}, ErrClosed
-	}
-	pid, err := r.root.SpawnNamed(props, clientPrefix+id)
-	if err == nil {
-		r.clients[id] = pid
-	}
-	r.mu.Unlock()
-	if err != nil {
-		return ClientToken{}, fmt.Errorf("start client grant: %w", err)
-	}
-	tok, err := r.issueToken(ctx, pid, false)
-	if err != nil {
-		// The caller never learns the id: remove the grant rather than leave
-		// one nobody can revoke.
-		r.root.Send(pid, &client.Revoke{})
-		r.mu.Lock()
-		delete(r.clients, id)
-		r.mu.Unlock()
-		return ClientToken{}, err
-	}
-	return ClientToken{ClientID: id, Token: tok}, nil
-}
-
-// RefreshClient issues a new token for the grant; it shares the grant's
-// namespace, so it keeps using the grant's MCP sessions. The previous
-// tokens stay valid until their own expiry unless revokePrevious.
-func (r *Runtime) RefreshClient(ctx context.Context, clientID string, revokePrevious bool) (string, error) {
-	if err := r.checkOpen(); err != nil {
-		return "", err
-	}
-	pid := r.clientPID(clientID)
-	if pid == nil {
-		return "", fmt.Errorf("client %q: %w", clientID, ErrUnknownClient)
-	}
-	return r.issueToken(ctx, pid, revokePrevious)
-}
-
-func (r *Runtime) issueToken(ctx context.Context, pid *actor.PID, revokePrevious bool) (string, error) {
-	res, err := ask[*client.TokenIssued](ctx, r, pid, &client.IssueToken{RevokePrevious: revokePrevious}, r.cfg.ActorTimeout)
-	if err != nil {
-		return "", err
-	}
-	return res.Token, res.Err
-}
-
-// RevokeClient revokes every token of the grant and removes it.
-func (r *Runtime) RevokeClient(ctx context.Context, clientID string) error {
-	if err := r.checkOpen(); err != nil {
-		return err
-	}
-	// Claim the grant first: of two racing revokes, exactly one finds it.
-	r.mu.Lock()
-	pid := r.clients[clientID]
-	delete(r.clients, clientID)
-	r.mu.Unlock()
-	if pid == nil {
-		return fmt.Errorf("client %q: %w", clientID, ErrUnknownClient)
-	}
-	res, err := ask[*client.Revoked](ctx, r, pid, &client.Revoke{}, r.cfg.ActorTimeout)
-	if err != nil {
-		return err
-	}
-	return res.Err
 }
 
 // Authenticate resolves a bearer token to its principal: a shape check,

@@ -52,15 +52,42 @@ func New(rt *mcpruntime.Runtime, opts Options) *Server {
 	} else {
 		opts.Logger.Warn("admin API has no token: every request will be refused")
 	}
-	s.mux = s.authenticate(s.routes())
+	s.mux = s.routes()
 	return s
 }
 
-// ServeHTTP serves the admin API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the admin API. A path with an empty or dot segment
+// ("//", "/./", "/../") names no route: it is answered 404 as it is, never
+// cleaned or redirected, and before the token is looked at.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !cleanPath(r.URL.Path) {
+		s.writeError(w, r, errNotFound)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// cleanPath reports whether path is absolute and has no empty, "." or ".."
+// segment (a trailing slash is an empty last segment). Such a path is what
+// a router that cleans paths would have rewritten; the admin listener
+// answers it 404 instead.
+func cleanPath(path string) bool {
+	if !strings.HasPrefix(path, "/") {
+		return false
+	}
+	for seg := range strings.SplitSeq(path[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return path == "/"
+		}
+	}
+	return true
+}
 
 // routes builds the router. Every route is registered through handle, so
-// it answers JSON and logs uniformly.
+// it needs the admin token, answers JSON and logs uniformly. What the
+// router answers by itself (an unknown path 404, a wrong method 405,
+// OPTIONS 204) needs no token: it tells only what the route table in the
+// package doc tells.
 func (s *Server) routes() http.Handler {
 	rt := httprouter.New()
 	// Unknown paths are 404 JSON, not redirects: a client of a JSON API
@@ -112,6 +139,11 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, ps httprouter.Para
 func (s *Server) handle(rt *httprouter.Router, method, pattern string, h handlerFunc) {
 	rt.Handle(method, pattern, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		start := time.Now()
+		if !s.authenticate(w, r) {
+			s.opts.Logger.Debug("admin request", "method", method, "route", pattern,
+				"status", http.StatusUnauthorized, "duration", time.Since(start))
+			return
+		}
 		status, body, err := h(w, r, ps)
 		if err != nil {
 			status = s.writeError(w, r, err)
@@ -125,25 +157,23 @@ func (s *Server) handle(rt *httprouter.Router, method, pattern string, h handler
 	})
 }
 
-// authenticate lets through only requests bearing the admin token. The
-// presented token is hashed and the digests compared in constant time, so
-// neither the token's length nor its prefix leaks through timing.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := bearer(r.Header.Get("Authorization"))
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="admin"`)
-			s.writeError(w, r, errUnauthorized)
-			return
-		}
-		sum := sha256.Sum256([]byte(tok))
-		if s.tokenSum == nil || subtle.ConstantTimeCompare(sum[:], s.tokenSum) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="admin", error="invalid_token"`)
-			s.writeError(w, r, errUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// authenticate reports whether r bears the admin token, and answers 401 if
+// not. The presented token is hashed and the digests compared in constant
+// time, so neither the token's length nor its prefix leaks through timing.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) bool {
+	tok, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="admin"`)
+		s.writeError(w, r, errUnauthorized)
+		return false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	if s.tokenSum == nil || subtle.ConstantTimeCompare(sum[:], s.tokenSum) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="admin", error="invalid_token"`)
+		s.writeError(w, r, errUnauthorized)
+		return false
+	}
+	return true
 }
 
 // bearer extracts the token of an "Authorization: Bearer <token>" header.

@@ -63,13 +63,15 @@ type envOptions struct {
 	withMCP bool // mount the MCP endpoint and give it to the admin API
 	drivers map[string]provider.Factory
 	token   *string // admin token; nil: adminToken
+	// maxThreads is the runtime's Config.MaxThreads (0: the default).
+	maxThreads int
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	logs := &logBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt, err := mcpruntime.New(mcpruntime.Config{Logger: logger, Drivers: o.drivers})
+	rt, err := mcpruntime.New(mcpruntime.Config{Logger: logger, Drivers: o.drivers, MaxThreads: o.maxThreads})
 	if err != nil {
 		t.Fatalf("mcpruntime.New: %v", err)
 	}
@@ -327,10 +329,28 @@ func wantHeader(t *testing.T, r *response, name, want string) {
 	}
 }
 
-func wantNoBody(t *testing.T, _ *env, r *response) {
-	t.Helper()
-	if len(r.body) != 0 {
-		t.Errorf("%s: body %q, want none", r, r.body)
+// wantThreadAfter checks the answer of a change of a thread: the thread as
+// it is now, with status.
+func wantThreadAfter(status string) func(*testing.T, *env, *response) {
+	return func(t *testing.T, _ *env, r *response) {
+		t.Helper()
+		wantFields(t, r, "id", "status", "instance", "run", "created", "messages")
+		wantEqual(t, "status", field(t, r, "status"), status)
+	}
+}
+
+// wantGone checks the answer of a DELETE: {name: the id in e.vars[v] (or
+// v itself), "status": status}.
+func wantGone(name, v, status string) func(*testing.T, *env, *response) {
+	return func(t *testing.T, e *env, r *response) {
+		t.Helper()
+		wantFields(t, r, name, "status")
+		id := v
+		if saved, ok := e.vars[v]; ok {
+			id = saved
+		}
+		wantEqual(t, name, field(t, r, name), id)
+		wantEqual(t, "status", field(t, r, "status"), status)
 	}
 }
 
@@ -427,7 +447,8 @@ func TestRoutes(t *testing.T) {
 		// The provider-switch story.
 		{name: "open A", request: post("/admin/v1/threads/t1/provider-sessions", `{"instance":"A"}`),
 			wantStatus: http.StatusCreated, check: func(t *testing.T, e *env, r *response) {
-				wantFields(t, r, "providerSessionId", "credentialId", "endpoint", "authorization", "capabilities", "reused")
+				wantFields(t, r, "providerSessionId", "instance", "driver", "credentialId", "endpoint", "authorization", "capabilities", "reused")
+				wantEqual(t, "driver", field(t, r, "driver"), "inproc")
 				e.mint("tokA", field(t, r, "authorization"))
 				e.vars["psA"], e.vars["credA"] = field(t, r, "providerSessionId"), field(t, r, "credentialId")
 				wantEqual(t, "endpoint", field(t, r, "endpoint"), mcpruntime.DefaultEndpoint)
@@ -497,7 +518,12 @@ func TestRoutes(t *testing.T) {
 		{name: "start run of B", request: post("/admin/v1/threads/t1/runs", `{"instance":"B"}`),
 			wantStatus: http.StatusCreated},
 		{name: "end B's run", request: del("/admin/v1/threads/t1/runs/current"),
-			wantStatus: http.StatusNoContent, check: wantNoBody},
+			wantStatus: http.StatusOK, check: func(t *testing.T, e *env, r *response) {
+				wantThreadAfter("active")(t, e, r)
+				if run := r.json(t)["run"]; run != nil {
+					t.Errorf("run %v after ending it, want null", run)
+				}
+			}},
 		{name: "end run on unknown thread", request: del("/admin/v1/threads/nope/runs/current"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_thread"},
 		{name: "switch back to A", request: post("/admin/v1/threads/t1/switch", `{"instance":"A"}`),
@@ -526,14 +552,14 @@ func TestRoutes(t *testing.T) {
 		{name: "rotate unknown thread", request: post("/admin/v1/threads/nope/rotate", `{"instance":"A"}`),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_thread"},
 		{name: "release B", request: del("/admin/v1/provider-sessions/{psB}"),
-			wantStatus: http.StatusNoContent, check: checks(wantNoBody, authenticates([]string{"tokA2"}, []string{"tokB"}))},
+			wantStatus: http.StatusOK, check: checks(wantGone("providerSessionId", "psB", "released"), authenticates([]string{"tokA2"}, []string{"tokB"}))},
 		{name: "release B again", request: del("/admin/v1/provider-sessions/{psB}"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_provider_session"},
 		{name: "release unknown provider session", request: del("/admin/v1/provider-sessions/ps_nope"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_provider_session"},
 		{name: "detach", request: bodyless("/admin/v1/threads/t1/detach"),
-			wantStatus: http.StatusNoContent, check: func(t *testing.T, e *env, r *response) {
-				wantNoBody(t, e, r)
+			wantStatus: http.StatusOK, check: func(t *testing.T, e *env, r *response) {
+				wantThreadAfter("active")(t, e, r)
 				if got := e.rt.Inproc().Session(e.vars["psA"]).Attached(); len(got) != 0 {
 					t.Errorf("A's session still serves %v after detach", got)
 				}
@@ -569,8 +595,8 @@ func TestRoutes(t *testing.T) {
 				e.mint("tokT2", field(t, r, "authorization"))
 			}},
 		{name: "archive t2", request: bodyless("/admin/v1/threads/t2/archive"),
-			wantStatus: http.StatusNoContent, check: checks(wantNoBody, authenticates([]string{"tokA2"}, []string{"tokT2"}))},
-		{name: "archive t2 again", request: bodyless("/admin/v1/threads/t2/archive"), wantStatus: http.StatusNoContent},
+			wantStatus: http.StatusOK, check: checks(wantThreadAfter("archived"), authenticates([]string{"tokA2"}, []string{"tokT2"}))},
+		{name: "archive t2 again", request: bodyless("/admin/v1/threads/t2/archive"), wantStatus: http.StatusOK, check: wantThreadAfter("archived")},
 		{name: "archived t2", request: get("/admin/v1/threads/t2"), wantStatus: http.StatusOK,
 			check: func(t *testing.T, _ *env, r *response) { wantEqual(t, "status", field(t, r, "status"), "archived") }},
 		{name: "open on archived", request: post("/admin/v1/threads/t2/provider-sessions", `{"instance":"A"}`),
@@ -588,7 +614,7 @@ func TestRoutes(t *testing.T) {
 
 		// Delete: every token of the thread stops authenticating.
 		{name: "delete t1", request: del("/admin/v1/threads/t1"),
-			wantStatus: http.StatusNoContent, check: checks(wantNoBody, authenticates(nil, []string{"tokA", "tokA2", "tokB"}))},
+			wantStatus: http.StatusOK, check: checks(wantGone("id", "t1", "deleted"), authenticates(nil, []string{"tokA", "tokA2", "tokB"}))},
 		{name: "t1 is gone", request: get("/admin/v1/threads/t1"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_thread"},
 		{name: "delete t1 again", request: del("/admin/v1/threads/t1"),
@@ -637,7 +663,7 @@ func TestRoutes(t *testing.T) {
 		{name: "refresh unknown client", request: bodyless("/admin/v1/clients/cl_nope/refresh"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_client"},
 		{name: "revoke client", request: del("/admin/v1/clients/{cl}"),
-			wantStatus: http.StatusNoContent, check: checks(wantNoBody, authenticates(nil, []string{"cl4"}))},
+			wantStatus: http.StatusOK, check: checks(wantGone("clientId", "cl", "revoked"), authenticates(nil, []string{"cl4"}))},
 		{name: "revoke client again", request: del("/admin/v1/clients/{cl}"),
 			wantStatus: http.StatusNotFound, wantCode: "unknown_client"},
 		{name: "refresh revoked client", request: bodyless("/admin/v1/clients/{cl}/refresh"),
@@ -651,7 +677,7 @@ func TestRoutes(t *testing.T) {
 func checkReused(ps, cred string) func(*testing.T, *env, *response) {
 	return func(t *testing.T, e *env, r *response) {
 		t.Helper()
-		wantFields(t, r, "providerSessionId", "credentialId", "endpoint", "capabilities", "reused")
+		wantFields(t, r, "providerSessionId", "instance", "driver", "credentialId", "endpoint", "capabilities", "reused")
 		wantEqual(t, "providerSessionId", field(t, r, "providerSessionId"), e.vars[ps])
 		wantEqual(t, "credentialId", field(t, r, "credentialId"), e.vars[cred])
 		if r.json(t)["reused"] != true {
@@ -660,7 +686,8 @@ func checkReused(ps, cred string) func(*testing.T, *env, *response) {
 	}
 }
 
-// TestAuth checks that every route, known or not, needs the admin token.
+// TestAuth checks that every route needs the admin token; a path that
+// names no route is 404 with or without one.
 func TestAuth(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	tests := []struct {
@@ -677,8 +704,9 @@ func TestAuth(t *testing.T) {
 		{"basic scheme", "Basic " + adminToken, "/admin/v1/threads", 401, `Bearer realm="admin"`},
 		{"bare token", adminToken, "/admin/v1/threads", 401, `Bearer realm="admin"`},
 		{"empty bearer", "Bearer ", "/admin/v1/threads", 401, `Bearer realm="admin"`},
-		{"unknown route without token", "", "/admin/v1/nope", 401, `Bearer realm="admin"`},
-		{"unknown route with wrong token", "Bearer nope", "/nope", 401, `Bearer realm="admin", error="invalid_token"`},
+		{"unknown route without token", "", "/admin/v1/nope", 404, ""},
+		{"unknown route with wrong token", "Bearer nope", "/nope", 404, ""},
+		{"dot segment without token", "", "/admin/v1/threads/..", 404, ""},
 		{"right token", "Bearer " + adminToken, "/admin/v1/threads", 200, ""},
 		{"scheme is case-insensitive", "bearer " + adminToken, "/admin/v1/threads", 200, ""},
 	}
@@ -804,6 +832,13 @@ func TestRouting(t *testing.T) {
 		{"GET provider session", "GET", "/admin/v1/provider-sessions/ps_1", 405, "method_not_allowed", "DELETE, OPTIONS"},
 		{"DELETE sessions", "DELETE", "/admin/v1/sessions", 405, "method_not_allowed", "GET, OPTIONS"},
 		{"OPTIONS", "OPTIONS", "/admin/v1/threads/t1", 204, "", "DELETE, GET, OPTIONS"},
+		// Paths a cleaning router would rewrite are answered as they are.
+		{"dot-dot id", "GET", "/admin/v1/threads/..", 404, "not_found", ""},
+		{"dot id", "DELETE", "/admin/v1/threads/.", 404, "not_found", ""},
+		{"escaped dot-dot id", "GET", "/admin/v1/threads/%2E%2E", 404, "not_found", ""},
+		{"dot-dot inside", "GET", "/admin/v1/threads/t1/../t2", 404, "not_found", ""},
+		{"double slash", "GET", "/admin//v1/threads", 404, "not_found", ""},
+		{"dot-dot run", "DELETE", "/admin/v1/threads/../runs/current", 404, "not_found", ""},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {

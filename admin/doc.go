@@ -3,13 +3,19 @@
 //
 // # Authentication
 //
-// Every request, including one to an unknown route, must carry
+// Every request to a route below must carry
 // "Authorization: Bearer <admin token>" (Options.Token). The presented
 // token is hashed with SHA-256 and compared with the digest of the admin
 // token in constant time. A missing header gets 401 with
 // `WWW-Authenticate: Bearer realm="admin"`; a wrong token gets 401 with
 // `error="invalid_token"` added; both carry the same JSON body. With an
 // empty Options.Token every request is refused.
+//
+// The path is routed first, as it was sent: nothing is cleaned or
+// redirected. A path that names no route — unknown, or with an empty or
+// dot segment ("//", "/./", "/../", "%2e%2e") — is 404 not_found, a wrong
+// method 405 and OPTIONS 204, with or without a token: they tell only what
+// this table tells.
 //
 // # Routes
 //
@@ -18,23 +24,28 @@
 //
 //	method path                                        body                                          answer
 //	POST   /admin/v1/instances                         {"id","driver","config"?,"capabilities"?}     201 {"id","driver","capabilities"}
-//	GET    /admin/v1/threads                           -                                             200 {"threads":[thread]}
+//	GET    /admin/v1/threads?limit=&cursor=            -                                             200 {"threads":[thread],"nextCursor"?}
 //	POST   /admin/v1/threads                           {"id","instance"?}                            201 thread+messages, Location
 //	GET    /admin/v1/threads/{id}                      -                                             200 thread+messages
-//	DELETE /admin/v1/threads/{id}                      -                                             204
-//	POST   /admin/v1/threads/{id}/provider-sessions    {"instance"}                                  201 {"providerSessionId","credentialId","endpoint","authorization","capabilities","reused":false}
+//	DELETE /admin/v1/threads/{id}                      -                                             200 {"id","status":"deleted"}
+//	POST   /admin/v1/threads/{id}/provider-sessions    {"instance"}                                  201 {"providerSessionId","instance","driver","credentialId","endpoint","authorization","capabilities","reused":false}
 //	                                                                                                 200 the same without "authorization", "reused":true, when (thread, instance) already has a live provider session
-//	DELETE /admin/v1/provider-sessions/{id}            -                                             204 (release: close it, revoke its credentials)
+//	DELETE /admin/v1/provider-sessions/{id}            -                                             200 {"providerSessionId","status":"released"} (revoke its credentials, then close it)
 //	POST   /admin/v1/threads/{id}/switch               {"instance"}                                  200 {"instance","previous","endedRun"?}
 //	POST   /admin/v1/threads/{id}/rotate               {"instance"}                                  200 {"credentialId","authorization"}
 //	POST   /admin/v1/threads/{id}/runs                 {"instance"}                                  201 {"runId"}
-//	DELETE /admin/v1/threads/{id}/runs/current         -                                             204
-//	POST   /admin/v1/threads/{id}/detach               - (ignored)                                   204
-//	POST   /admin/v1/threads/{id}/archive              - (ignored)                                   204
+//	DELETE /admin/v1/threads/{id}/runs/current         -                                             200 thread+messages
+//	POST   /admin/v1/threads/{id}/detach               - (ignored)                                   200 thread+messages
+//	POST   /admin/v1/threads/{id}/archive              - (ignored)                                   200 thread+messages
 //	POST   /admin/v1/clients                           {"label"?,"access"}                           201 {"clientId","token"}
 //	POST   /admin/v1/clients/{id}/refresh              {"revokePrevious"?} or no body                200 {"token"}
-//	DELETE /admin/v1/clients/{id}                      -                                             204
+//	DELETE /admin/v1/clients/{id}                      -                                             200 {"clientId","status":"revoked"}
 //	GET    /admin/v1/sessions                          -                                             200 {"sessions":[session]}
+//
+// The thread listing is paged, ordered by id: limit (default 100, at most
+// 1000; more is cut to 1000) threads after cursor (absent: from the first).
+// "nextCursor", absent on the last page, is the cursor of the next one; it
+// is opaque, and one no listing returned is 400 invalid_argument.
 //
 // A thread is {"id","status","instance","run","created"}: status is
 // "active" or "archived", instance is "" until one is chosen, run is null
@@ -47,9 +58,12 @@
 // the store, which do not know "busy" (then absent). Sessions carry no
 // token.
 //
-// Detach and archive answer 204 rather than a body: neither has a result
-// beyond success, and GET /admin/v1/threads/{id} shows the thread after.
-// Archiving an archived thread succeeds again.
+// Every answer has a JSON body, so that every command of `runtime admin`
+// prints one: a change of a thread (detach, archive, ending its run)
+// answers the thread as it is after the change, a DELETE names what is
+// gone and its status. Archiving an archived thread succeeds again. The
+// provider-session answer names the instance and its driver: opening an
+// inproc instance by mistake, where an exec one was meant, shows.
 //
 // A token ("authorization" or "token") appears only in the answer that
 // minted it: opening a provider session (201), rotating, issuing or
@@ -63,19 +77,21 @@
 //
 //	status code                         when
 //	400    invalid_request              bad JSON, unknown field, data after the value, missing required field, empty body
-//	400    invalid_id                   an id that is empty, too long or has characters outside [A-Za-z0-9._:@-]
+//	400    invalid_id                   an id that is empty, too long, dots alone ("." or "..") or has characters outside [A-Za-z0-9._:@-]
 //	400    invalid_argument             e.g. access other than "read-only" or "read-write"
 //	400    unknown_driver               an instance's driver kind is not registered
 //	400    invalid_driver_config        the driver refused the instance's config
 //	502    provider_open_failed         the driver could not open the provider session
 //	401    unauthorized                 missing or wrong admin token
-//	404    not_found                    no such route
+//	403    forbidden                    Host or Origin not allowed (the admin listener of cmd/runtime, not this package)
+//	404    not_found                    no such route (or a path with an empty or dot segment)
 //	404    unknown_thread               unknown thread id (never created, or deleted)
 //	404    unknown_instance             unknown provider instance
 //	404    unknown_provider_session     provider session not open
 //	404    unknown_client               unknown or revoked client grant
 //	405    method_not_allowed           the route exists for other methods (Allow lists them)
 //	409    thread_exists                POST /threads with an id in use
+//	409    too_many_threads             POST /threads when the cap on threads (--max-threads) is reached
 //	409    instance_exists              POST /instances with an id in use
 //	409    thread_archived              changing an archived thread
 //	409    run_active                   starting a run while one is active

@@ -15,6 +15,7 @@ import (
 // from errorTable. Codes are stable: clients branch on them.
 const (
 	CodeUnauthorized         = "unauthorized"
+	CodeForbidden            = "forbidden"
 	CodeNotFound             = "not_found"
 	CodeMethodNotAllowed     = "method_not_allowed"
 	CodeInvalidRequest       = "invalid_request"
@@ -64,6 +65,9 @@ var errorTable = []struct {
 	{mcpruntime.ErrUnknownProviderSession, http.StatusNotFound, "unknown_provider_session"},
 	{mcpruntime.ErrUnknownClient, http.StatusNotFound, "unknown_client"},
 	{mcpruntime.ErrThreadExists, http.StatusConflict, "thread_exists"},
+	// The cap on threads (Config.MaxThreads): the state, not the request,
+	// is in the way; deleting a thread makes room.
+	{mcpruntime.ErrTooManyThreads, http.StatusConflict, "too_many_threads"},
 	{mcpruntime.ErrInstanceExists, http.StatusConflict, "instance_exists"},
 	{mcpruntime.ErrArchivedThread, http.StatusConflict, "thread_archived"},
 	{mcpruntime.ErrRunActive, http.StatusConflict, "run_active"},
@@ -126,6 +130,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) i
 	}
 	writeJSON(w, ae.status, errorBody{Error: ae.code, Message: ae.message})
 	return ae.status
+}
+
+// WriteError answers status with the admin API's error body,
+// {"error": code, "message": message}, for the handlers that share the
+// admin listener (health checks, metrics, its Host/Origin guard), so that
+// every answer of the listener has one shape.
+func WriteError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, errorBody{Error: code, Message: message})
 }
 
 // writeJSON writes v as the JSON body of a status answer; v nil writes no

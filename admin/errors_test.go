@@ -29,6 +29,7 @@ func TestClassify(t *testing.T) {
 		{"unknown provider session", mcpruntime.ErrUnknownProviderSession, 404, "unknown_provider_session", true},
 		{"unknown client", mcpruntime.ErrUnknownClient, 404, "unknown_client", true},
 		{"thread exists", mcpruntime.ErrThreadExists, 409, "thread_exists", true},
+		{"too many threads", mcpruntime.ErrTooManyThreads, 409, "too_many_threads", true},
 		{"instance exists", mcpruntime.ErrInstanceExists, 409, "instance_exists", true},
 		{"archived", mcpruntime.ErrArchivedThread, 409, "thread_archived", true},
 		{"run active", mcpruntime.ErrRunActive, 409, "run_active", true},

@@ -62,8 +62,8 @@ func TestExecDriver(t *testing.T) {
 					t.Errorf("MCP config files %v, want one", files)
 				}
 			}},
-		{name: "release sleeper", request: del("/admin/v1/provider-sessions/{ps}"), wantStatus: http.StatusNoContent,
-			check: checks(wantNoBody, authenticates(nil, []string{"sleeper"}))},
+		{name: "release sleeper", request: del("/admin/v1/provider-sessions/{ps}"), wantStatus: http.StatusOK,
+			check: checks(wantGone("providerSessionId", "ps", "released"), authenticates(nil, []string{"sleeper"}))},
 	})
 	// Release answers once the process is gone; the file goes with it.
 	if files, _ := filepath.Glob(filepath.Join(dir, "mcp-*.json")); len(files) != 0 {

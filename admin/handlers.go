@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -230,15 +231,33 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request, _ httprout
 
 type threadList struct {
 	Threads []threadJSON `json:"threads"`
+	// NextCursor, given back as ?cursor=, lists the next page; absent on
+	// the last one.
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
+// listThreads answers one page: ?limit= (default
+// mcpruntime.DefaultPageSize, at most mcpruntime.MaxPageSize) threads
+// after ?cursor=.
 func (s *Server) listThreads(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (int, any, error) {
-	ts, err := s.rt.Threads(r.Context())
+	q := r.URL.Query()
+	opts := mcpruntime.ListOptions{Cursor: q.Get("cursor")}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			return 0, nil, invalidRequest(fmt.Sprintf("limit %q: want a whole number from 1 to %d", l, mcpruntime.MaxPageSize))
+		}
+		opts.Limit = n
+	}
+	if _, ok := q["cursor"]; ok && opts.Cursor == "" {
+		return 0, nil, invalidRequest("cursor is empty: omit it for the first page")
+	}
+	page, err := s.rt.ListThreads(r.Context(), opts)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := threadList{Threads: make([]threadJSON, len(ts))}
-	for i, t := range ts {
+	out := threadList{Threads: make([]threadJSON, len(page.Threads)), NextCursor: page.NextCursor}
+	for i, t := range page.Threads {
 		out.Threads[i] = threadSummary(t)
 	}
 	return http.StatusOK, out, nil
@@ -252,25 +271,43 @@ func (s *Server) getThread(_ http.ResponseWriter, r *http.Request, ps httprouter
 	return http.StatusOK, threadDetail(t), nil
 }
 
+// goneJSON is the answer of a DELETE: what is gone, and its state now.
+type goneJSON struct {
+	ID                string `json:"id,omitempty"`
+	ProviderSessionID string `json:"providerSessionId,omitempty"`
+	ClientID          string `json:"clientId,omitempty"`
+	Status            string `json:"status"` // "deleted", "released" or "revoked"
+}
+
 func (s *Server) deleteThread(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
-	if err := s.rt.DeleteThread(r.Context(), ps.ByName("id")); err != nil {
+	id := ps.ByName("id")
+	if err := s.rt.DeleteThread(r.Context(), id); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return http.StatusOK, goneJSON{ID: id, Status: "deleted"}, nil
+}
+
+// threadAfter answers a change of a thread with the thread as it is now.
+func (s *Server) threadAfter(r *http.Request, id string) (int, any, error) {
+	t, err := s.rt.Thread(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, threadDetail(t), nil
 }
 
 func (s *Server) detach(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
 	if err := s.rt.Detach(r.Context(), ps.ByName("id")); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return s.threadAfter(r, ps.ByName("id"))
 }
 
 func (s *Server) archive(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
 	if err := s.rt.Archive(r.Context(), ps.ByName("id")); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return s.threadAfter(r, ps.ByName("id"))
 }
 
 // instanceRequest is the body of the routes that act on (thread, instance).
@@ -290,8 +327,12 @@ func decodeInstance(w http.ResponseWriter, r *http.Request) (string, error) {
 
 type providerSessionJSON struct {
 	ProviderSessionID string `json:"providerSessionId"`
-	CredentialID      string `json:"credentialId"`
-	Endpoint          string `json:"endpoint"`
+	// Instance and Driver say what was opened: a session of an inproc
+	// instance starts no process.
+	Instance     string `json:"instance"`
+	Driver       string `json:"driver"`
+	CredentialID string `json:"credentialId"`
+	Endpoint     string `json:"endpoint"`
 	// Authorization is present only in the answer that minted the
 	// credential: a token is shown once.
 	Authorization string   `json:"authorization,omitempty"`
@@ -310,10 +351,14 @@ func (s *Server) openProviderSession(w http.ResponseWriter, r *http.Request, ps 
 	}
 	out := providerSessionJSON{
 		ProviderSessionID: p.ID,
+		Instance:          instance,
 		CredentialID:      p.CredentialID,
 		Endpoint:          p.Endpoint,
 		Capabilities:      nonNil(p.Capabilities),
 		Reused:            p.Reused,
+	}
+	if inst, err := s.rt.Store().Read().Instance(nil, instance); err == nil {
+		out.Driver = inst.Driver
 	}
 	location(w, "/admin/v1/provider-sessions/%s", p.ID)
 	if p.Reused {
@@ -324,10 +369,11 @@ func (s *Server) openProviderSession(w http.ResponseWriter, r *http.Request, ps 
 }
 
 func (s *Server) releaseProviderSession(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
-	if err := s.rt.ReleaseProviderSession(r.Context(), ps.ByName("id")); err != nil {
+	id := ps.ByName("id")
+	if err := s.rt.ReleaseProviderSession(r.Context(), id); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return http.StatusOK, goneJSON{ProviderSessionID: id, Status: "released"}, nil
 }
 
 // ---- switch, rotate, runs ----
@@ -389,7 +435,7 @@ func (s *Server) endRun(_ http.ResponseWriter, r *http.Request, ps httprouter.Pa
 	if err := s.rt.EndRun(r.Context(), ps.ByName("id"), ""); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return s.threadAfter(r, ps.ByName("id"))
 }
 
 // ---- client grants ----
@@ -441,10 +487,11 @@ func (s *Server) refreshClient(w http.ResponseWriter, r *http.Request, ps httpro
 }
 
 func (s *Server) revokeClient(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
-	if err := s.rt.RevokeClient(r.Context(), ps.ByName("id")); err != nil {
+	id := ps.ByName("id")
+	if err := s.rt.RevokeClient(r.Context(), id); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusNoContent, nil, nil
+	return http.StatusOK, goneJSON{ClientID: id, Status: "revoked"}, nil
 }
 
 // ---- MCP sessions ----

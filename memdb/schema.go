@@ -63,7 +63,7 @@ func threadsTableSchema() *gomemdb.TableSchema {
 	return &gomemdb.TableSchema{
 		Name: TableThreads,
 		Indexes: map[string]*gomemdb.IndexSchema{
-			// id: Thread, every thread actor's reload, thread_list.
+			// id: Thread, every thread actor's reload, ThreadsAfter (the pages of thread_list and the admin listing).
 			IndexID: idIndex(),
 			// status: ThreadsByStatus (admin listings of active/archived threads).
 			IndexStatus: stringIndex(IndexStatus, "Status", false),

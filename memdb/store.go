@@ -221,6 +221,23 @@ func (r *Reader) Threads(ws WatchSet) ([]*Thread, error) {
 	return list[Thread](r, ws, TableThreads, IndexID)
 }
 
+// ThreadsAfter returns at most limit threads whose id sorts after after
+// ("" for the first), ordered by id: one page of a listing.
+func (r *Reader) ThreadsAfter(ws WatchSet, after string, limit int) ([]*Thread, error) {
+	it, err := r.txn.LowerBound(TableThreads, IndexID, after)
+	if err != nil {
+		return nil, fmt.Errorf("list %s from %q: %w", TableThreads, after, err)
+	}
+	ws.Add(it.WatchCh())
+	var out []*Thread
+	for raw := it.Next(); raw != nil && len(out) < limit; raw = it.Next() {
+		if t := raw.(*Thread); t.ID != after {
+			out = append(out, t.Clone())
+		}
+	}
+	return out, nil
+}
+
 // ThreadsByStatus returns the threads with status, ordered by id.
 func (r *Reader) ThreadsByStatus(ws WatchSet, status string) ([]*Thread, error) {
 	return list[Thread](r, ws, TableThreads, IndexStatus, status)

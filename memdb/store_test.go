@@ -268,6 +268,37 @@ func TestThreadByID(t *testing.T) {
 	}
 }
 
+func TestThreadsAfter(t *testing.T) {
+	s := newStore(t)
+	seedAll(t, s)
+	all := threadFixtures()
+	for _, tt := range []struct {
+		name  string
+		after string
+		limit int
+		want  []string
+	}{
+		{name: "first page", after: "", limit: 2, want: []string{"t1", "t2"}},
+		{name: "next page", after: "t2", limit: 2, want: []string{"t3", "t4"}},
+		{name: "last page", after: "t4", limit: 2, want: []string{"t5"}},
+		{name: "after the last", after: "t5", limit: 2},
+		{name: "after a deleted or unknown id", after: "t20", limit: 2, want: []string{"t3", "t4"}},
+		{name: "a prefix does not match ids it prefixes", after: "t", limit: 1, want: []string{"t1"}},
+		{name: "everything", after: "", limit: 10, want: []string{"t1", "t2", "t3", "t4", "t5"}},
+		{name: "limit zero", after: "", limit: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.Read().ThreadsAfter(nil, tt.after, tt.limit)
+			if err != nil {
+				t.Fatalf("ThreadsAfter(%q, %d) = %v", tt.after, tt.limit, err)
+			}
+			if diff := cmp.Diff(pick(all, tt.want...), got, cmpOpts...); diff != "" {
+				t.Errorf("ThreadsAfter(%q, %d) mismatch (-want +got):\n%s", tt.after, tt.limit, diff)
+			}
+		})
+	}
+}
+
 func TestThreadsByStatus(t *testing.T) {
 	s := newStore(t)
 	seedAll(t, s)

@@ -534,14 +534,15 @@ func (s *lifecycleMachine) KillProviderSession(t *rapid.T) {
 	s.m.kill(ps.id)
 	d.Kill(nil)
 	if wasOpen {
-		// Wait for the death's close event: the runtime's subscriber, which
-		// runs first, has then sent the release to the thread actors. Then
-		// round-trip through every thread actor: a mailbox is FIFO, so the
-		// release was handled before the answer.
+		// Wait for the death's close event, then for the driver's Close: the
+		// runtime revokes a closing session's credentials first and calls
+		// Close once they no longer authenticate (issue 11). Then round-trip
+		// through every thread actor, so that every earlier message of
+		// theirs was handled.
 		deadline := time.Now().Add(waitTimeout)
-		for s.closes.Load() == closes {
+		for s.closes.Load() == closes || !d.Closed() {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: no provider-session close event after %v", call, waitTimeout)
+				t.Fatalf("%s: no provider-session close event, or no driver Close, after %v", call, waitTimeout)
 			}
 			time.Sleep(time.Millisecond)
 		}

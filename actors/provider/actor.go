@@ -21,8 +21,17 @@ type Config struct {
 	Driver   Driver
 	Store    *memdb.Store
 	Now      func() time.Time
-	// OpTimeout bounds every driver call (Open, Attach, Detach, Close).
+	// OpTimeout bounds every driver call (Open, Attach, Detach), and Close
+	// unless the driver's CloseBudget is longer (see CloseTimeout).
 	OpTimeout time.Duration
+	// Release revokes the credentials a closing session recorded, except
+	// those another open session holds, and returns once they no longer
+	// authenticate. The instance calls it off its turn, for a session
+	// released by the host, released as idle or dead, after removing the
+	// session's record and before the driver's Close: a token is refused
+	// from the moment its session starts closing, not once its agent is
+	// gone (SPEC §3). Nil: nothing is revoked here (the caller does it).
+	Release func(ctx context.Context, closed *memdb.ProviderSession) error
 	// IdleRelease closes a session once none of its threads has had a turn
 	// (a run started or ended, a touch) for this long and none has a run of
 	// this instance in flight. Zero or negative: never.
@@ -66,6 +75,10 @@ type child struct {
 	// child has stopped, that is once the driver session is closed.
 	closedRecord *memdb.ProviderSession
 	closeReplies []*actor.PID
+	// closeCause is the driver's error of a death; releaseErr is what
+	// Config.Release returned, reported to whoever waits for the close.
+	closeCause error
+	releaseErr error
 }
 
 type instanceActor struct {
@@ -89,10 +102,18 @@ type idleWait struct {
 	reply    *actor.PID
 	pending  map[string]bool // session ids not stopped yet
 	sessions []*memdb.ProviderSession
+	errs     []error // of Config.Release, for the sessions that stopped
 }
 
 // idleTick is the idle-release timer firing.
 type idleTick struct{}
+
+// released is Config.Release returning for a closing session: its driver
+// session may be closed now.
+type released struct {
+	id  string
+	err error
+}
 
 func (a *instanceActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
@@ -130,7 +151,7 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 			w.pending[r.ID] = true
 		}
 		a.idleWaits = append(a.idleWaits, w)
-		a.answerIdleWaits(ctx, "")
+		a.answerIdleWaits(ctx, "", nil)
 	case *idleTick:
 		a.idleTimer = nil
 		a.releaseIdle(ctx)
@@ -145,6 +166,16 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 		a.opened(ctx, msg)
 	case *childAttached:
 		a.attached(ctx, msg)
+	case *released:
+		if msg.err != nil {
+			// Reported to whoever waits for the close; an idle timer's
+			// release has nobody waiting, so it is logged too.
+			a.cfg.Logger.Warn("revoke the credentials of a closing provider session", "instance", a.cfg.Instance.ID, "session", msg.id, "err", msg.err)
+		}
+		if c := a.children[msg.id]; c != nil {
+			c.releaseErr = msg.err
+			ctx.Send(c.pid, &opClose{})
+		}
 	case *childDied:
 		if c := a.children[msg.id]; c != nil && !c.closed {
 			if c.record == nil {
@@ -169,11 +200,15 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 				c.openAnswered = true
 				ctx.Send(c.openReply, &OpenSessionResult{Err: c.closedWhileOpening()})
 			}
+			if c.closedRecord.CloseReason != "" { // closed, not a failed open
+				a.cfg.Logger.Info("provider session closed", "instance", a.cfg.Instance.ID, "session", c.id,
+					"reason", c.closedRecord.CloseReason, "err", c.closeCause)
+			}
 			for _, w := range c.closeReplies {
-				ctx.Send(w, &CloseSessionResult{Session: c.closedRecord.Clone()})
+				ctx.Send(w, &CloseSessionResult{Session: c.closedRecord.Clone(), Err: c.releaseErr})
 			}
 			delete(a.children, id)
-			a.answerIdleWaits(ctx, id)
+			a.answerIdleWaits(ctx, id, c.releaseErr)
 		}
 		a.answerCloseAll(ctx)
 	case *actor.Stopping:
@@ -375,10 +410,11 @@ func (a *instanceActor) detach(ctx actor.Context, msg *DetachThread) {
 	ctx.Respond(&DetachThreadResult{Sessions: from})
 }
 
-// close removes the session's record, tells the world, and has the child
-// close the driver session and stop. It returns the record as it was.
-// Callers waiting for the driver to be closed wait for the child's
-// Terminated.
+// close removes the session's record, tells the world, revokes what the
+// session held (Config.Release, for a release, idle release or death), and
+// then has the child close the driver session and stop. It returns the
+// record as it was. Callers waiting for the driver to be closed wait for
+// the child's Terminated, where "provider session closed" is logged.
 func (a *instanceActor) close(ctx actor.Context, c *child, reason string, cause error) *memdb.ProviderSession {
 	c.closed = true
 	rec := c.record
@@ -398,10 +434,25 @@ func (a *instanceActor) close(ctx actor.Context, c *child, reason string, cause 
 	rec.State = memdb.SessionClosed
 	rec.Closed = a.cfg.Now()
 	rec.CloseReason = reason
-	c.closedRecord = rec
-	ctx.Send(c.pid, &opClose{})
+	c.closedRecord, c.closeCause = rec, cause
 	ctx.ActorSystem().EventStream.Publish(&SessionClosed{Session: rec.Clone(), Reason: reason, Err: cause})
-	a.cfg.Logger.Info("provider session closed", "instance", a.cfg.Instance.ID, "session", c.id, "reason", reason, "err", cause)
+	a.cfg.Logger.Info("provider session closing", "instance", a.cfg.Instance.ID, "session", c.id, "reason", reason, "err", cause)
+	switch {
+	case c.record == nil, a.cfg.Release == nil, reason != ReasonReleased && reason != ReasonIdle && reason != ReasonDied:
+		// Nothing to release here: a session still opening recorded
+		// nothing (its failed open revokes the credential it minted), an
+		// aborted open is undone by the thread that abandoned it, and
+		// shutdown revoked everything first.
+		ctx.Send(c.pid, &opClose{})
+		return rec
+	}
+	root, self, release, work, base := ctx.ActorSystem().Root, ctx.Self(), a.cfg.Release, a.cfg.Work, a.cfg.Base
+	closed := rec.Clone()
+	work.Add(1)
+	go func() {
+		defer work.Done()
+		root.Send(self, &released{id: closed.ID, err: release(base, closed)})
+	}()
 	return rec
 }
 
@@ -482,18 +533,22 @@ func (a *instanceActor) armIdle(ctx actor.Context) {
 	a.idleTimer = time.AfterFunc(every, func() { root.Send(self, &idleTick{}) })
 }
 
-// answerIdleWaits notes that session stopped ("" for none) and answers the
-// ReleaseIdle requests with nothing left pending.
-func (a *instanceActor) answerIdleWaits(ctx actor.Context, stopped string) {
+// answerIdleWaits notes that session stopped ("" for none), with the error
+// of its release, and answers the ReleaseIdle requests with nothing left
+// pending.
+func (a *instanceActor) answerIdleWaits(ctx actor.Context, stopped string, err error) {
 	waits := a.idleWaits[:0]
 	for _, w := range a.idleWaits {
+		if w.pending[stopped] && err != nil {
+			w.errs = append(w.errs, err)
+		}
 		delete(w.pending, stopped)
 		if len(w.pending) > 0 {
 			waits = append(waits, w)
 			continue
 		}
 		if w.reply != nil {
-			ctx.Send(w.reply, &ReleaseIdleResult{Sessions: w.sessions})
+			ctx.Send(w.reply, &ReleaseIdleResult{Sessions: w.sessions, Err: errors.Join(w.errs...)})
 		}
 	}
 	clear(a.idleWaits[len(waits):])

@@ -48,7 +48,9 @@ type env struct {
 	opTimeout time.Duration
 	// idleRelease is the IdleRelease of the instances spawned from now on.
 	idleRelease time.Duration
-	pids        []*actor.PID
+	// release is the Release of the instances spawned from now on.
+	release func(context.Context, *memdb.ProviderSession) error
+	pids    []*actor.PID
 
 	mu        sync.Mutex // guards events and allEvents
 	events    []*provider.SessionClosed
@@ -120,6 +122,7 @@ func (e *env) spawn(id string, d provider.Driver, caps ...string) *actor.PID {
 		Store:       e.store,
 		Now:         e.clock.Now,
 		OpTimeout:   e.opTimeout,
+		Release:     e.release,
 		IdleRelease: e.idleRelease,
 		Work:        e.work,
 		Base:        e.base,

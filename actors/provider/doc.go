@@ -35,7 +35,14 @@
 // Every session is a child actor of its instance's actor. A death, a
 // release, an abandoned open, a shutdown, and idle release all end in the
 // same place: the instance actor removes the session's record, publishes
-// [SessionClosed] and has the child close the driver session and stop.
+// [SessionClosed], and has the child close the driver session and stop.
+// For a release, an idle release and a death it first calls
+// [Config].Release, off its turn, which revokes the session's credentials:
+// the order is record removed and credentials revoked, then the driver's
+// Close, then the answer to whoever waits (once Close returned: for exec,
+// the process is gone). A session's Close is bounded by [CloseTimeout]: a
+// driver that needs longer than the bound on driver calls (exec's grace
+// before SIGKILL) says so with [CloseBudgeter].
 // Idle release ([Config].IdleRelease) closes a session none of whose
 // threads had a turn (memdb Thread.LastTurn) for that long, unless a run of
 // the instance is in flight on one of them. Hosts watch the event stream:
@@ -53,9 +60,9 @@
 // runs its calls one at a time, each in a goroutine that reports back with
 // a message. When a session ends for any reason the instance actor removes
 // its record and publishes [SessionClosed] on the actor system's event
-// stream, where the runtime turns a death into the release of the session's
-// credentials and hosts can watch.
+// stream, where hosts can watch.
 //
 // This package imports only the store: it never calls a thread actor, it
-// only replies to one.
+// only replies to one. Config.Release, the runtime's, is what asks the
+// thread actors to revoke; it runs in a goroutine that reports back.
 package provider

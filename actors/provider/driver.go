@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Binding is what a provider session needs to call back into the runtime on
@@ -80,6 +81,24 @@ type Driver interface {
 	MultiThread() bool
 	// Open starts a session for req.Binding's thread.
 	Open(ctx context.Context, req OpenRequest) (Session, error)
+}
+
+// CloseBudgeter is implemented by a Driver whose sessions may take longer
+// to close than the runtime's bound on a driver call: the exec driver
+// gives a process its configured grace between SIGTERM and SIGKILL. A
+// session's Close then gets the longer of the two (see [CloseTimeout]).
+type CloseBudgeter interface {
+	// CloseBudget is how long one session's Close may take.
+	CloseBudget() time.Duration
+}
+
+// CloseTimeout is the bound on one Close of d's sessions: op, the bound on
+// every driver call, or d's CloseBudget if that is longer.
+func CloseTimeout(d Driver, op time.Duration) time.Duration {
+	if b, ok := d.(CloseBudgeter); ok {
+		return max(op, b.CloseBudget())
+	}
+	return op
 }
 
 // Factory builds the driver of one provider instance from its

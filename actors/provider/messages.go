@@ -81,7 +81,9 @@ type CloseSession struct {
 	Reason    string
 }
 
-// CloseSessionResult answers CloseSession.
+// CloseSessionResult answers CloseSession, once the driver's Close
+// returned. Err is an unknown session, or the failure of Config.Release to
+// revoke what the session held.
 type CloseSessionResult struct {
 	Session *memdb.ProviderSession
 	Err     error
@@ -114,15 +116,16 @@ type Sessions struct {
 type ReleaseIdle struct{}
 
 // ReleaseIdleResult answers ReleaseIdle, once the driver sessions are
-// closed, with the records of the sessions it closed, as they were at close.
+// closed, with the records of the sessions it closed, as they were at
+// close. Err joins the failures of Config.Release for them.
 type ReleaseIdleResult struct {
 	Sessions []*memdb.ProviderSession
+	Err      error
 }
 
 // Event is what an instance actor publishes on the actor system's event
 // stream: *SessionOpened, *ThreadAttached, *ThreadDetached and
-// *SessionClosed. Hosts subscribe to watch their agents; the runtime uses
-// SessionClosed to revoke the credentials of sessions that died or idled.
+// *SessionClosed. Hosts subscribe to watch their agents.
 type Event interface{ providerEvent() }
 
 // SessionOpened: the driver started a session (its Open returned).
@@ -142,7 +145,9 @@ type ThreadDetached struct {
 	Instance, SessionID, Thread string
 }
 
-// SessionClosed: a provider session ended, for whatever reason.
+// SessionClosed: a provider session ended, for whatever reason: its record
+// is removed and its credentials are being revoked (see Config.Release);
+// the driver's Close follows.
 type SessionClosed struct {
 	Session *memdb.ProviderSession
 	Reason  string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -137,7 +138,7 @@ func (s *sessionActor) next(ctx actor.Context) {
 		s.run(ctx, func(c context.Context) any { return &opDone{op: op, err: h.Detach(c, op.thread)} })
 	case *opClose:
 		s.closed = true
-		s.run(ctx, func(c context.Context) any { return &opDone{op: op, err: h.Close(c)} })
+		s.runFor(ctx, CloseTimeout(s.cfg.Driver, s.cfg.OpTimeout), func(c context.Context) any { return &opDone{op: op, err: h.Close(c)} })
 	}
 }
 
@@ -155,8 +156,13 @@ func (s *sessionActor) failQueued(ctx actor.Context, err error) {
 // run calls fn in a goroutine bounded by the op timeout and sends its
 // result to the actor. The goroutine touches no actor field.
 func (s *sessionActor) run(ctx actor.Context, fn func(context.Context) any) {
+	s.runFor(ctx, s.cfg.OpTimeout, fn)
+}
+
+// runFor is run bounded by timeout.
+func (s *sessionActor) runFor(ctx actor.Context, timeout time.Duration, fn func(context.Context) any) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
-	base, timeout, work := s.cfg.Base, s.cfg.OpTimeout, s.cfg.Work
+	base, work := s.cfg.Base, s.cfg.Work
 	work.Add(1)
 	go func() {
 		defer work.Done()

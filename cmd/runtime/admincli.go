@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -70,7 +71,10 @@ type instanceCreateCmd struct {
 	Capabilities []string `placeholder:"CAP" help:"Capabilities given to every credential minted for the instance."`
 }
 
-type threadListCmd struct{}
+type threadListCmd struct {
+	Limit  int    `placeholder:"N" help:"Print one page of at most N threads (the API's default 100, at most 1000) and its nextCursor, rather than every thread."`
+	Cursor string `placeholder:"CURSOR" help:"Print the page after this nextCursor of an earlier page."`
+}
 
 type clientRefreshCmd struct {
 	ID             string `arg:"" help:"Client id."`
@@ -170,8 +174,55 @@ func (c *idArg) Run(d *deps, cmd kongCommand) error {
 	return fmt.Errorf("unknown command %q", cmd)
 }
 
+// Run prints one page when asked for one (--limit, --cursor); otherwise it
+// follows nextCursor and prints every thread as one answer,
+// {"threads":[…]}.
 func (c *threadListCmd) Run(d *deps) error {
-	return d.call(http.MethodGet, "/admin/v1/threads", nil)
+	if c.Limit < 0 {
+		return usageError{fmt.Errorf("--limit %d: want a positive number", c.Limit)}
+	}
+	if c.Limit > 0 || c.Cursor != "" {
+		return d.call(http.MethodGet, "/admin/v1/threads"+c.query(c.Cursor), nil)
+	}
+	var all []json.RawMessage
+	for cursor := ""; ; {
+		data, err := d.request(http.MethodGet, "/admin/v1/threads"+c.query(cursor), nil)
+		if err != nil {
+			return err
+		}
+		var page struct {
+			Threads    []json.RawMessage `json:"threads"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(data, &page); err != nil {
+			return fmt.Errorf("admin API: the thread listing is not what it should be: %w", err)
+		}
+		all = append(all, page.Threads...)
+		if page.NextCursor == "" || page.NextCursor == cursor {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	data, err := json.Marshal(map[string]any{"threads": append([]json.RawMessage{}, all...)})
+	if err != nil {
+		return err
+	}
+	return d.cli.Admin.print(d.stdout, data)
+}
+
+// query is the listing's query string for one page after cursor.
+func (c *threadListCmd) query(cursor string) string {
+	q := url.Values{}
+	if c.Limit > 0 {
+		q.Set("limit", strconv.Itoa(c.Limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
 }
 
 func (c *clientRefreshCmd) Run(d *deps) error {
@@ -217,20 +268,30 @@ func (e *apiError) Error() string {
 
 // call makes one admin API request and prints its answer.
 func (d *deps) call(method, path string, body any) error {
+	data, err := d.request(method, path, body)
+	if err != nil {
+		return err
+	}
+	return d.cli.Admin.print(d.stdout, data)
+}
+
+// request makes one admin API request and returns the body of a 2xx
+// answer; any other answer is an *apiError.
+func (d *deps) request(method, path string, body any) ([]byte, error) {
 	a := &d.cli.Admin
 	base, err := checkURL("admin-url", a.AdminURL)
 	if err != nil {
-		return usageError{err}
+		return nil, usageError{err}
 	}
 	token, err := a.token(d.env)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
@@ -239,7 +300,7 @@ func (d *deps) call(method, path string, body any) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "application/json")
@@ -252,12 +313,12 @@ func (d *deps) call(method, path string, body any) error {
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
-		return fmt.Errorf("admin API at %s: %w", base, err)
+		return nil, fmt.Errorf("admin API at %s: %w", base, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("admin API: reading the answer: %w", err)
+		return nil, fmt.Errorf("admin API: reading the answer: %w", err)
 	}
 	if a.Verbose {
 		fmt.Fprintf(d.stderr, "%s %s → %d %s\n", method, path, resp.StatusCode, http.StatusText(resp.StatusCode))
@@ -276,9 +337,9 @@ func (d *deps) call(method, path string, body any) error {
 				e.Body = e.Body[:200] + "…"
 			}
 		}
-		return e
+		return nil, e
 	}
-	return a.print(d.stdout, data)
+	return data, nil
 }
 
 // print writes an answer: indented JSON, or the one field asked for.

@@ -33,7 +33,11 @@ func newFakeAdmin(t *testing.T) *fakeAdmin {
 	f := &fakeAdmin{}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		req := fakeReq{Method: r.Method, Path: r.URL.EscapedPath(), Auth: r.Header.Get("Authorization"), ContentType: r.Header.Get("Content-Type")}
+		path := r.URL.EscapedPath()
+		if r.URL.RawQuery != "" {
+			path += "?" + r.URL.RawQuery
+		}
+		req := fakeReq{Method: r.Method, Path: path, Auth: r.Header.Get("Authorization"), ContentType: r.Header.Get("Content-Type")}
 		if len(b) > 0 {
 			if err := json.Unmarshal(b, &req.Body); err != nil {
 				req.Body = "not JSON: " + string(b)
@@ -90,23 +94,26 @@ func TestAdminCLIRequests(t *testing.T) {
 		{"thread create t1", "POST", "/admin/v1/threads", obj("id", "t1"), 201, `{"id":"t1"}`},
 		{"thread create t1 --instance codex", "POST", "/admin/v1/threads", obj("id", "t1", "instance", "codex"), 201, `{"id":"t1"}`},
 		{"thread list", "GET", "/admin/v1/threads", nil, 200, `{"threads":[]}`},
+		{"thread list --limit 5", "GET", "/admin/v1/threads?limit=5", nil, 200, `{"threads":[],"nextCursor":"c1.x"}`},
+		{"thread list --cursor c1.x", "GET", "/admin/v1/threads?cursor=c1.x", nil, 200, `{"threads":[]}`},
 		{"thread get t1", "GET", "/admin/v1/threads/t1", nil, 200, `{"id":"t1"}`},
 		{"thread get a:b@c", "GET", "/admin/v1/threads/a:b@c", nil, 200, `{}`},
 		{"thread switch t1 claude", "POST", "/admin/v1/threads/t1/switch", obj("instance", "claude"), 200, `{"instance":"claude"}`},
 		{"thread rotate t1 codex", "POST", "/admin/v1/threads/t1/rotate", obj("instance", "codex"), 200, `{"authorization":"Bearer x"}`},
-		{"thread detach t1", "POST", "/admin/v1/threads/t1/detach", nil, 204, ""},
-		{"thread archive t1", "POST", "/admin/v1/threads/t1/archive", nil, 204, ""},
-		{"thread delete t1", "DELETE", "/admin/v1/threads/t1", nil, 204, ""},
+		{"thread detach t1", "POST", "/admin/v1/threads/t1/detach", nil, 200, `{"id":"t1","status":"active"}`},
+		{"thread archive t1", "POST", "/admin/v1/threads/t1/archive", nil, 200, `{"id":"t1","status":"archived"}`},
+		{"thread delete t1", "DELETE", "/admin/v1/threads/t1", nil, 200, `{"id":"t1","status":"deleted"}`},
 		{"session open t1 codex", "POST", "/admin/v1/threads/t1/provider-sessions", obj("instance", "codex"), 201, `{"providerSessionId":"ps_1"}`},
-		{"session release ps_1", "DELETE", "/admin/v1/provider-sessions/ps_1", nil, 204, ""},
+		{"session release ps_1", "DELETE", "/admin/v1/provider-sessions/ps_1", nil, 200, `{"providerSessionId":"ps_1","status":"released"}`},
 		{"run start t1 codex", "POST", "/admin/v1/threads/t1/runs", obj("instance", "codex"), 201, `{"runId":"run_1"}`},
-		{"run end t1", "DELETE", "/admin/v1/threads/t1/runs/current", nil, 204, ""},
+		{"run end t1", "DELETE", "/admin/v1/threads/t1/runs/current", nil, 200, `{"id":"t1","run":null}`},
 		{"client create --label ci --access read-only", "POST", "/admin/v1/clients", obj("label", "ci", "access", "read-only"), 201, `{"clientId":"cl_1","token":"t"}`},
 		{"client create --label ci --access read-write", "POST", "/admin/v1/clients", obj("label", "ci", "access", "read-write"), 201, `{}`},
 		{"client create", "POST", "/admin/v1/clients", obj("label", "", "access", "read-only"), 201, `{}`},
 		{"client refresh cl_1", "POST", "/admin/v1/clients/cl_1/refresh", nil, 200, `{"token":"t2"}`},
 		{"client refresh cl_1 --revoke-previous", "POST", "/admin/v1/clients/cl_1/refresh", obj("revokePrevious", true), 200, `{"token":"t3"}`},
-		{"client revoke cl_1", "DELETE", "/admin/v1/clients/cl_1", nil, 204, ""},
+		{"client revoke cl_1", "DELETE", "/admin/v1/clients/cl_1", nil, 200, `{"clientId":"cl_1","status":"revoked"}`},
+		{"thread delete t2", "DELETE", "/admin/v1/threads/t2", nil, 204, ""}, // an empty answer prints nothing
 		{"sessions", "GET", "/admin/v1/sessions", nil, 200, `{"sessions":[]}`},
 	} {
 		t.Run(tc.args, func(t *testing.T) {
@@ -246,5 +253,53 @@ func TestAdminCLIToken(t *testing.T) {
 				t.Errorf("exit %d stderr %q requests %+v, want Authorization %q", code, stderr, reqs, tc.want)
 			}
 		})
+	}
+}
+
+// TestAdminCLIThreadListFollowsCursor: `thread list` follows nextCursor
+// and prints every thread as one answer; with --limit it prints one page
+// as the API answered it (issue 11, item 6).
+func TestAdminCLIThreadListFollowsCursor(t *testing.T) {
+	var (
+		mu   sync.Mutex // guards seen
+		seen []string
+	)
+	queries := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := seen
+		seen = nil
+		return out
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.RawQuery)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Query().Get("cursor") {
+		case "":
+			io.WriteString(w, `{"threads":[{"id":"a"},{"id":"b"}],"nextCursor":"c1.b"}`)
+		case "c1.b":
+			io.WriteString(w, `{"threads":[{"id":"c"}],"nextCursor":"c1.c"}`)
+		default:
+			io.WriteString(w, `{"threads":[]}`)
+		}
+	}))
+	defer srv.Close()
+	env := map[string]string{"RUNTIME_ADMIN_TOKEN": "admintok", "RUNTIME_ADMIN_URL": srv.URL}
+	code, stdout, stderr := runCLI(context.Background(), env, "admin", "thread", "list")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got struct{ Threads []struct{ ID string } }
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil || len(got.Threads) != 3 || got.Threads[2].ID != "c" {
+		t.Errorf("printed %s (%v), want threads a, b, c", stdout, err)
+	}
+	if got, want := queries(), []string{"", "cursor=c1.b", "cursor=c1.c"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("queries %q, want %q", got, want)
+	}
+	code, stdout, _ = runCLI(context.Background(), env, "admin", "thread", "list", "--limit", "2")
+	if q := queries(); code != 0 || !strings.Contains(stdout, `"nextCursor": "c1.b"`) || !reflect.DeepEqual(q, []string{"limit=2"}) {
+		t.Errorf("--limit 2: exit %d, printed %s, queries %q", code, stdout, q)
 	}
 }

@@ -155,6 +155,7 @@ func TestDefaults(t *testing.T) {
 		MaxSessions: 100000, KeepAlive: duration(25 * time.Second), ShutdownGrace: duration(10 * time.Second), Demo: true,
 		HeaderTimeout: duration(10 * time.Second), BodyTimeout: duration(30 * time.Second), RequestsPerNamespace: 256,
 		MaxRequests: 4096, BodyBytesInFlight: 64 << 20,
+		MaxThreads: 10000,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
@@ -259,6 +260,88 @@ func TestHelpEverywhere(t *testing.T) {
 	for _, want := range []string{"--listen=HOST:PORT", "$RUNTIME_LISTEN", "file key listen", "default 127.0.0.1:7331", "--[no-]demo"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("serve --help lacks %q", want)
+		}
+	}
+}
+
+// TestTopLevelHelpListsEverySetting: `runtime --help` lists every setting
+// with its environment variable, as the README says, not only `serve
+// --help` (issue 11, item 11).
+func TestTopLevelHelpListsEverySetting(t *testing.T) {
+	code, stdout, _ := runCLI(context.Background(), nil, "--help")
+	if code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	var c cli
+	parser, err := kong.New(&c, kong.Vars{"default_token_file": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = kong.Visit(parser.Model.Node, func(node kong.Visitable, next kong.Next) error {
+		if f, ok := node.(*kong.Flag); ok && isSetting(f) {
+			n++
+			flag := "--" + f.Name
+			if f.Tag.Negatable != "" {
+				flag = "--[no-]" + f.Name
+			}
+			if !strings.Contains(stdout, flag) || !strings.Contains(stdout, "$"+envName(f.Name)) {
+				t.Errorf("runtime --help does not list --%s with $%s", f.Name, envName(f.Name))
+			}
+		}
+		return next(nil)
+	})
+	if err != nil || n < 20 {
+		t.Fatalf("visited %d settings (%v)", n, err)
+	}
+}
+
+// TestREADMEListsEveryMakeTarget keeps the README's Development table in
+// step with the Makefile's documented targets (issue 11: race and check
+// were missing).
+func TestREADMEListsEveryMakeTarget(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := regexp.MustCompile(`(?m)^([a-z-]+):.*## `).FindAllStringSubmatch(string(mk), -1)
+	if len(targets) < 10 {
+		t.Fatalf("found %d targets in the Makefile", len(targets))
+	}
+	for _, m := range targets {
+		row := "| `make " + m[1] + "` |"
+		if m[1] == "help" {
+			row = "| `make` |"
+		}
+		if !strings.Contains(string(readme), row) {
+			t.Errorf("README's make table has no row %s", row)
+		}
+	}
+}
+
+// TestREADMECreatesEachInstanceOnce: the README's command blocks, run in
+// order against one server, never create an instance id twice (issue 11:
+// the exec section re-created the quick start's codex, got 409, and then
+// opened an inproc session).
+func TestREADMECreatesEachInstanceOnce(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^bin/runtime admin instance create ([A-Za-z0-9._:@-]+)`).FindAllStringSubmatch(string(readme), -1) {
+		created[m[1]]++
+	}
+	if len(created) < 2 {
+		t.Fatalf("found instance creations %v, want the quick start's and the exec section's", created)
+	}
+	for id, n := range created {
+		if n > 1 {
+			t.Errorf("the README creates instance %s %d times", id, n)
 		}
 	}
 }

@@ -228,6 +228,14 @@ func TestServeEndToEnd(t *testing.T) {
 	if !strings.Contains(sessions, c.sid) || strings.Contains(sessions, strings.TrimPrefix(auth, "Bearer ")) {
 		t.Errorf("admin sessions: %s", sessions)
 	}
+	// Every admin command prints the API's answer, archive included.
+	admin("thread", "create", "t9")
+	if got := admin("thread", "archive", "t9", "-f", "status"); got != "archived" {
+		t.Errorf("thread archive printed status %q, want archived", got)
+	}
+	if got := admin("thread", "delete", "t9", "-f", "status"); got != "deleted" {
+		t.Errorf("thread delete printed status %q, want deleted", got)
+	}
 
 	// An open SSE stream must not hold the shutdown up.
 	streamReq := c.request(http.MethodGet, "")
@@ -289,12 +297,24 @@ func TestServeDemoAndEnvToken(t *testing.T) {
 	if _, err := os.Stat(tokenFile); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("admin token file written although RUNTIME_ADMIN_TOKEN is set: %v", err)
 	}
-	demoFile := ""
+	// The demo credential: at a stable path beside the admin token file
+	// (set here, though the token comes from the environment), 0600, named
+	// by its own log line and by the ready line.
+	demoFile, readyDemo := "", ""
 	for _, line := range strings.Split(logs.String(), "\n") {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "demo credential written" {
 			demoFile, _ = rec["file"].(string)
 		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "runtime ready" {
+			readyDemo, _ = rec["demo_credential"].(string)
+		}
+	}
+	if want := filepath.Join(dir, "demo-authorization"); demoFile != want || readyDemo != want {
+		t.Errorf("demo credential file %q, in the ready line %q; want %q", demoFile, readyDemo, want)
+	}
+	if fi, err := os.Stat(demoFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("demo credential file: %v (mode %v), want 0600", err, fi)
 	}
 	auth, err := os.ReadFile(demoFile)
 	if err != nil {
@@ -316,8 +336,11 @@ func TestServeDemoAndEnvToken(t *testing.T) {
 	if code := stop(); code != 0 {
 		t.Fatalf("serve exited %d", code)
 	}
-	if _, err := os.Stat(filepath.Dir(demoFile)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("demo credential directory left behind: %v", err)
+	if _, err := os.Stat(demoFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("demo credential file left behind: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("files left beside the token file: %v", ents)
 	}
 	if strings.Contains(logs.String(), env["RUNTIME_ADMIN_TOKEN"]) {
 		t.Error("the admin token appears in the logs")

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -117,6 +118,7 @@ func parse(c *cli, args []string, env map[string]string, stdout, stderr io.Write
 		kong.ValueFormatter(helpValue),
 		kong.Vars{"default_token_file": defaultTokenFile(env)},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Help(helpWithServe),
 	)
 	if err != nil {
 		return nil, 1, err // the grammar itself is wrong
@@ -135,6 +137,38 @@ func parse(c *cli, args []string, env map[string]string, stdout, stderr io.Write
 		return nil, 2, err
 	}
 	return kctx, -1, nil
+}
+
+// helpWithServe is kong's help, and at the top level (`runtime --help`)
+// also the help of serve, the default command, and of admin, so that every
+// setting is listed where the README says.
+func helpWithServe(options kong.HelpOptions, ctx *kong.Context) error {
+	if err := kong.DefaultHelpPrinter(options, ctx); err != nil {
+		return err
+	}
+	if ctx.Selected() != nil {
+		return nil
+	}
+	for _, node := range ctx.Model.Children {
+		var title string
+		opts := options
+		switch node.Name {
+		case "serve":
+			title = "The default command, serve, and its settings:"
+		case "admin":
+			title = "The admin command's own settings:"
+			opts.NoExpandSubcommands = true
+		default:
+			continue
+		}
+		fmt.Fprintf(ctx.Stdout, "\n%s\n\n", title)
+		sub := *ctx // a copy whose selected command is node
+		sub.Path = append(slices.Clone(ctx.Path), &kong.Path{Parent: ctx.Model.Node, Command: node})
+		if err := kong.DefaultHelpPrinter(opts, &sub); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // newLogger returns the slog logger of the settings (already validated).

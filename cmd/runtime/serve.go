@@ -23,6 +23,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/admin"
+	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/metrics"
 )
 
@@ -47,8 +48,12 @@ type serveCmd struct {
 	SessionsPerNamespace int      `config:"" default:"64" placeholder:"N" help:"MCP sessions per principal; the next initialize evicts its least recently active idle one, or gets 429."`
 	MaxSessions          int      `config:"" default:"100000" placeholder:"N" help:"MCP sessions in all; past it initialize gets 503."`
 	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
-	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, how long MCP calls and HTTP requests in flight may take to finish once streams are closed."`
+	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, the deadline of the whole shutdown: calls and requests in flight, then provider sessions (an agent still running then is killed); /readyz answers 503 meanwhile."`
 	Demo                 bool     `config:"" default:"true" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its Authorization value to a 0600 file."`
+
+	// The admin listener's guard and the bound on threads (issue 11).
+	AdminAllowedHosts []string `config:"" placeholder:"HOST" help:"Host header values the admin listener (admin API, /healthz, /readyz, /metrics) accepts besides loopback ones and, when --admin-listen is beyond loopback, its own host."`
+	MaxThreads        int      `config:"" default:"10000" placeholder:"N" help:"Threads in all (active and archived); past it creating one fails (admin API: 409 too_many_threads)."`
 }
 
 // validate checks what the types alone do not.
@@ -71,9 +76,14 @@ func (s *serveCmd) validate() error {
 			add("--endpoint %q: want an absolute http(s) URL", s.Endpoint)
 		}
 	}
-	for _, h := range s.AllowedHosts {
-		if h == "" || strings.ContainsAny(h, " /") {
-			add("--allowed-hosts: %q is not a host name or IP address", h)
+	for _, hs := range []struct {
+		name  string
+		hosts []string
+	}{{"allowed-hosts", s.AllowedHosts}, {"admin-allowed-hosts", s.AdminAllowedHosts}} {
+		for _, h := range hs.hosts {
+			if h == "" || strings.ContainsAny(h, " /") {
+				add("--%s: %q is not a host name or IP address", hs.name, h)
+			}
 		}
 	}
 	for _, d := range []struct {
@@ -102,6 +112,7 @@ func (s *serveCmd) validate() error {
 	}{
 		{"body-limit", int64(s.BodyLimit)}, {"sessions-per-namespace", int64(s.SessionsPerNamespace)}, {"max-sessions", int64(s.MaxSessions)},
 		{"requests-per-namespace", int64(s.RequestsPerNamespace)}, {"max-requests", int64(s.MaxRequests)}, {"body-bytes-in-flight", int64(s.BodyBytesInFlight)},
+		{"max-threads", int64(s.MaxThreads)},
 	} {
 		if n.v < 1 {
 			add("--%s %d: want at least 1", n.name, n.v)
@@ -125,6 +136,11 @@ func runtimeDuration(d duration) time.Duration {
 // readyHookKey is a context key: a func(mcpAddr, adminAddr string) called
 // once the server is ready. Tests use it to learn the ports of :0.
 type readyHookKey struct{}
+
+// shutdownHookKey is a context key: a func(ctx) ctx that is given the
+// shutdown's deadline context and returns the one to use. For testing: a
+// test ends the shutdown's grace when it has seen what it waits for.
+type shutdownHookKey struct{}
 
 // health is the state /readyz reports.
 type health struct{ state atomic.Int32 }
@@ -192,8 +208,12 @@ func (s *serveCmd) Run(d *deps) error {
 		log.Warn("MCP listener is beyond loopback", "addr", mcpAddr)
 		log.Info("MCP Host check allows the listener's own host besides loopback", "hosts", own)
 	}
+	adminAllowed := append([]string(nil), s.AdminAllowedHosts...)
 	if !loopback(s.AdminListen) {
+		own := ownHosts(s.AdminListen)
+		adminAllowed = append(adminAllowed, own...)
 		log.Warn("admin listener is beyond loopback", "addr", adminAddr)
+		log.Info("admin Host check allows the listener's own host besides loopback", "hosts", own)
 	}
 	endpoint := s.Endpoint
 	if endpoint == "" {
@@ -205,6 +225,7 @@ func (s *serveCmd) Run(d *deps) error {
 		CredentialWindow: runtimeDuration(s.CredentialWindow),
 		ClientTokenTTL:   runtimeDuration(s.ClientTokenTTL),
 		ProviderIdle:     runtimeDuration(s.ProviderIdle),
+		MaxThreads:       s.MaxThreads,
 		Logger:           log,
 	})
 	if err != nil {
@@ -248,21 +269,28 @@ func (s *serveCmd) Run(d *deps) error {
 		defer removeSecretFile(s.AdminTokenFile, token)
 		log.Info("admin token written", "file", s.AdminTokenFile)
 	}
+	var demoFile string
 	if s.Demo {
-		path, err := setupDemo(d.ctx, rt)
+		auth, err := setupDemo(d.ctx, rt)
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		defer os.RemoveAll(filepath.Dir(path))
+		path, remove, err := writeDemoCredential(s.AdminTokenFile, auth)
+		if err != nil {
+			return fmt.Errorf("demo credential file: %w", err)
+		}
+		defer remove()
+		demoFile = path
 		log.Info("demo credential written", "file", path, "thread", "demo", "instance", "demo")
 	}
 
 	var h health
-	adminMux := http.NewServeMux()
-	adminMux.HandleFunc("GET /healthz", h.healthz)
-	adminMux.HandleFunc("GET /readyz", h.readyz)
-	adminMux.Handle("/admin/", adminAPI)
-	adminMux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	adminMux := &adminListener{
+		guard:   httpguard.Guard{AllowedHosts: adminAllowed},
+		health:  &h,
+		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		api:     adminAPI,
+	}
 	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	headerTimeout := time.Duration(s.HeaderTimeout)
 	mcpHTTP := &http.Server{Handler: mcp, ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
@@ -271,8 +299,12 @@ func (s *serveCmd) Run(d *deps) error {
 	go func() { errc <- fmt.Errorf("MCP server: %w", mcpHTTP.Serve(mcpLn)) }()
 	go func() { errc <- fmt.Errorf("admin server: %w", adminHTTP.Serve(adminLn)) }()
 	h.state.Store(stateReady)
-	log.Info("runtime ready", "mcp", "http://"+urlHost(s.Listen, mcpAddr)+s.MCPPath,
-		"admin", "http://"+urlHost(s.AdminListen, adminAddr)+"/admin/v1/", "endpoint", endpoint)
+	readyAttrs := []any{"mcp", "http://" + urlHost(s.Listen, mcpAddr) + s.MCPPath,
+		"admin", "http://" + urlHost(s.AdminListen, adminAddr) + "/admin/v1/", "endpoint", endpoint}
+	if demoFile != "" {
+		readyAttrs = append(readyAttrs, "demo_credential", demoFile)
+	}
+	log.Info("runtime ready", readyAttrs...)
 	if hook, ok := d.ctx.Value(readyHookKey{}).(func(mcpAddr, adminAddr string)); ok {
 		hook(mcpAddr, adminAddr)
 	}
@@ -285,28 +317,34 @@ func (s *serveCmd) Run(d *deps) error {
 		log.Error("server failed; shutting down", "err", serveErr)
 	}
 
-	// Graceful shutdown: not ready; no new MCP sessions and every stream
-	// closed; stop accepting and let calls in flight finish within the
-	// grace; then end the sessions (cancelling what is left) and close the
-	// runtime, which revokes every credential and token.
+	// Graceful shutdown, within one deadline (--shutdown-grace) for all of
+	// it: not ready; no new MCP sessions and every stream closed; the MCP
+	// listener stops accepting and calls in flight finish; the sessions end
+	// (cancelling what is left); the runtime closes — revoking every
+	// credential and token, then closing provider sessions, whose agents
+	// get SIGKILL when the deadline comes. The admin listener closes last:
+	// until then /readyz answers 503.
 	h.state.Store(stateShuttingDown)
 	mcp.CloseStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.ShutdownGrace))
 	defer cancel()
-	for _, srv := range []struct {
-		name string
-		srv  *http.Server
-	}{{"MCP", mcpHTTP}, {"admin", adminHTTP}} {
-		if err := srv.srv.Shutdown(sctx); err != nil {
-			log.Warn("grace period over; closing connections", "server", srv.name, "err", err)
-			_ = srv.srv.Close()
-		}
+	if hook, ok := d.ctx.Value(shutdownHookKey{}).(func(context.Context) context.Context); ok {
+		sctx = hook(sctx)
+	}
+	if err := mcpHTTP.Shutdown(sctx); err != nil {
+		log.Warn("shutdown deadline passed; closing connections", "server", "MCP", "err", err)
+		_ = mcpHTTP.Close()
 	}
 	mcp.Close()
 	closed = true
-	if err := rt.Close(); err != nil {
-		log.Error("closing the runtime", "err", err)
-		return err
+	rtErr := rt.Shutdown(sctx)
+	if err := adminHTTP.Shutdown(sctx); err != nil {
+		log.Warn("shutdown deadline passed; closing connections", "server", "admin", "err", err)
+		_ = adminHTTP.Close()
+	}
+	if rtErr != nil {
+		log.Error("closing the runtime", "err", rtErr)
+		return rtErr
 	}
 	if serveErr != nil {
 		return serveErr
@@ -338,7 +376,7 @@ func writeSecretFile(path, secret string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".admin-token-*")
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
 	if err != nil {
 		return err
 	}
@@ -406,8 +444,7 @@ func urlHost(configured, bound string) string {
 }
 
 // setupDemo creates the demo thread and instance, opens the provider
-// session, starts a run, and writes the Authorization value to a 0600 file
-// in a new temporary directory.
+// session, starts a run, and returns the session's Authorization value.
 func setupDemo(ctx context.Context, rt *mcpruntime.Runtime) (string, error) {
 	if err := rt.RegisterInstance(ctx, "demo", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
 		return "", err
@@ -422,14 +459,34 @@ func setupDemo(ctx context.Context, rt *mcpruntime.Runtime) (string, error) {
 	if _, err := rt.StartRun(ctx, "demo", "demo"); err != nil {
 		return "", err
 	}
+	return ps.Authorization, nil
+}
+
+// demoCredentialName is the demo credential's file, beside the admin
+// token's.
+const demoCredentialName = "demo-authorization"
+
+// writeDemoCredential writes the demo's Authorization value to a 0600 file
+// at a stable place a user can find: demo-authorization beside the admin
+// token file (whether or not the token came from the environment), or, with
+// no token file setting, in a new temporary directory. remove takes it away
+// at exit, unless another server has replaced it since.
+func writeDemoCredential(tokenFile, auth string) (path string, remove func(), err error) {
+	if tokenFile != "" {
+		path = filepath.Join(filepath.Dir(tokenFile), demoCredentialName)
+		if err := writeSecretFile(path, auth); err != nil {
+			return "", nil, err
+		}
+		return path, func() { removeSecretFile(path, auth) }, nil
+	}
 	dir, err := os.MkdirTemp("", "mcpruntime-demo-")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	path := filepath.Join(dir, "authorization")
-	if err := os.WriteFile(path, []byte(ps.Authorization+"\n"), 0o600); err != nil {
+	path = filepath.Join(dir, demoCredentialName)
+	if err := os.WriteFile(path, []byte(auth+"\n"), 0o600); err != nil {
 		os.RemoveAll(dir)
-		return "", err
+		return "", nil, err
 	}
-	return path, nil
+	return path, func() { os.RemoveAll(dir) }, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/provider/execdriver"
 )
 
@@ -176,5 +177,32 @@ func TestDurationJSON(t *testing.T) {
 	var back execdriver.Duration
 	if err := json.Unmarshal(b, &back); err != nil || back != d {
 		t.Errorf("Unmarshal(%s) = %v, %v; want %v", b, back, err, d)
+	}
+}
+
+// TestCloseBudget: the driver's close budget covers the whole grace, so a
+// grace longer than the runtime's bound on driver calls (OpenTimeout,
+// 30 s by default) is honoured rather than cut short (issue 11, item 2).
+func TestCloseBudget(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, grace := range []string{"", "50s", "2h"} {
+		cfg := map[string]any{"command": sh}
+		want := execdriver.DefaultGrace
+		if grace != "" {
+			cfg["grace"] = grace
+			want, _ = time.ParseDuration(grace)
+		}
+		raw, _ := json.Marshal(cfg)
+		d, err := execdriver.Factory(nil)("i", raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := provider.CloseTimeout(d, 30*time.Second)
+		if got <= want || got > want+30*time.Second {
+			t.Errorf("grace %q: close timeout %v, want a little more than %v", grace, got, want)
+		}
 	}
 }

@@ -25,7 +25,9 @@
 //
 // The process runs in a process group of its own. Its stdout and stderr go
 // to the log, a record per line with the session id. Closing the session
-// sends SIGTERM to the group, then SIGKILL after Config.Grace; when the
+// sends SIGTERM to the group, then SIGKILL after Config.Grace — the whole
+// grace, however long (driver.CloseBudget), unless the close's context
+// ends first (the runtime's shutdown deadline); when the
 // process exits, for whatever reason, the rest of its group is killed, it
 // is reaped, and its config file is removed. A process that exits on its
 // own is reported with [provider.Events.Died]; one that exits within
@@ -40,6 +42,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
 )
@@ -72,6 +75,15 @@ type driver struct {
 }
 
 func (d *driver) MultiThread() bool { return false }
+
+// killMargin is what a Close may take beyond the grace: SIGKILL, then the
+// process reaped and its output drained.
+const killMargin = 5 * time.Second
+
+// CloseBudget implements [provider.CloseBudgeter]: a Close gives the
+// process its whole grace, however long, and then kills it; the runtime's
+// bound on driver calls (Config.OpenTimeout) does not cut the grace short.
+func (d *driver) CloseBudget() time.Duration { return time.Duration(d.cfg.Grace) + killMargin }
 
 func (d *driver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
 	if req.Binding.Authorization == "" {
