@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/agenthost/mcpruntime/actors/session"
+	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/internal/liveness"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -232,8 +231,10 @@ type Server struct {
 	root    *actor.RootContext
 	router  *httprouter.Router
 	reg     registry
-	limits  limits
-	live    *liveness.Monitor // session owners and stream credentials
+	// originHost is the DNS-rebinding guard built from opts.
+	originHost httpguard.Guard
+	limits     limits
+	live       *liveness.Monitor // session owners and stream credentials
 	// credGen counts committed writes that changed credentials; the store's
 	// commit hook adds one before the write returns. Unchanged since a
 	// request was authenticated, no credential was revoked or removed in
@@ -252,6 +253,10 @@ type Server struct {
 // live in store.
 func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
 	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
+	s.originHost = httpguard.Guard{
+		AllowedHosts: s.opts.AllowedHosts, AllowedOrigins: s.opts.AllowedOrigins,
+		AllowAnyOrigin: s.opts.AllowAnyOrigin, DisableHostCheck: s.opts.DisableHostCheck,
+	}
 	s.live = liveness.New(store, s.opts.Now)
 	s.unhookGen = store.OnCredentialsChanged(func([]*memdb.Credential) { s.credGen.Add(1) })
 	s.sessionProps = session.NewProps(&session.Config{
@@ -418,45 +423,14 @@ func (s *Server) CloseStreams() {
 // Sessions returns the number of live sessions.
 func (s *Server) Sessions() int { return s.reg.count() }
 
-// guard is SPEC §5 step 1: Origin and Host.
+// guard is SPEC §5 step 1: Origin and Host, by the guard the admin
+// listener shares.
 func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
-	if origin := r.Header.Get("Origin"); origin != "" && !s.opts.AllowAnyOrigin && !s.originAllowed(origin) {
-		writeForbidden(w)
-		return false
-	}
-	if !s.opts.DisableHostCheck && !s.hostAllowed(r.Host) {
+	if s.originHost.Check(r) != nil {
 		writeForbidden(w)
 		return false
 	}
 	return true
-}
-
-func (s *Server) originAllowed(origin string) bool {
-	if slices.Contains(s.opts.AllowedOrigins, origin) {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" {
-		return false
-	}
-	return loopbackHost(u.Hostname())
-}
-
-func (s *Server) hostAllowed(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	return loopbackHost(host) || slices.Contains(s.opts.AllowedHosts, host)
-}
-
-func loopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // authenticate is SPEC §5 step 2. The token comes from the Authorization
