@@ -28,6 +28,6 @@
 //
 // Every method takes a context whose deadline bounds the wait, and returns
 // errors that match the exported sentinels ([ErrUnknownThread], …) with
-// errors.Is. The behaviour contract is SPEC.md; where it was silent, the
-// choices made are in the README's "Decisions" section.
+// errors.Is. The behaviour contract is docs/SPEC.md in the repository: every
+// rule, and every choice made where the brief was silent.
 package mcpruntime
