@@ -35,6 +35,13 @@ while read c < /proc/$!/comm; [ "$c" != sleep ]; do :; done
 echo ready
 wait`
 
+// idleHour is idle for an hour: the agent of a test that detects a hang
+// must outlive the detector, or its own exit would end the wait.
+const idleHour = `sleep 3600 &
+while read c < /proc/$!/comm; [ "$c" != sleep ]; do :; done
+echo ready
+wait`
+
 // TestOpenWritesConfigFile: the MCP config file is written 0600 into
 // configDir, named after the session, holds exactly the binding's endpoint
 // and Authorization under serverName, and its path replaces the
@@ -467,7 +474,7 @@ echo "child:$!"
 // deadline detects; how long Close took is not measured.
 func TestCloseCancelled(t *testing.T) {
 	agent := script(t, `trap '' TERM
-`+idle)
+`+idleHour)
 	f := newFixture(t, map[string]any{"command": agent, "grace": "1h"})
 	s := f.open("ps_1", binding("T1", "tok-1"), &events{})
 	pid := f.log.pid(t, "ps_1")
@@ -690,7 +697,7 @@ func TestOpenCancelled(t *testing.T) {
 		{"TERM ignored", "trap '' TERM\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, map[string]any{"command": script(t, tc.trap+idle), "startupWait": "1h", "grace": "1h"})
+			f := newFixture(t, map[string]any{"command": script(t, tc.trap+idleHour), "startupWait": "1h", "grace": "1h"})
 			ev := &events{}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
