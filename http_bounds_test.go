@@ -311,6 +311,12 @@ func TestHTTPBoundsReleased(t *testing.T) {
 	countCall := callBody("7", "count", "")
 
 	t.Run("client gone", func(t *testing.T) {
+		// An endpoint of its own, with the default body deadline: the test
+		// sees the body held before the client goes, however long that
+		// takes on a busy machine (at 200 ms the deadline could end it
+		// first, and "held" was never seen).
+		e := newMCPEnv(t, rt, mcpruntime.MCPOptions{MaxRequestsPerNamespace: 2})
+		sid := e.initialize(tok)
 		p := e.holdPost(mcpHeaders(tok, sid), countCall, 1)
 		e.waitInFlight("held", transport.InFlight{Requests: 1, BodyBytes: int64(len(countCall))})
 		p.conn.Close()
