@@ -932,8 +932,8 @@ func TestBusy(t *testing.T) {
 	}()
 	select {
 	case <-gate.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the driver's Open was not called within 10 s")
+	case <-time.After(time.Minute): // detects a hang only
+		t.Fatal("the driver's Open was not called")
 	}
 	e.walk([]step{
 		{name: "rotate while opening", request: post("/admin/v1/threads/t1/rotate", `{"instance":"G"}`),

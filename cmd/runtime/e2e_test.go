@@ -416,8 +416,8 @@ func TestBinarySIGTERM(t *testing.T) {
 	case ready = <-readyc:
 	case err := <-exited:
 		t.Fatalf("exited before ready: %v\n%s", err, logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("not ready within 30s:\n%s", logs.String())
+	case <-time.After(2 * time.Minute): // detects a hang only
+		t.Fatalf("not ready:\n%s", logs.String())
 	}
 	mcpURL, _ := ready["mcp"].(string)
 	adminURL := strings.TrimSuffix(ready["admin"].(string), "/admin/v1/")
@@ -451,8 +451,8 @@ func TestBinarySIGTERM(t *testing.T) {
 		if err != nil {
 			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no exit within 30s of SIGTERM:\n%s", logs.String())
+	case <-time.After(2 * time.Minute): // detects a hang only
+		t.Fatalf("no exit after SIGTERM:\n%s", logs.String())
 	}
 	if !strings.Contains(logs.String(), `"msg":"shut down"`) {
 		t.Errorf("no clean shutdown logged:\n%s", logs.String())
