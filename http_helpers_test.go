@@ -322,8 +322,7 @@ type sseStream struct {
 	mu    sync.Mutex // guards the fields below
 	lines []string
 
-	done  chan struct{} // closed when the body ended (EOF or error)
-	ended time.Time     // when; set before done is closed
+	done chan struct{} // closed when the body ended (EOF or error)
 }
 
 // openStream sends GET with headers h and, on 200, starts reading the
@@ -397,7 +396,6 @@ func (s *sseStream) read() {
 		s.lines = append(s.lines, sc.Text())
 		s.mu.Unlock()
 	}
-	s.ended = time.Now()
 	close(s.done)
 }
 
