@@ -753,7 +753,7 @@ func TestExecCloseKillsGroup(t *testing.T) {
 	// leader died), but it was sent SIGKILL with the group: it must be dead
 	// (gone, or a zombie) once the kernel delivered that, within moments.
 	var stat []byte
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(hangAfter)
 	for {
 		var err error
 		stat, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
@@ -764,7 +764,7 @@ func TestExecCloseKillsGroup(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("child %d of the released session still runs 5 s after release: %s", child, stat)
+			t.Fatalf("child %d of the released session still runs %v after release: %s", child, hangAfter, stat)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -31,7 +31,7 @@ type heldPost struct {
 
 // connBound bounds every read and write of a held POST's connection, so a
 // test that goes wrong fails instead of hanging; no assertion depends on it.
-const connBound = 10 * time.Second
+const connBound = hangAfter
 
 // holdPost sends the headers h (Content-Length: len(body)) and all of body
 // but its last unsent bytes. unsent 0 sends the whole body.
@@ -145,7 +145,7 @@ func awaitIndex(t *testing.T, what string, ch <-chan int) int {
 func (e *mcpEnv) waitInFlight(what string, want transport.InFlight) {
 	e.t.Helper()
 	var got transport.InFlight
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(hangAfter)
 	for got = e.srv.InFlight(); got != want; got = e.srv.InFlight() {
 		if time.Now().After(deadline) {
 			e.t.Fatalf("%s: in flight %+v, want %+v", what, got, want)
@@ -311,6 +311,12 @@ func TestHTTPBoundsReleased(t *testing.T) {
 	countCall := callBody("7", "count", "")
 
 	t.Run("client gone", func(t *testing.T) {
+		// An endpoint of its own, with the default body deadline: the test
+		// sees the body held before the client goes, however long that
+		// takes on a busy machine (at 200 ms the deadline could end it
+		// first, and "held" was never seen).
+		e := newMCPEnv(t, rt, mcpruntime.MCPOptions{MaxRequestsPerNamespace: 2})
+		sid := e.initialize(tok)
 		p := e.holdPost(mcpHeaders(tok, sid), countCall, 1)
 		e.waitInFlight("held", transport.InFlight{Requests: 1, BodyBytes: int64(len(countCall))})
 		p.conn.Close()

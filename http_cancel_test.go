@@ -38,7 +38,7 @@ func awaitCtx(t *testing.T, what string, ch chan context.Context) context.Contex
 	select {
 	case ctx := <-ch:
 		return ctx
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangAfter):
 		t.Fatalf("%s: tool never started", what)
 	}
 	return nil

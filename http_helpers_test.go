@@ -19,6 +19,11 @@ import (
 	"github.com/agenthost/mcpruntime/transport"
 )
 
+// hangAfter bounds every wait of the root package's tests for something
+// that must happen. It only detects a hang: a correct runtime is never near
+// it, however busy the machine.
+const hangAfter = time.Minute
+
 // mcpEnv is an MCP endpoint of a real runtime behind httptest.NewServer.
 type mcpEnv struct {
 	t   *testing.T
@@ -317,8 +322,7 @@ type sseStream struct {
 	mu    sync.Mutex // guards the fields below
 	lines []string
 
-	done  chan struct{} // closed when the body ended (EOF or error)
-	ended time.Time     // when; set before done is closed
+	done chan struct{} // closed when the body ended (EOF or error)
 }
 
 // openStream sends GET with headers h and, on 200, starts reading the
@@ -330,7 +334,7 @@ func (e *mcpEnv) openStream(h http.Header) (*sseStream, *httpResult) {
 }
 
 // openSSE sends req; on 200 text/event-stream it returns the stream. It
-// waits at most 5 s for the answer's headers.
+// waits at most hangAfter for the answer's headers.
 func (e *mcpEnv) openSSE(req *http.Request) (*sseStream, *httpResult) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(req.Context())
@@ -354,10 +358,10 @@ func (e *mcpEnv) openSSE(req *http.Request) (*sseStream, *httpResult) {
 		}
 		resp = a.resp
 		e.t.Cleanup(func() { resp.Body.Close() })
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangAfter):
 		cancel()
 		<-ch
-		e.t.Fatalf("%s %s: no answer after 5s", req.Method, req.URL)
+		e.t.Fatalf("%s %s: no answer after %v", req.Method, req.URL, hangAfter)
 	}
 	res := &httpResult{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -392,7 +396,6 @@ func (s *sseStream) read() {
 		s.lines = append(s.lines, sc.Text())
 		s.mu.Unlock()
 	}
-	s.ended = time.Now()
 	close(s.done)
 }
 
@@ -417,19 +420,18 @@ func (s *sseStream) isOpen() bool {
 	}
 }
 
-// wantEndWithin requires that the stream ends within d of since (the
-// return of the call that should end it).
-func (s *sseStream) wantEndWithin(t *testing.T, what string, since time.Time, d time.Duration) {
+// wantEnd requires that the stream ends, with nothing more from the test:
+// the call that should end it has returned. How soon is not measured (the
+// server tells the stream inside that call: a revocation's commit hook
+// calls the liveness monitor's watchers before the write returns, which
+// internal/liveness's TestRevocationFiresInTheWrite checks); the wait only
+// detects a hang.
+func (s *sseStream) wantEnd(t *testing.T, what string) {
 	t.Helper()
-	timer := time.NewTimer(time.Until(since.Add(d)))
-	defer timer.Stop()
 	select {
 	case <-s.done:
-		if late := s.ended.Sub(since); late > d {
-			t.Fatalf("%s: stream ended %v after the call returned, want within %v", what, late, d)
-		}
-	case <-timer.C:
-		t.Fatalf("%s: stream still open %v after the call returned", what, d)
+	case <-time.After(hangAfter):
+		t.Fatalf("%s: stream still open %v after the call returned", what, hangAfter)
 	}
 }
 
@@ -513,7 +515,7 @@ func (b *blockingTool) waitStarted(t *testing.T, what string) {
 	t.Helper()
 	select {
 	case <-b.started:
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangAfter):
 		t.Fatalf("%s: tool never started", what)
 	}
 }
@@ -526,8 +528,8 @@ func (b *blockingTool) wantCancelled(t *testing.T, what string) {
 		if err != context.Canceled {
 			t.Fatalf("%s: tool ctx.Err() = %v, want context.Canceled", what, err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: tool context not cancelled after 5s", what)
+	case <-time.After(hangAfter):
+		t.Fatalf("%s: tool context not cancelled after %v", what, hangAfter)
 	}
 }
 
@@ -570,7 +572,7 @@ func (e *mcpEnv) asyncPost(tok, sid, body string) *pendingPost {
 	t.Cleanup(func() {
 		select {
 		case <-p.done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(hangAfter):
 			t.Errorf("POST %s still pending at cleanup", body)
 		}
 	})
@@ -586,8 +588,8 @@ func (p *pendingPost) await(t *testing.T, what string) *httpResult {
 			t.Fatalf("%s: request failed", what)
 		}
 		return p.res
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: no answer after 5s", what)
+	case <-time.After(hangAfter):
+		t.Fatalf("%s: no answer after %v", what, hangAfter)
 	}
 	return nil
 }

@@ -548,14 +548,19 @@ func TestHTTPStatusConcurrentInitializeCap(t *testing.T) {
 
 // TestHTTPStatusIdleTimeout: a session with nothing open for IdleTimeout
 // is evicted (its id then 404s); an open stream or a call in flight keeps
-// one alive, and it is evicted once they end.
+// one alive, and it is evicted once they end. The clock is fake, so no
+// session goes idle while the test sets up, however slow the machine (on
+// the real clock, 200 ms between an initialize and its stream or call could
+// evict it); the sweep wakes on real time and reads the clock.
 func TestHTTPStatusIdleTimeout(t *testing.T) {
-	rt := quietRuntime(t, mcpruntime.Config{})
+	const idleAfter = 200 * time.Millisecond
+	clk := newFakeClock()
+	rt := quietRuntime(t, mcpruntime.Config{Now: clk.Now})
 	registerInproc(t, rt, "A")
 	createThreads(t, rt, "T")
 	_, tok := openMinted(t, rt, "T", "A")
 	tool := registerBlockingTool(t, rt, "block", false)
-	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{IdleTimeout: 200 * time.Millisecond})
+	e := newMCPEnv(t, rt, mcpruntime.MCPOptions{IdleTimeout: idleAfter})
 
 	streamed := e.initialize(tok)
 	st := e.stream(tok, streamed)
@@ -564,21 +569,33 @@ func TestHTTPStatusIdleTimeout(t *testing.T) {
 	tool.waitStarted(t, "blocking call")
 	idle := e.initialize(tok)
 
+	clk.Advance(idleAfter)
 	waitSessionGone(t, rt, "idle session", idle)
 	wantStatus(t, "ping the evicted idle session", e.post(tok, idle, pingBody), http.StatusNotFound)
 	// A session started after that eviction going idle too means the busy
 	// ones have been past their timeout at least once.
 	sentinel := e.initialize(tok)
+	clk.Advance(idleAfter)
 	waitSessionGone(t, rt, "sentinel session", sentinel)
 	if !hasRecord(rt, streamed) || !hasRecord(rt, calling) || !st.isOpen() {
 		t.Fatalf("busy sessions evicted: streamed %v (stream open %v), calling %v", hasRecord(rt, streamed), st.isOpen(), hasRecord(rt, calling))
 	}
 
+	// A stream's or a call's end is its session's last activity, at a
+	// moment the test does not see: the clock moves on until the sweep
+	// finds the session idle.
+	idleUntilGone := func(what, sid string) {
+		t.Helper()
+		waitUntil(t, what+": session record removed", func() bool {
+			clk.Advance(idleAfter)
+			return !hasRecord(rt, sid)
+		})
+	}
 	st.close()
-	waitSessionGone(t, rt, "session whose stream closed", streamed)
+	idleUntilGone("session whose stream closed", streamed)
 	wantStatus(t, "cancel the call", e.post(tok, calling, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow"}}`), http.StatusAccepted)
 	tool.wantCancelled(t, "blocking call")
 	call.await(t, "blocking call")
-	waitSessionGone(t, rt, "session whose call ended", calling)
+	idleUntilGone("session whose call ended", calling)
 	waitUntil(t, "session count back to 0", func() bool { return e.srv.Sessions() == 0 })
 }

@@ -13,10 +13,6 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// streamCloseWithin is SPEC §3's bound: an open stream of a revoked
-// credential closes within 1 s of the revoking call's return.
-const streamCloseWithin = time.Second
-
 // revocation is a way to end a token: setup returns the token and the call
 // that revokes it; sessionEnds says whether its MCP sessions end too (a
 // refresh with revokePrevious keeps the grant's namespace live).
@@ -88,8 +84,10 @@ func (b *bystander) check(t *testing.T, e *mcpEnv) {
 }
 
 // TestHTTPStreamClosesOnRevoke: the standalone stream opened under a token
-// ends within 1 s of the call that revokes the token returning, for every
-// way of revoking one; other principals' streams stay open.
+// ends once the call that revokes the token returned, for every way of
+// revoking one (SPEC §3: within 1 s; the server tells it inside the call,
+// see wantEnd); other principals' streams stay open. Keep-alives come every
+// 25 s and nothing else is sent: only the revocation can end the stream.
 func TestHTTPStreamClosesOnRevoke(t *testing.T) {
 	for _, test := range revocations() {
 		t.Run(test.name, func(t *testing.T) {
@@ -103,8 +101,7 @@ func TestHTTPStreamClosesOnRevoke(t *testing.T) {
 			st := e.stream(tok, sid)
 
 			noErr(t, revoke())
-			returned := time.Now()
-			st.wantEndWithin(t, test.name, returned, streamCloseWithin)
+			st.wantEnd(t, test.name)
 			if test.sessionEnds {
 				waitSessionGone(t, rt, test.name, sid)
 			} else if !hasRecord(rt, sid) {
@@ -117,7 +114,7 @@ func TestHTTPStreamClosesOnRevoke(t *testing.T) {
 
 // TestHTTPStreamProgressResponseClosesOnRevoke: a tools/call answered as
 // an event stream is a stream opened under the caller's token too: it ends
-// within 1 s of the revocation, and the call's context is cancelled.
+// once the revocation returned, and the call's context is cancelled.
 func TestHTTPStreamProgressResponseClosesOnRevoke(t *testing.T) {
 	for _, test := range revocations() {
 		t.Run(test.name, func(t *testing.T) {
@@ -138,8 +135,7 @@ func TestHTTPStreamProgressResponseClosesOnRevoke(t *testing.T) {
 			})
 
 			noErr(t, revoke())
-			returned := time.Now()
-			st.wantEndWithin(t, test.name, returned, streamCloseWithin)
+			st.wantEnd(t, test.name)
 			tool.wantCancelled(t, test.name)
 		})
 	}
@@ -155,7 +151,7 @@ func TestHTTPStreamDeleteEndsStream(t *testing.T) {
 	st := e.stream(ct.Token, sid)
 
 	wantStatus(t, "DELETE", e.del(ct.Token, sid), http.StatusNoContent)
-	st.wantEndWithin(t, "DELETE", time.Now(), streamCloseWithin)
+	st.wantEnd(t, "DELETE")
 	if _, res := e.openStream(getHeaders(ct.Token, sid)); res.Status != http.StatusNotFound {
 		t.Fatalf("GET after DELETE = %s, want 404", res)
 	}
@@ -377,12 +373,15 @@ func TestHTTPStreamConcurrentCallsOnOneSession(t *testing.T) {
 }
 
 // TestHTTPStreamClosesOnExpiry: a credential that expires (no turn within
-// its liveness window) closes the streams opened under it within 1 s of
-// its expiry, with no request and no revoke call to trigger it, and the
-// session, whose namespace has no live credential left, ends.
+// its liveness window) closes the streams opened under it, with no request
+// and no revoke call to trigger it, and the session, whose namespace has no
+// live credential left, ends. The clock is fake, so the credential cannot
+// expire while the test sets up, however slow the machine; the liveness
+// monitor's timer wakes on real time, a window apart, and reads the clock.
 func TestHTTPStreamClosesOnExpiry(t *testing.T) {
-	const window = 400 * time.Millisecond
-	rt := quietRuntime(t, mcpruntime.Config{CredentialWindow: window})
+	const window = 50 * time.Millisecond
+	clk := newFakeClock()
+	rt := quietRuntime(t, mcpruntime.Config{Now: clk.Now, CredentialWindow: window})
 	registerInproc(t, rt, "A")
 	createThreads(t, rt, "T")
 	_, tok := openMinted(t, rt, "T", "A")
@@ -391,10 +390,13 @@ func TestHTTPStreamClosesOnExpiry(t *testing.T) {
 	sid := e.initialize(tok)
 	st := e.stream(tok, sid)
 
-	st.wantEndWithin(t, "expiry", p.Expires, streamCloseWithin)
-	if st.ended.Before(p.Expires) {
-		t.Fatalf("stream ended at %v, before its credential expired at %v", st.ended, p.Expires)
+	clk.Advance(p.Expires.Sub(clk.Now()) - time.Nanosecond)
+	e.wantPing("a nanosecond before the expiry", tok, sid)
+	if !st.isOpen() {
+		t.Fatal("stream ended before its credential expired")
 	}
+	clk.Advance(time.Nanosecond)
+	st.wantEnd(t, "expiry")
 	waitSessionGone(t, rt, "expiry", sid)
 	want401(t, "request after expiry", e.post(tok, sid, `{"jsonrpc":"2.0","id":1,"method":"ping"}`), `Bearer error="invalid_token"`)
 }
@@ -429,7 +431,7 @@ func TestHTTPStreamCloseStreamsKeepsCalls(t *testing.T) {
 	<-started
 
 	e.srv.CloseStreams()
-	st.wantEndWithin(t, "CloseStreams", time.Now(), streamCloseWithin)
+	st.wantEnd(t, "CloseStreams")
 	if got := e.do(http.MethodPost, mcpHeaders(tok, ""), initBody("2025-11-25")); got.Status != http.StatusServiceUnavailable {
 		t.Fatalf("initialize while draining = %d, want 503", got.Status)
 	}

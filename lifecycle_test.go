@@ -109,14 +109,14 @@ func assertReason(t *testing.T, rt *mcpruntime.Runtime, what, tok, want string) 
 	}
 }
 
-// waitUntil polls cond until it holds, for at most 5 s: for asynchronous
-// effects such as a driver reporting a session's death.
+// waitUntil polls cond until it holds, for at most hangAfter: for
+// asynchronous effects such as a driver reporting a session's death.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(hangAfter)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after 5s", what)
+			t.Fatalf("%s: not after %v", what, hangAfter)
 		}
 		time.Sleep(time.Millisecond)
 	}

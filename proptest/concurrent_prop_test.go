@@ -32,7 +32,9 @@ import (
 // tool call, the tool's answer is the model's at that place: a mutation
 // whose caller was revoked in between is refused, invariant 6); a 404 is
 // also explained when the session ended (DELETE, or its owner's
-// revocation) between admission and dispatch.
+// revocation) between admission and dispatch, and a call whose session
+// ended under it gets that 404 too, so a post answered 404 may have
+// happened: the runtime's thread shows whether it did.
 //
 // Batches favour the races SPEC §6 cares about: most HTTP operations of a
 // batch share one focus token and session, and the lifecycle operations aim
@@ -572,6 +574,20 @@ func (h *httpMachine) httpOp(desc, kind, method string, who caller, sid string, 
 				}
 				return ""
 			case http.StatusNotFound:
+				if kind == "post" && op.deleteRacing && admittedBefore && h.posted(text) {
+					// A call whose session ended under it (a DELETE or a
+					// revocation of the batch) gets the session's 404
+					// whether or not its tool ran to the end (SPEC §5.2):
+					// the runtime's thread shows the post happened, so it
+					// happened here, if the model lets it.
+					if c == nil {
+						c = cur.m.credOf(who.token)
+					}
+					if out := tool(cur, c); out.isError {
+						return "a post answered 404 happened though the model refuses it"
+					}
+					return ""
+				}
 				if now == http.StatusNotFound || (admittedBefore && gone) {
 					return ""
 				}

@@ -46,7 +46,7 @@ const (
 	unknownRun       = "run_00000000000000000000000000000000"
 	// waitTimeout bounds the wait for the asynchronous effect of a driver
 	// death. It is a deadline for a poll, not a threshold on speed.
-	waitTimeout = 10 * time.Second
+	waitTimeout = time.Minute
 )
 
 var (

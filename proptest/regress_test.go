@@ -200,7 +200,7 @@ func TestConcurrentRevokeClientIsUnknownNotDeadLetter(t *testing.T) {
 func TestCallRacingDeleteIsNotFoundNotBusy(t *testing.T) {
 	ctx := context.Background()
 	rt, _ := newRegressRuntime(t)
-	srv, err := rt.MCPHandler(mcpruntime.MCPOptions{MaxSessionsPerNamespace: 1 << 20, ActorTimeout: time.Second})
+	srv, err := rt.MCPHandler(mcpruntime.MCPOptions{MaxSessionsPerNamespace: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ func TestMain(m *testing.M) {
 }
 
 // timeout bounds every request a test makes; it is never a threshold that
-// a correct implementation could exceed.
-const timeout = 2 * time.Second
+// a correct implementation could exceed, however busy the machine.
+const timeout = 30 * time.Second
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 

@@ -125,8 +125,8 @@ func startServe(t *testing.T, env map[string]string, args ...string) (mcpAddr, a
 		cancel()
 		select {
 		case code = <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("serve did not stop within 30s; logs:\n%s", logs)
+		case <-time.After(2 * time.Minute): // detects a hang only
+			t.Fatalf("serve did not stop; logs:\n%s", logs)
 		}
 		return code
 	}
@@ -136,8 +136,8 @@ func startServe(t *testing.T, env map[string]string, args ...string) (mcpAddr, a
 		return a.mcp, a.admin, logs, stop
 	case code := <-done:
 		t.Fatalf("serve exited %d before it was ready; logs:\n%s", code, logs)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve not ready within 30s; logs:\n%s", logs)
+	case <-time.After(2 * time.Minute): // detects a hang only
+		t.Fatalf("serve not ready; logs:\n%s", logs)
 	}
 	return
 }
@@ -157,12 +157,14 @@ func httpGet(t *testing.T, url string) (int, string) {
 
 // TestServeEndToEnd starts serve in-process, drives the admin API through
 // the CLI, talks MCP with the minted credential, then shuts down and
-// checks that the shutdown was graceful and left nothing behind.
+// checks that the shutdown was graceful and left nothing behind. The grace
+// is an hour: a shutdown that waited for its deadline (an open stream
+// holding it up) would hang, not just take a little longer.
 func TestServeEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "run", "admin-token")
 	mcpAddr, adminAddr, logs, stop := startServe(t, map[string]string{},
-		"--admin-token-file", tokenFile, "--no-demo", "--log-level", "debug")
+		"--admin-token-file", tokenFile, "--no-demo", "--log-level", "debug", "--shutdown-grace", "1h")
 
 	// The admin token: generated, in a 0600 file whose path is logged.
 	fi, err := os.Stat(tokenFile)
@@ -251,16 +253,15 @@ func TestServeEndToEnd(t *testing.T) {
 		streamDone <- err
 	}()
 
-	start := time.Now()
 	if code := stop(); code != 0 {
 		t.Fatalf("serve exited %d; logs:\n%s", code, logs)
 	}
-	if d := time.Since(start); d > 8*time.Second {
-		t.Errorf("shutdown took %v, longer than the grace", d)
+	if strings.Contains(logs.String(), "shutdown deadline passed") {
+		t.Errorf("the shutdown waited for its deadline; logs:\n%s", logs)
 	}
 	select {
 	case <-streamDone:
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute): // detects a hang only
 		t.Error("SSE stream still open after shutdown")
 	}
 	if _, err := os.Stat(tokenFile); !errors.Is(err, os.ErrNotExist) {
@@ -415,8 +416,8 @@ func TestBinarySIGTERM(t *testing.T) {
 	case ready = <-readyc:
 	case err := <-exited:
 		t.Fatalf("exited before ready: %v\n%s", err, logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("not ready within 30s:\n%s", logs.String())
+	case <-time.After(2 * time.Minute): // detects a hang only
+		t.Fatalf("not ready:\n%s", logs.String())
 	}
 	mcpURL, _ := ready["mcp"].(string)
 	adminURL := strings.TrimSuffix(ready["admin"].(string), "/admin/v1/")
@@ -450,8 +451,8 @@ func TestBinarySIGTERM(t *testing.T) {
 		if err != nil {
 			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no exit within 30s of SIGTERM:\n%s", logs.String())
+	case <-time.After(2 * time.Minute): // detects a hang only
+		t.Fatalf("no exit after SIGTERM:\n%s", logs.String())
 	}
 	if !strings.Contains(logs.String(), `"msg":"shut down"`) {
 		t.Errorf("no clean shutdown logged:\n%s", logs.String())

@@ -11,8 +11,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// Timeout bounds every request a test makes to an actor.
-const Timeout = 2 * time.Second
+// Timeout bounds every request a test makes to an actor. It only detects a
+// hang: a correct actor answers long before it, however busy the machine.
+const Timeout = 30 * time.Second
 
 // Clock is a fake clock that only moves when told to. Safe for concurrent use.
 type Clock struct {
