@@ -266,10 +266,7 @@ func (r *Runtime) Mutate(ctx context.Context, caller Principal, threadID string,
 		return nil, err
 	}
 	res, err := ask[*thread.MutateResult](ctx, r, pid, &thread.Mutate{
-		Caller: thread.Caller{
-			Kind: caller.Kind, CredentialID: caller.CredentialID, Namespace: caller.Namespace,
-			Thread: caller.Thread, Instance: caller.Instance, Access: caller.Access,
-		},
+		Caller: caller,
 		Effect: effect,
 	}, r.cfg.ActorTimeout)
 	if err != nil {

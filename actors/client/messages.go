@@ -1,14 +1,13 @@
 package client
 
 import (
-	"errors"
-
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
 // ErrNotFound is returned once a grant is revoked (its actor answers this
 // until it has stopped).
-var ErrNotFound = errors.New("unknown client grant")
+var ErrNotFound = fault.ErrUnknownClient
 
 // Message is the client-grant actor's protocol.
 type Message interface{ clientMessage() }

@@ -1,21 +1,21 @@
 package provider
 
 import (
-	"errors"
-
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// Errors returned in the provider actor's replies.
+// Errors returned in the provider actor's replies, defined once in
+// internal/fault.
 var (
 	// ErrUnknownSession is returned for a provider session id that is not
 	// open on this instance.
-	ErrUnknownSession = errors.New("unknown provider session")
+	ErrUnknownSession = fault.ErrUnknownProviderSession
 	// ErrExclusive is returned when a thread is attached to an exclusive
 	// session that already serves another thread.
-	ErrExclusive = errors.New("provider session serves another thread")
+	ErrExclusive = fault.ErrExclusiveSession
 	// ErrStopping is returned once the instance is shutting down.
-	ErrStopping = errors.New("provider instance stopping")
+	ErrStopping = fault.ErrInstanceStopping
 )
 
 // Close reasons, in SessionClosed events and memdb.ProviderSession.CloseReason.

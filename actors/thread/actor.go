@@ -16,9 +16,6 @@ import (
 // MaxMessageBytes bounds the text of one posted message.
 const MaxMessageBytes = 64 << 10
 
-// ErrInvalidMessage is returned for an empty, non-UTF-8 or oversized message.
-var ErrInvalidMessage = errors.New("invalid message text")
-
 // Config configures one thread actor.
 type Config struct {
 	ID       string

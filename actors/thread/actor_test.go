@@ -15,6 +15,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -579,7 +580,7 @@ func TestTouchAndExpiry(t *testing.T) {
 	}
 	check("after touching an expired credential", t0.Add(80*time.Minute), t0.Add(140*time.Minute))
 
-	caller := thread.Caller{Kind: memdb.KindProvider, CredentialID: first.CredentialID, Namespace: "cred:" + first.CredentialID, Thread: "T", Instance: "a"}
+	caller := principal.Principal{Kind: memdb.KindProvider, CredentialID: first.CredentialID, Namespace: "cred:" + first.CredentialID, Thread: "T", Instance: "a"}
 	r := actortest.Ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: "late"}})
 	if !errors.Is(r.Err, thread.ErrNotLive) {
 		t.Errorf("Mutate with an expired credential during run %s = %v, want ErrNotLive", run, r.Err)
@@ -643,18 +644,18 @@ func TestMutate(t *testing.T) {
 		}
 		return nil
 	})
-	providerCaller := func(cred, instance string) thread.Caller {
-		return thread.Caller{Kind: memdb.KindProvider, CredentialID: cred, Namespace: "cred:" + cred, Thread: "T", Instance: instance}
+	providerCaller := func(cred, instance string) principal.Principal {
+		return principal.Principal{Kind: memdb.KindProvider, CredentialID: cred, Namespace: "cred:" + cred, Thread: "T", Instance: instance}
 	}
-	clientCaller := func(id, access string) thread.Caller {
-		return thread.Caller{Kind: memdb.KindClient, CredentialID: id, Namespace: "client:g_" + id, Access: access}
+	clientCaller := func(id, access string) principal.Principal {
+		return principal.Principal{Kind: memdb.KindClient, CredentialID: id, Namespace: "client:g_" + id, Access: access}
 	}
 	live := providerCaller(ra.CredentialID, "a")
 
 	tests := []struct {
 		name    string
 		target  *actor.PID
-		caller  thread.Caller
+		caller  principal.Principal
 		text    string
 		wantErr error
 	}{
@@ -697,7 +698,7 @@ func TestMutate(t *testing.T) {
 		})
 	}
 
-	post := func(target *actor.PID, c thread.Caller) error {
+	post := func(target *actor.PID, c principal.Principal) error {
 		t.Helper()
 		return actortest.Ask[*thread.MutateResult](t, e.root, target, &thread.Mutate{Caller: c, Effect: &thread.AppendMessage{Text: "x"}}).Err
 	}
@@ -741,7 +742,7 @@ func TestMutateMessageLogBounded(t *testing.T) {
 	pid := e.spawnThread("T", "a")
 	res := e.mustOpen(pid, "a")
 	e.startRun(pid, "a")
-	caller := thread.Caller{Kind: memdb.KindProvider, CredentialID: res.CredentialID, Namespace: "cred:" + res.CredentialID, Thread: "T", Instance: "a"}
+	caller := principal.Principal{Kind: memdb.KindProvider, CredentialID: res.CredentialID, Namespace: "cred:" + res.CredentialID, Thread: "T", Instance: "a"}
 
 	for i := range 5 {
 		r := actortest.Ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: fmt.Sprint("m", i)}})
@@ -831,7 +832,7 @@ func TestArchive(t *testing.T) {
 		&thread.StartRun{Instance: "a"},
 		&thread.EndRun{},
 		&thread.Touch{},
-		&thread.Mutate{Caller: thread.Caller{CredentialID: ra.CredentialID}, Effect: &thread.AppendMessage{Text: "x"}},
+		&thread.Mutate{Caller: principal.Principal{CredentialID: ra.CredentialID}, Effect: &thread.AppendMessage{Text: "x"}},
 	}
 	for _, msg := range refused {
 		res, err := e.root.RequestFuture(pid, msg, timeout).Result()

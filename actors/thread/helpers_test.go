@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/principal"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
@@ -301,7 +302,7 @@ func everyMessage() []thread.Message {
 		&thread.StartRun{Instance: "a"},
 		&thread.EndRun{},
 		&thread.Touch{},
-		&thread.Mutate{Caller: thread.Caller{CredentialID: "cred_x"}, Effect: &thread.AppendMessage{Text: "x"}},
+		&thread.Mutate{Caller: principal.Principal{CredentialID: "cred_x"}, Effect: &thread.AppendMessage{Text: "x"}},
 		&thread.Detach{},
 		&thread.Archive{},
 		&thread.Delete{},

@@ -1,40 +1,44 @@
 package thread
 
 import (
-	"errors"
 	"time"
 
+	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// Errors carried by the thread actor's replies. Each says when it is
-// returned; callers branch on them with errors.Is.
+// Errors carried by the thread actor's replies, defined once in
+// internal/fault. Each says when it is returned; callers branch on them
+// with errors.Is.
 var (
 	// ErrNotFound: the thread does not exist (never created, or deleted).
-	ErrNotFound = errors.New("unknown thread")
+	ErrNotFound = fault.ErrUnknownThread
 	// ErrArchived: the thread is archived; it can be read, not changed.
-	ErrArchived = errors.New("thread archived")
+	ErrArchived = fault.ErrArchivedThread
 	// ErrUnknownInstance: the provider instance is not registered.
-	ErrUnknownInstance = errors.New("unknown provider instance")
+	ErrUnknownInstance = fault.ErrUnknownInstance
 	// ErrNotCurrent: a run was started for an instance that is not the
 	// thread's current one.
-	ErrNotCurrent = errors.New("instance is not the thread's current provider")
+	ErrNotCurrent = fault.ErrNotCurrentInstance
 	// ErrRunActive: a run was started while another is active.
-	ErrRunActive = errors.New("thread already has an active run")
+	ErrRunActive = fault.ErrRunActive
 	// ErrNoRun: the thread has no active run (or not the one named).
-	ErrNoRun = errors.New("thread has no such active run")
+	ErrNoRun = fault.ErrNoRun
 	// ErrBusy: a provider session for the same (thread, instance) is being
 	// opened; retry once it has.
-	ErrBusy = errors.New("provider session open in progress")
+	ErrBusy = fault.ErrBusy
 	// ErrNotLive: the caller is not a live caller of the thread: its
 	// credential is not live, or its instance does not own the thread's
 	// active run (SPEC §4, code parent_not_active).
-	ErrNotLive = errors.New("caller does not own an active run")
+	ErrNotLive = fault.ErrNotLive
 	// ErrReadOnly: a read-only client grant attempted a mutation.
-	ErrReadOnly = errors.New("read-only client grant")
+	ErrReadOnly = fault.ErrReadOnly
 	// ErrCredentialRequired: the operation needs a provider credential with a
 	// thread scope, and the caller has none (code thread_credential_required).
-	ErrCredentialRequired = errors.New("thread credential required")
+	ErrCredentialRequired = fault.ErrCredentialRequired
+	// ErrInvalidMessage: an empty, non-UTF-8 or oversized message text.
+	ErrInvalidMessage = fault.ErrInvalidMessage
 )
 
 // Revocation reasons recorded on credentials.
@@ -51,16 +55,6 @@ const (
 
 // Message is the thread actor's protocol.
 type Message interface{ threadMessage() }
-
-// Caller is a verified principal, as authentication produced it.
-type Caller struct {
-	Kind         string // memdb.KindProvider or memdb.KindClient
-	CredentialID string
-	Namespace    string
-	Thread       string // provider credentials only
-	Instance     string // provider credentials only
-	Access       string // client grants only
-}
 
 // OpenProviderSession prepares the credential of (thread, Instance) and
 // opens a provider session with it, or returns the live session the pair
@@ -194,7 +188,7 @@ type TouchResult struct {
 // thread, in one store transaction: nothing that ends the caller's run can
 // land between the check and the effect. Answered by *MutateResult.
 type Mutate struct {
-	Caller Caller
+	Caller principal.Principal
 	Effect Effect
 }
 
@@ -209,7 +203,7 @@ type MutateResult struct {
 // and must not block. It changes t in place; t is written back if Apply
 // returns nil.
 type Effect interface {
-	Apply(w *memdb.Writer, t *memdb.Thread, now time.Time, c Caller) (any, error)
+	Apply(w *memdb.Writer, t *memdb.Thread, now time.Time, c principal.Principal) (any, error)
 }
 
 // AppendMessage is the effect of thread_post: it appends a message to the

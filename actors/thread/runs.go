@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -142,7 +143,7 @@ func (a *threadActor) mutate(msg *Mutate) (any, error) {
 
 // checkLive decides from the store, inside the write transaction, whether
 // c may mutate: what the caller claims is not trusted, its credential row is.
-func checkLive(w *memdb.Writer, c Caller, now time.Time) error {
+func checkLive(w *memdb.Writer, c principal.Principal, now time.Time) error {
 	cred, err := w.Credential(nil, c.CredentialID)
 	if err != nil || !cred.LiveAt(now) {
 		return fmt.Errorf("credential %s: %w", c.CredentialID, ErrNotLive)
@@ -164,7 +165,7 @@ func checkLive(w *memdb.Writer, c Caller, now time.Time) error {
 }
 
 // Apply appends the message to t's log.
-func (m *AppendMessage) Apply(_ *memdb.Writer, t *memdb.Thread, now time.Time, c Caller) (any, error) {
+func (m *AppendMessage) Apply(_ *memdb.Writer, t *memdb.Thread, now time.Time, c principal.Principal) (any, error) {
 	if m.Text == "" || len(m.Text) > MaxMessageBytes || !utf8.ValidString(m.Text) {
 		return nil, fmt.Errorf("message of %d bytes: %w", len(m.Text), ErrInvalidMessage)
 	}
