@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/agenthost/mcpruntime/internal/credential"
 )
 
 // The built-in tools of SPEC §4. Hosts add their own with RegisterTool.
@@ -81,8 +83,7 @@ func (r *Runtime) liveFor(a Access, c Principal) bool {
 	if a != AccessMutate || !c.Provider() {
 		return true
 	}
-	t, err := r.store.Read().Thread(nil, c.Thread)
-	return err == nil && t.Status == "active" && t.Run != nil && t.Run.Instance == c.Instance
+	return credential.CheckLive(r.store.Read(), c, r.cfg.Now()) == nil
 }
 
 func nonNil(s []string) []string {

@@ -1,6 +1,7 @@
 package mcpruntime
 
 import (
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/fault"
 )
 
@@ -79,21 +80,12 @@ var (
 
 // Authentication failure reasons, in AuthError.Reason.
 const (
-	AuthMalformed = "malformed" // not shaped like a token this runtime mints
-	AuthUnknown   = "unknown"   // no credential has this token
-	AuthRevoked   = "revoked"
-	AuthExpired   = "expired"
+	AuthMalformed = credential.AuthMalformed // not shaped like a token this runtime mints
+	AuthUnknown   = credential.AuthUnknown   // no credential has this token
+	AuthRevoked   = credential.AuthRevoked
+	AuthExpired   = credential.AuthExpired
 )
 
-// AuthError is returned by Authenticate. It matches ErrUnauthenticated.
-type AuthError struct {
-	Reason string
-}
-
-func (e *AuthError) Error() string { return "unauthenticated: " + e.Reason + " token" }
-
-// AuthReason returns Reason, for the transport's metrics.
-func (e *AuthError) AuthReason() string { return e.Reason }
-
-// Is makes errors.Is(err, ErrUnauthenticated) true.
-func (e *AuthError) Is(target error) bool { return target == ErrUnauthenticated }
+// AuthError is returned by Authenticate. It matches ErrUnauthenticated;
+// AuthReason returns its reason, for the endpoint's metrics.
+type AuthError = credential.AuthError

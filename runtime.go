@@ -14,7 +14,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/provider/execdriver"
 	"github.com/agenthost/mcpruntime/actors/thread"
-	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
 )
@@ -160,7 +160,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		}
 	}
 	// Revocation first: from here on no token authenticates.
-	wait(threads, &thread.RevokeAll{Reason: thread.ReasonShutdown}, r.cfg.ActorTimeout)
+	wait(threads, &thread.RevokeAll{Reason: credential.ReasonShutdown}, r.cfg.ActorTimeout)
 	wait(clients, &client.Revoke{}, r.cfg.ActorTimeout)
 	// Then the provider sessions; CloseAll answers once they have stopped,
 	// at the latest shortly after the deadline cancelled their drivers.
@@ -193,26 +193,10 @@ func (r *Runtime) checkOpen() error {
 
 // Authenticate resolves a bearer token to its principal: a shape check,
 // one hash, one lock-free store read, and a liveness check against the
-// clock. It is what the transport calls on every request. Failures are
-// *AuthError values matching ErrUnauthenticated.
+// clock (internal/credential). It is what the transport calls on every
+// request. Failures are *AuthError values matching ErrUnauthenticated.
 func (r *Runtime) Authenticate(tok string) (Principal, error) {
-	if !token.Valid(tok) {
-		return Principal{}, &AuthError{Reason: AuthMalformed}
-	}
-	c, err := r.store.Read().CredentialByTokenHash(nil, token.Hash(tok))
-	if err != nil {
-		return Principal{}, &AuthError{Reason: AuthUnknown}
-	}
-	if c.State != memdb.StateLive {
-		if c.RevokeReason == thread.ReasonExpired {
-			return Principal{}, &AuthError{Reason: AuthExpired}
-		}
-		return Principal{}, &AuthError{Reason: AuthRevoked}
-	}
-	if !c.LiveAt(r.cfg.Now()) {
-		return Principal{}, &AuthError{Reason: AuthExpired}
-	}
-	return principalFromRecord(c), nil
+	return credential.Authenticate(r.store.Read(), tok, r.cfg.Now())
 }
 
 // Stats is a snapshot of what the runtime holds, for metrics and for leak

@@ -2,7 +2,6 @@ package mcpruntime
 
 import (
 	"encoding/json"
-	"slices"
 	"time"
 
 	"github.com/agenthost/mcpruntime/internal/principal"
@@ -98,18 +97,4 @@ func threadFromRecord(t *memdb.Thread) Thread {
 
 func messageFromRecord(m memdb.Message) Message {
 	return Message{Seq: m.Seq, Text: m.Text, Author: m.Author, Instance: m.Instance, At: m.At}
-}
-
-func principalFromRecord(c *memdb.Credential) Principal {
-	return Principal{
-		Kind:         c.Kind,
-		Namespace:    c.Namespace,
-		CredentialID: c.ID,
-		Thread:       c.Thread,
-		Instance:     c.Instance,
-		Client:       c.Client,
-		Access:       c.Access,
-		Capabilities: slices.Clone(c.Capabilities),
-		Expires:      c.Expires,
-	}
 }

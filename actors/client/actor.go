@@ -7,7 +7,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -27,7 +28,7 @@ type Config struct {
 }
 
 // Namespace returns the namespace shared by every token of grant id.
-func Namespace(id string) string { return "client:" + id }
+func Namespace(id string) string { return principal.ClientNamespace(id) }
 
 // Props returns the props of a client-grant actor.
 func Props(cfg Config) *actor.Props {
@@ -98,40 +99,21 @@ func (a *grantActor) issue(revokePrevious bool) (tok, id string, err error) {
 		if err != nil {
 			return err
 		}
-		for _, c := range olds {
-			switch {
-			case c.State != memdb.StateLive:
-			case !c.LiveAt(now):
-				c.State, c.RevokeReason, c.Revoked = memdb.StateRevoked, "expired", now
-			case revokePrevious:
-				c.State, c.RevokeReason, c.Revoked = memdb.StateRevoked, "refreshed", now
-			default:
-				continue
-			}
-			if err := w.PutCredential(c); err != nil {
-				return err
-			}
+		// Expired tokens are marked so in the same go; with revokePrevious
+		// every earlier token goes (an expired one still records expired).
+		if revokePrevious {
+			_, err = credential.RevokeAll(w, olds, credential.ReasonRefreshed, now)
+		} else {
+			err = credential.RevokeExpired(w, olds, now)
 		}
-		var hash string
-		tok, hash = token.New()
-		id = token.NewID("ctok_")
-		c := &memdb.Credential{
-			ID:        id,
-			TokenHash: hash,
-			Kind:      memdb.KindClient,
-			Namespace: Namespace(a.cfg.ID),
-			Client:    a.cfg.ID,
-			Access:    a.cfg.Access,
-			Issued:    now,
-			LastLive:  now,
-			State:     memdb.StateLive,
-		}
-		if a.cfg.TTL > 0 {
-			c.Expires = now.Add(a.cfg.TTL)
-		}
-		if err := w.PutCredential(c); err != nil {
+		if err != nil {
 			return err
 		}
+		c, t, err := credential.IssueClient(w, a.cfg.ID, a.cfg.Access, now, a.cfg.TTL)
+		if err != nil {
+			return err
+		}
+		tok, id = t, c.ID
 		return a.prune(w)
 	})
 	if err != nil {
@@ -146,7 +128,7 @@ func (a *grantActor) prune(w *memdb.Writer) error {
 	if err != nil {
 		return err
 	}
-	return w.PruneRevoked(creds, a.cfg.RevokedKept)
+	return credential.Prune(w, creds, a.cfg.RevokedKept)
 }
 
 // revoke removes every token row and the grant in one transaction: a
@@ -159,13 +141,8 @@ func (a *grantActor) revoke() (int, error) {
 		if err != nil {
 			return err
 		}
-		for _, c := range creds {
-			if c.LiveAt(now) {
-				n++
-			}
-			if err := w.DeleteCredential(c.ID); err != nil {
-				return err
-			}
+		if n, err = credential.Delete(w, creds, now); err != nil {
+			return err
 		}
 		return w.DeleteClientGrant(a.cfg.ID)
 	})

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -211,70 +210,23 @@ func (a *threadActor) mintFor(p *pendingOpen, inst *memdb.Instance, now time.Tim
 	})
 }
 
-// revokePair revokes the live credentials of (thread, instance) other than
-// keep, with reason, and returns their ids. Credentials of other instances
-// are not touched.
-func (a *threadActor) revokePair(w *memdb.Writer, instance, keep, reason string, now time.Time) ([]string, error) {
-	olds, err := w.CredentialsByThreadInstance(nil, a.cfg.ID, instance)
-	if err != nil {
-		return nil, err
-	}
-	var revoked []string
-	for _, old := range olds {
-		if old.ID != keep && old.State == memdb.StateLive {
-			if err := a.revoke(w, old, reason, now); err != nil {
-				return nil, err
-			}
-			revoked = append(revoked, old.ID)
-		}
-	}
-	return revoked, nil
-}
-
-// mint creates a credential for (thread, inst). With a reason, the pair's
-// previous live credentials are revoked in the same transaction; without
-// one they are left for the caller to revoke once the new one is in use.
+// mint mints a credential for (thread, inst) through the ledger. With a
+// reason, the pair's previous live credentials are revoked in the same
+// transaction; without one they are left for the caller to revoke once the
+// new one is in use.
 func (a *threadActor) mint(w *memdb.Writer, inst *memdb.Instance, reason string, now time.Time) (*memdb.Credential, string, []string, error) {
 	var revoked []string
 	if reason != "" {
 		var err error
-		if revoked, err = a.revokePair(w, inst.ID, "", reason, now); err != nil {
+		if revoked, err = credential.RevokePair(w, a.cfg.ID, inst.ID, "", reason, now); err != nil {
 			return nil, "", nil, err
 		}
 	}
-	tok, hash := token.New()
-	id := token.NewID("cred_")
-	c := &memdb.Credential{
-		ID:           id,
-		TokenHash:    hash,
-		Kind:         memdb.KindProvider,
-		Namespace:    "cred:" + id,
-		Thread:       a.cfg.ID,
-		Instance:     inst.ID,
-		Capabilities: slices.Clone(inst.Capabilities),
-		Issued:       now,
-		LastLive:     now,
-		State:        memdb.StateLive,
-	}
-	if a.cfg.Window > 0 {
-		c.Expires = now.Add(a.cfg.Window)
-	}
-	if err := w.PutCredential(c); err != nil {
+	c, tok, err := credential.MintProvider(w, a.cfg.ID, inst.ID, inst.Capabilities, now, a.cfg.Window)
+	if err != nil {
 		return nil, "", nil, err
 	}
 	return c, tok, revoked, a.prune(w)
-}
-
-// revoke marks c revoked. An already revoked credential keeps its reason.
-func (a *threadActor) revoke(w *memdb.Writer, c *memdb.Credential, reason string, now time.Time) error {
-	if c.State != memdb.StateLive {
-		return nil
-	}
-	if !c.LiveAt(now) {
-		reason = ReasonExpired
-	}
-	c.State, c.RevokeReason, c.Revoked = memdb.StateRevoked, reason, now
-	return w.PutCredential(c)
 }
 
 // prune drops the oldest revoked credential rows beyond RevokedKept.
@@ -283,25 +235,7 @@ func (a *threadActor) prune(w *memdb.Writer) error {
 	if err != nil {
 		return err
 	}
-	return w.PruneRevoked(creds, a.cfg.RevokedKept)
-}
-
-// revokeAllTxn revokes every live credential of the thread.
-func (a *threadActor) revokeAllTxn(w *memdb.Writer, reason string, now time.Time) (int, error) {
-	creds, err := w.CredentialsByThread(nil, a.cfg.ID)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, c := range creds {
-		if c.State == memdb.StateLive {
-			if err := a.revoke(w, c, reason, now); err != nil {
-				return n, err
-			}
-			n++
-		}
-	}
-	return n, nil
+	return credential.Prune(w, creds, a.cfg.RevokedKept)
 }
 
 // gather waits for every future, without blocking the actor, and then calls

@@ -15,6 +15,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -218,8 +219,8 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 			t.Fatalf("OpenProviderSession(a) = %+v, want %v", res, boom)
 		}
 		got := e.pairCreds("T", "a")
-		if len(got) != 1 || got[0].State != memdb.StateRevoked || got[0].RevokeReason != thread.ReasonOpenFailed {
-			t.Errorf("(T, a) credentials after a failed open = %+v, want one revoked %q", got, thread.ReasonOpenFailed)
+		if len(got) != 1 || got[0].State != memdb.StateRevoked || got[0].RevokeReason != credential.ReasonOpenFailed {
+			t.Errorf("(T, a) credentials after a failed open = %+v, want one revoked %q", got, credential.ReasonOpenFailed)
 		}
 		if diff := cmp.Diff(before, e.cred(rb.CredentialID)); diff != "" {
 			t.Errorf("(T, b) credential changed (-before +after):\n%s", diff)
@@ -245,8 +246,8 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 			t.Errorf("credential minted before the failed open changed (-before +after):\n%s", diff)
 		}
 		for _, c := range e.pairCreds("T", "a") {
-			if c.ID != prev.CredentialID && (c.State != memdb.StateRevoked || c.RevokeReason != thread.ReasonOpenFailed) {
-				t.Errorf("credential minted by the failed open = %+v, want revoked %q", c, thread.ReasonOpenFailed)
+			if c.ID != prev.CredentialID && (c.State != memdb.StateRevoked || c.RevokeReason != credential.ReasonOpenFailed) {
+				t.Errorf("credential minted by the failed open = %+v, want revoked %q", c, credential.ReasonOpenFailed)
 			}
 		}
 	})
@@ -300,8 +301,8 @@ func TestOpenProviderSessionReplacesUnheldCredential(t *testing.T) {
 		t.Fatalf("OpenProviderSession = %+v, want a new credential", res)
 	}
 	old := e.cred(prev.CredentialID)
-	if old.State != memdb.StateRevoked || old.RevokeReason != thread.ReasonReplaced {
-		t.Errorf("previous credential = %+v, want revoked %q", old, thread.ReasonReplaced)
+	if old.State != memdb.StateRevoked || old.RevokeReason != credential.ReasonReplaced {
+		t.Errorf("previous credential = %+v, want revoked %q", old, credential.ReasonReplaced)
 	}
 	if c := e.cred(res.CredentialID); c.State != memdb.StateLive {
 		t.Errorf("new credential state = %q, want live", c.State)
@@ -382,8 +383,8 @@ func TestReleaseCredentials(t *testing.T) {
 		t.Errorf("ReleaseCredentials = %+v, want %s revoked", r, cred)
 	}
 	c := e.cred(cred)
-	if c.State != memdb.StateRevoked || c.RevokeReason != thread.ReasonReleased || !c.Revoked.Equal(t0.Add(time.Minute)) {
-		t.Errorf("released credential = %+v, want revoked %q at %v", c, thread.ReasonReleased, t0.Add(time.Minute))
+	if c.State != memdb.StateRevoked || c.RevokeReason != credential.ReasonReleased || !c.Revoked.Equal(t0.Add(time.Minute)) {
+		t.Errorf("released credential = %+v, want revoked %q at %v", c, credential.ReasonReleased, t0.Add(time.Minute))
 	}
 	// Another thread's credential is not this thread's to release.
 	if c := e.cred(credU); c.State != memdb.StateLive {
@@ -456,8 +457,8 @@ func TestRotate(t *testing.T) {
 	if c := e.cred(res.CredentialID); c.TokenHash != token.Hash(tok) || c.State != memdb.StateLive || c.Instance != "a" {
 		t.Errorf("rotated credential = %+v, want live, for a, hashing the returned token", c)
 	}
-	if old := e.cred(ra.CredentialID); old.State != memdb.StateRevoked || old.RevokeReason != thread.ReasonRotated {
-		t.Errorf("previous credential = %+v, want revoked %q", old, thread.ReasonRotated)
+	if old := e.cred(ra.CredentialID); old.State != memdb.StateRevoked || old.RevokeReason != credential.ReasonRotated {
+		t.Errorf("previous credential = %+v, want revoked %q", old, credential.ReasonRotated)
 	}
 	if diff := cmp.Diff(beforeB, e.cred(rb.CredentialID)); diff != "" {
 		t.Errorf("(T, b) credential changed by rotating a (-before +after):\n%s", diff)
@@ -591,8 +592,8 @@ func TestTouchAndExpiry(t *testing.T) {
 	if again.Reused || again.CredentialID == first.CredentialID || again.Authorization == "" {
 		t.Errorf("open after expiry = %+v, want a new credential", again)
 	}
-	if old := e.cred(first.CredentialID); old.State != memdb.StateRevoked || old.RevokeReason != thread.ReasonExpired {
-		t.Errorf("expired credential = %+v, want revoked %q", old, thread.ReasonExpired)
+	if old := e.cred(first.CredentialID); old.State != memdb.StateRevoked || old.RevokeReason != credential.ReasonExpired {
+		t.Errorf("expired credential = %+v, want revoked %q", old, credential.ReasonExpired)
 	}
 	if c := e.cred(again.CredentialID); !c.Expires.Equal(e.clock.Now().Add(time.Hour)) {
 		t.Errorf("new credential expires %v, want %v", c.Expires, e.clock.Now().Add(time.Hour))
@@ -635,7 +636,7 @@ func TestMutate(t *testing.T) {
 	e.write(func(w *memdb.Writer) error {
 		revoked := &memdb.Credential{
 			ID: "cred_revoked", TokenHash: token.Hash("revoked"), Kind: memdb.KindProvider, Namespace: "cred:cred_revoked",
-			Thread: "T", Instance: "a", Issued: t0, State: memdb.StateRevoked, RevokeReason: thread.ReasonRotated, Revoked: t0,
+			Thread: "T", Instance: "a", Issued: t0, State: memdb.StateRevoked, RevokeReason: credential.ReasonRotated, Revoked: t0,
 		}
 		for _, c := range []*memdb.Credential{clientCred("ro", memdb.AccessReadOnly), clientCred("rw", memdb.AccessReadWrite), revoked} {
 			if err := w.PutCredential(c); err != nil {
@@ -810,8 +811,8 @@ func TestArchive(t *testing.T) {
 		t.Errorf("Archive = %+v, want 3 revoked", r)
 	}
 	for _, c := range e.creds("T") {
-		if c.State != memdb.StateRevoked || c.RevokeReason != thread.ReasonArchived {
-			t.Errorf("credential of (T, %s) after archive = %s %q, want revoked %q", c.Instance, c.State, c.RevokeReason, thread.ReasonArchived)
+		if c.State != memdb.StateRevoked || c.RevokeReason != credential.ReasonArchived {
+			t.Errorf("credential of (T, %s) after archive = %s %q, want revoked %q", c.Instance, c.State, c.RevokeReason, credential.ReasonArchived)
 		}
 	}
 	th := e.thread(pid)
@@ -856,19 +857,19 @@ func TestRevokeAll(t *testing.T) {
 	e.mustOpen(pid, "a")
 	e.mustOpen(pid, "b")
 
-	r := actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: thread.ReasonShutdown})
+	r := actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: credential.ReasonShutdown})
 	if r.Err != nil || r.Revoked != 2 {
 		t.Errorf("RevokeAll = %+v, want 2 revoked", r)
 	}
 	for _, c := range e.creds("T") {
-		if c.State != memdb.StateRevoked || c.RevokeReason != thread.ReasonShutdown {
-			t.Errorf("credential of (T, %s) = %s %q, want revoked %q", c.Instance, c.State, c.RevokeReason, thread.ReasonShutdown)
+		if c.State != memdb.StateRevoked || c.RevokeReason != credential.ReasonShutdown {
+			t.Errorf("credential of (T, %s) = %s %q, want revoked %q", c.Instance, c.State, c.RevokeReason, credential.ReasonShutdown)
 		}
 	}
 	if th := e.thread(pid); th.Status != memdb.ThreadActive {
 		t.Errorf("thread status after RevokeAll = %q, want active", th.Status)
 	}
-	r = actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: thread.ReasonShutdown})
+	r = actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: credential.ReasonShutdown})
 	if r.Err != nil || r.Revoked != 0 {
 		t.Errorf("second RevokeAll = %+v, want nothing revoked", r)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/principal"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -306,7 +307,7 @@ func everyMessage() []thread.Message {
 		&thread.Detach{},
 		&thread.Archive{},
 		&thread.Delete{},
-		&thread.RevokeAll{Reason: thread.ReasonShutdown},
+		&thread.RevokeAll{Reason: credential.ReasonShutdown},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -34,7 +35,7 @@ func (a *threadActor) release(msg *ReleaseCredentials) ([]string, error) {
 			if held {
 				continue
 			}
-			if err := a.revoke(w, c, ReasonReleased, now); err != nil {
+			if _, err := credential.Revoke(w, c, credential.ReasonReleased, now); err != nil {
 				return err
 			}
 			revoked = append(revoked, id)
@@ -91,7 +92,7 @@ func (a *threadActor) archive(ctx actor.Context) {
 		if err != nil {
 			return err
 		}
-		if n, err = a.revokeAllTxn(w, ReasonArchived, a.cfg.Now()); err != nil {
+		if n, err = credential.RevokeThread(w, a.cfg.ID, credential.ReasonArchived, a.cfg.Now()); err != nil {
 			return err
 		}
 		t.Status, t.Run = memdb.ThreadArchived, nil
@@ -118,13 +119,8 @@ func (a *threadActor) delete(ctx actor.Context) {
 		if err != nil {
 			return err
 		}
-		for _, c := range creds {
-			if c.State == memdb.StateLive {
-				n++
-			}
-			if err := w.DeleteCredential(c.ID); err != nil {
-				return err
-			}
+		if n, err = credential.Delete(w, creds, a.cfg.Now()); err != nil {
+			return err
 		}
 		return w.DeleteThread(a.cfg.ID)
 	})
@@ -158,7 +154,7 @@ func (a *threadActor) revokeAll(reason string) (int, error) {
 	var n int
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
 		var err error
-		n, err = a.revokeAllTxn(w, reason, a.cfg.Now())
+		n, err = credential.RevokeThread(w, a.cfg.ID, reason, a.cfg.Now())
 		return err
 	})
 	return n, err

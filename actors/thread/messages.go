@@ -41,18 +41,6 @@ var (
 	ErrInvalidMessage = fault.ErrInvalidMessage
 )
 
-// Revocation reasons recorded on credentials.
-const (
-	ReasonReplaced   = "replaced"    // a new credential was minted for the pair
-	ReasonRotated    = "rotated"     // rotate
-	ReasonReleased   = "released"    // its provider session was released or died
-	ReasonOpenFailed = "open_failed" // the open that minted it failed
-	ReasonArchived   = "archived"
-	ReasonDeleted    = "deleted"
-	ReasonExpired    = "expired"
-	ReasonShutdown   = "shutdown"
-)
-
 // Message is the thread actor's protocol.
 type Message interface{ threadMessage() }
 
@@ -212,7 +200,8 @@ type AppendMessage struct {
 	Text string
 }
 
-// RevokeAll revokes every live credential of the thread (shutdown).
+// RevokeAll revokes every live credential of the thread with Reason, one
+// of internal/credential's (shutdown).
 // Answered by *RevokeAllResult.
 type RevokeAll struct {
 	Reason string

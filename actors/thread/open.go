@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -189,7 +190,7 @@ func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err er
 	a.write(func(w *memdb.Writer) error {
 		now := a.cfg.Now()
 		if p.token != "" {
-			if _, err := a.revokePair(w, inst, p.cred.ID, ReasonReplaced, now); err != nil {
+			if _, err := credential.RevokePair(w, a.cfg.ID, inst, p.cred.ID, credential.ReasonReplaced, now); err != nil {
 				return err
 			}
 		}
@@ -225,7 +226,8 @@ func (a *threadActor) revokeMinted(p *pendingOpen) {
 		if err != nil {
 			return nil // pruned or deleted already
 		}
-		return a.revoke(w, c, ReasonOpenFailed, a.cfg.Now())
+		_, err = credential.Revoke(w, c, credential.ReasonOpenFailed, a.cfg.Now())
+		return err
 	})
 }
 
@@ -287,7 +289,7 @@ func (a *threadActor) rotate(ctx actor.Context, msg *Rotate) {
 		if err != nil {
 			return err
 		}
-		cred, tok, olds, err = a.mint(w, inst, ReasonRotated, now)
+		cred, tok, olds, err = a.mint(w, inst, credential.ReasonRotated, now)
 		return err
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -48,7 +49,7 @@ func (a *threadActor) startRun(instance string) (string, error) {
 		id = token.NewID("run_")
 		t.Run = &memdb.Run{ID: id, Instance: instance, Started: now}
 		t.LastTurn = now
-		if _, err := a.touchTxn(w, now); err != nil {
+		if _, err := credential.Touch(w, a.cfg.ID, now, a.cfg.Window); err != nil {
 			return err
 		}
 		return w.PutThread(t)
@@ -81,37 +82,13 @@ func (a *threadActor) touch() (int, error) {
 			return err
 		}
 		now := a.cfg.Now()
-		if n, err = a.touchTxn(w, now); err != nil {
+		if n, err = credential.Touch(w, a.cfg.ID, now, a.cfg.Window); err != nil {
 			return err
 		}
 		t.LastTurn = now
 		return w.PutThread(t)
 	})
 	return n, err
-}
-
-// touchTxn refreshes the liveness of every credential of the thread that is
-// still live. An expired credential stays expired.
-func (a *threadActor) touchTxn(w *memdb.Writer, now time.Time) (int, error) {
-	creds, err := w.CredentialsByThread(nil, a.cfg.ID)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, c := range creds {
-		if !c.LiveAt(now) {
-			continue
-		}
-		c.LastLive = now
-		if a.cfg.Window > 0 {
-			c.Expires = now.Add(a.cfg.Window)
-		}
-		if err := w.PutCredential(c); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
 }
 
 // mutate implements SPEC §4's atomic "check live caller and apply".
@@ -123,7 +100,7 @@ func (a *threadActor) mutate(msg *Mutate) (any, error) {
 		if err != nil {
 			return err
 		}
-		if err := checkLive(w, msg.Caller, now); err != nil {
+		if err := credential.CheckLive(&w.Reader, msg.Caller, now); err != nil {
 			return err
 		}
 		val, err = msg.Effect.Apply(w, t, now, msg.Caller)
@@ -139,29 +116,6 @@ func (a *threadActor) mutate(msg *Mutate) (any, error) {
 		return nil, err
 	}
 	return val, nil
-}
-
-// checkLive decides from the store, inside the write transaction, whether
-// c may mutate: what the caller claims is not trusted, its credential row is.
-func checkLive(w *memdb.Writer, c principal.Principal, now time.Time) error {
-	cred, err := w.Credential(nil, c.CredentialID)
-	if err != nil || !cred.LiveAt(now) {
-		return fmt.Errorf("credential %s: %w", c.CredentialID, ErrNotLive)
-	}
-	switch cred.Kind {
-	case memdb.KindClient:
-		if cred.Access != memdb.AccessReadWrite {
-			return fmt.Errorf("client %s: %w", cred.Client, ErrReadOnly)
-		}
-		return nil
-	case memdb.KindProvider:
-		own, err := w.Thread(nil, cred.Thread)
-		if err != nil || own.Status != memdb.ThreadActive || own.Run == nil || own.Run.Instance != cred.Instance {
-			return fmt.Errorf("caller (%s, %s): %w", cred.Thread, cred.Instance, ErrNotLive)
-		}
-		return nil
-	}
-	return fmt.Errorf("credential kind %q: %w", cred.Kind, ErrNotLive)
 }
 
 // Apply appends the message to t's log.
