@@ -19,6 +19,9 @@ var (
 	// ErrUnavailable is returned when the actor that would answer stopped
 	// under the request and nothing better is known.
 	ErrUnavailable = fault.ErrUnavailable
+	// ErrInternal is returned for a broken invariant or a failed store
+	// write; the message says which.
+	ErrInternal = fault.ErrInternal
 	// ErrInvalidID is returned for an empty, over-long or ill-formed id.
 	ErrInvalidID = fault.ErrInvalidID
 	// ErrInvalidArgument is returned for a bad argument other than an id

@@ -470,8 +470,8 @@ func TestExecCrashReleasesAndRevokes(t *testing.T) {
 
 	noErr(t, syscall.Kill(pid, syscall.SIGKILL))
 	ev := evs.waitClosed(t, ps.ID)
-	if ev.Reason != provider.ReasonDied || ev.Err == nil || !strings.Contains(ev.Err.Error(), "killed") {
-		t.Fatalf("SessionClosed = reason %q, err %v; want %q with the kill signal", ev.Reason, ev.Err, provider.ReasonDied)
+	if ev.Reason != provider.ReasonDied || !strings.Contains(ev.Cause, "killed") {
+		t.Fatalf("SessionClosed = reason %q, cause %q; want %q with the kill signal", ev.Reason, ev.Cause, provider.ReasonDied)
 	}
 	if !slices.Equal(ev.Session.Credentials, []string{ps.CredentialID}) {
 		t.Fatalf("closed session credentials %v, want [%s]", ev.Session.Credentials, ps.CredentialID)

@@ -13,6 +13,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -294,7 +295,7 @@ func TestOpenFailure(t *testing.T) {
 	boom := errors.New("boom")
 	rt.Inproc().FailNextOpen("B", boom)
 	ps, err := rt.OpenProviderSession(ctx, "T", "B")
-	if !errors.Is(err, boom) {
+	if !actortest.OpenFailed(err, boom) {
 		t.Fatalf("OpenProviderSession = %+v, %v; want the driver's error", ps, err)
 	}
 	if got := liveCredentials(t, rt, time.Now(), "T", "B"); len(got) != 0 {
@@ -346,7 +347,7 @@ func TestFailedOpensAnswered(t *testing.T) {
 		createThreads(t, rt, id)
 		boom := fmt.Errorf("boom %d", i)
 		rt.Inproc().FailNextOpen("A", boom)
-		if _, err := rt.OpenProviderSession(ctx, id, "A"); !errors.Is(err, boom) {
+		if _, err := rt.OpenProviderSession(ctx, id, "A"); !actortest.OpenFailed(err, boom) {
 			t.Fatalf("failed open %d = %v, want the driver's error %q", i, err, boom)
 		}
 	}

@@ -96,8 +96,8 @@ func wantIdleClosed(t *testing.T, rt *mcpruntime.Runtime, evs *providerEvents, s
 	if _, err := rt.Store().Read().ProviderSession(nil, session); !errors.Is(err, memdb.ErrNotFound) {
 		t.Fatalf("session %s after idle release: ProviderSession = %v, want ErrNotFound", session, err)
 	}
-	if ev.Reason != provider.ReasonIdle || ev.Err != nil || ev.Session.CloseReason != provider.ReasonIdle {
-		t.Fatalf("SessionClosed of %s = reason %q, err %v, record reason %q; want %q, nil", session, ev.Reason, ev.Err, ev.Session.CloseReason, provider.ReasonIdle)
+	if ev.Reason != provider.ReasonIdle || ev.Cause != "" || ev.Session.CloseReason != provider.ReasonIdle {
+		t.Fatalf("SessionClosed of %s = reason %q, cause %q, record reason %q; want %q, none", session, ev.Reason, ev.Cause, ev.Session.CloseReason, provider.ReasonIdle)
 	}
 	s := rt.Inproc().Session(session)
 	waitUntil(t, "driver session "+session+" closed", s.Closed)
@@ -376,11 +376,11 @@ func TestProviderEventsInOrder(t *testing.T) {
 	noErr(t, rt.Detach(ctx, "T2"))
 	noErr(t, rt.ReleaseProviderSession(ctx, ps1.ID))
 
-	opened := &memdb.ProviderSession{
+	opened := memdb.ProviderSession{
 		ID: ps1.ID, Instance: "M", MultiThread: true, Threads: []string{"T1"},
 		Credentials: []string{ps1.CredentialID}, State: memdb.SessionOpen, Opened: clk.Now(),
 	}
-	closed := &memdb.ProviderSession{
+	closed := memdb.ProviderSession{
 		ID: ps1.ID, Instance: "M", MultiThread: true, Threads: []string{"T1"},
 		Credentials: []string{ps1.CredentialID, ps2.CredentialID}, State: memdb.SessionClosed,
 		Opened: clk.Now(), Closed: clk.Now(), CloseReason: provider.ReasonReleased,

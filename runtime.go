@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/provider/execdriver"
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
 )
@@ -53,15 +53,7 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	logger := cfg.Logger
-	system := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-			// protoactor's own info logs (system started, dead letters) are noise
-			// for an embedder; its warnings and errors are not.
-			return slog.New(minLevel{Handler: logger.Handler(), min: slog.LevelWarn}).With("lib", "protoactor")
-		}),
-		actor.WithDeadLetterThrottleInterval(100*time.Millisecond),
-		actor.WithDeadLetterRequestLogging(false),
-	)
+	system := newSystem(logger)
 	base, cancel := context.WithCancel(context.Background())
 	r := &Runtime{
 		cfg:           cfg,
@@ -134,10 +126,6 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.closed = true
 	threads, instances, clients := pids(r.threads), pids(r.instances), pids(r.clients)
 	servers := r.servers
-	budget := r.cfg.OpenTimeout
-	for _, d := range r.closeTimeouts {
-		budget = max(budget, d)
-	}
 	r.mu.Unlock()
 	// The deadline reaches every driver call through the base context.
 	defer context.AfterFunc(ctx, r.cancel)()
@@ -148,26 +136,32 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 
 	var errs []error
-	wait := func(pids []*actor.PID, msg any, timeout time.Duration) {
+	wait := func(pids []*actor.PID, msg request, dl time.Time) {
+		msg.SetDeadline(dl)
 		fs := make([]*actor.Future, len(pids))
 		for i, pid := range pids {
-			fs[i] = r.root.RequestFuture(pid, msg, timeout)
+			fs[i] = r.root.RequestFuture(pid, msg, deadline.Left(dl))
 		}
 		for i, f := range fs {
 			if _, err := f.Result(); err != nil {
+				if errors.Is(err, actor.ErrTimeout) {
+					err = ErrTimeout
+				}
 				errs = append(errs, fmt.Errorf("close %s: %w", pids[i].Id, err))
 			}
 		}
 	}
 	// Revocation first: from here on no token authenticates.
-	wait(threads, &thread.RevokeAll{Reason: credential.ReasonShutdown}, r.cfg.ActorTimeout)
-	wait(clients, &client.Revoke{}, r.cfg.ActorTimeout)
+	wait(threads, &thread.RevokeAll{Reason: credential.ReasonShutdown}, time.Now().Add(r.budget(opActor, "")))
+	wait(clients, &client.Revoke{}, time.Now().Add(r.budget(opActor, "")))
 	// Then the provider sessions; CloseAll answers once they have stopped,
-	// at the latest shortly after the deadline cancelled their drivers.
-	if d, ok := ctx.Deadline(); ok {
-		budget = min(budget, time.Until(d))
+	// at the latest an actor round trip after ctx's deadline cancelled their
+	// drivers.
+	dl := time.Now().Add(r.budget(opCloseAll, ""))
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
 	}
-	wait(instances, &provider.CloseAll{Reason: provider.ReasonShutdown}, max(budget, 0)+r.cfg.ActorTimeout)
+	wait(instances, &provider.CloseAll{Reason: provider.ReasonShutdown}, dl.Add(r.cfg.ActorTimeout))
 	r.cancel()
 	r.work.Wait()
 	for _, group := range [][]*actor.PID{threads, clients, instances} {

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/actors/thread"
+	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -30,18 +31,16 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 		return Thread{}, err // nothing started
 	}
 	props := thread.Props(thread.Config{
-		ID:           id,
-		Instance:     opts.Instance,
-		Store:        r.store,
-		Now:          r.cfg.Now,
-		Window:       r.cfg.CredentialWindow,
-		Endpoint:     r.cfg.Endpoint,
-		MessageLog:   r.cfg.MessageLog,
-		RevokedKept:  r.cfg.RevokedKept,
-		OpenTimeout:  r.cfg.OpenTimeout + r.cfg.ActorTimeout,
-		ActorTimeout: r.cfg.ActorTimeout,
-		Provider:     r.instancePID,
-		Logger:       r.cfg.Logger,
+		ID:          id,
+		Instance:    opts.Instance,
+		Store:       r.store,
+		Now:         r.cfg.Now,
+		Window:      r.cfg.CredentialWindow,
+		Endpoint:    r.cfg.Endpoint,
+		MessageLog:  r.cfg.MessageLog,
+		RevokedKept: r.cfg.RevokedKept,
+		Timeout:     r.budget(opDriver, ""),
+		Logger:      r.cfg.Logger,
 	})
 	r.mu.Lock()
 	if r.closed {
@@ -56,7 +55,7 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 		r.mu.Unlock()
 		return Thread{}, fmt.Errorf("create thread %s: %d threads exist (Config.MaxThreads): %w", id, r.cfg.MaxThreads, ErrTooManyThreads)
 	}
-	pid, err := r.root.SpawnNamed(props, threadPrefix+id)
+	pid, err := r.root.SpawnNamed(props, names.Thread(id))
 	if err == nil {
 		r.threads[id] = pid
 	}
@@ -68,29 +67,11 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 	if err != nil {
 		return Thread{}, fmt.Errorf("start thread %s: %w", id, err)
 	}
-	info, err := ask[*thread.ThreadInfo](ctx, r, pid, &thread.GetThread{}, r.cfg.ActorTimeout)
+	info, err := call[*thread.ThreadInfo](ctx, r, target{pid: pid, gone: ErrUnknownThread}, &thread.GetThread{}, r.budget(opActor, ""))
 	if err != nil {
 		return Thread{}, err
 	}
-	if info.Err != nil {
-		return Thread{}, info.Err
-	}
-	return threadFromRecord(info.Thread), nil
-}
-
-// thread returns the actor of a live thread.
-func (r *Runtime) thread(id string) (*actor.PID, error) {
-	if err := r.checkOpen(); err != nil {
-		return nil, err
-	}
-	if err := validID("thread", id); err != nil {
-		return nil, err
-	}
-	pid := r.threadPID(id)
-	if pid == nil {
-		return nil, fmt.Errorf("thread %s: %w", id, ErrUnknownThread)
-	}
-	return pid, nil
+	return threadFromRecord(&info.Thread), nil
 }
 
 // Thread returns a snapshot of a thread, read from the store.
@@ -131,106 +112,91 @@ func (r *Runtime) Threads(ctx context.Context) ([]Thread, error) {
 // StartRun starts a run of instance on the thread and refreshes the
 // liveness of the thread's credentials (a turn start). It returns the run id.
 func (r *Runtime) StartRun(ctx context.Context, threadID, instance string) (string, error) {
-	pid, err := r.thread(threadID)
+	t, err := r.threadActor(threadID)
 	if err != nil {
 		return "", err
 	}
 	if err := validID("instance", instance); err != nil {
 		return "", err
 	}
-	res, err := ask[*thread.StartRunResult](ctx, r, pid, &thread.StartRun{Instance: instance}, r.cfg.ActorTimeout)
+	res, err := call[*thread.StartRunResult](ctx, r, t, &thread.StartRun{Instance: instance}, r.budget(opActor, ""))
 	if err != nil {
 		return "", err
 	}
-	return res.RunID, res.Err
+	return res.RunID, nil
 }
 
 // EndRun ends the thread's active run; runID "" ends whichever is active.
 func (r *Runtime) EndRun(ctx context.Context, threadID, runID string) error {
-	pid, err := r.thread(threadID)
+	t, err := r.threadActor(threadID)
 	if err != nil {
 		return err
 	}
-	res, err := ask[*thread.EndRunResult](ctx, r, pid, &thread.EndRun{RunID: runID}, r.cfg.ActorTimeout)
-	if err != nil {
-		return err
-	}
-	return res.Err
+	_, err = call[*thread.EndRunResult](ctx, r, t, &thread.EndRun{RunID: runID}, r.budget(opActor, ""))
+	return err
 }
 
 // Touch refreshes the liveness of the thread's live credentials.
 func (r *Runtime) Touch(ctx context.Context, threadID string) error {
-	pid, err := r.thread(threadID)
+	t, err := r.threadActor(threadID)
 	if err != nil {
 		return err
 	}
-	res, err := ask[*thread.TouchResult](ctx, r, pid, &thread.Touch{}, r.cfg.ActorTimeout)
-	if err != nil {
-		return err
-	}
-	return res.Err
+	_, err = call[*thread.TouchResult](ctx, r, t, &thread.Touch{}, r.budget(opActor, ""))
+	return err
 }
 
 // Detach unbinds the thread from its provider sessions and revokes
 // nothing: a handoff. Re-opening the pair re-attaches the same session.
 func (r *Runtime) Detach(ctx context.Context, threadID string) error {
-	pid, err := r.thread(threadID)
+	t, err := r.threadActor(threadID)
 	if err != nil {
 		return err
 	}
-	res, err := ask[*thread.DetachResult](ctx, r, pid, &thread.Detach{}, 2*r.cfg.ActorTimeout)
-	if err != nil {
-		return err
-	}
-	return res.Err
+	_, err = call[*thread.DetachResult](ctx, r, t, &thread.Detach{}, r.budget(opFanout, ""))
+	return err
 }
 
 // Archive revokes every credential of the thread, across all instances,
 // ends its run and makes it read-only.
 func (r *Runtime) Archive(ctx context.Context, threadID string) error {
-	pid, err := r.thread(threadID)
+	t, err := r.threadActor(threadID)
 	if err != nil {
 		return err
 	}
-	res, err := ask[*thread.ArchiveResult](ctx, r, pid, &thread.Archive{}, 2*r.cfg.ActorTimeout)
-	if err != nil {
-		return err
-	}
-	return res.Err
+	_, err = call[*thread.ArchiveResult](ctx, r, t, &thread.Archive{}, r.budget(opFanout, ""))
+	return err
 }
 
 // DeleteThread revokes every credential of the thread, removes it and stops
 // its actor. The id may be used again afterwards.
 func (r *Runtime) DeleteThread(ctx context.Context, threadID string) error {
-	pid, err := r.thread(threadID)
+	t, err := r.threadActor(threadID)
 	if err != nil {
 		return err
 	}
 	// Claim the thread first: of two racing deletes exactly one proceeds,
 	// and calls that start from now on find no thread.
 	r.mu.Lock()
-	if r.threads[threadID] != pid {
+	if r.threads[threadID] != t.pid {
 		r.mu.Unlock()
 		return fmt.Errorf("thread %s: %w", threadID, ErrUnknownThread)
 	}
 	delete(r.threads, threadID)
 	r.mu.Unlock()
-	res, err := ask[*thread.DeleteResult](ctx, r, pid, &thread.Delete{}, 2*r.cfg.ActorTimeout)
-	if err == nil {
-		err = res.Err
-	}
+	_, err = call[*thread.DeleteResult](ctx, r, t, &thread.Delete{}, r.budget(opFanout, ""))
 	if err != nil && !errors.Is(err, ErrUnknownThread) {
 		// Not deleted (a timeout, a cancelled context): the thread stays
 		// reachable, so its credentials can still be revoked.
 		r.mu.Lock()
 		if r.threads[threadID] == nil {
-			r.threads[threadID] = pid
+			r.threads[threadID] = t.pid
 		}
 		r.mu.Unlock()
 		return err
 	}
 	// The id is free for CreateThread once the actor is gone.
-	if serr := r.root.StopFuture(pid).Wait(); serr != nil {
+	if serr := r.root.StopFuture(t.pid).Wait(); serr != nil {
 		r.cfg.Logger.Warn("wait for thread actor to stop", "thread", threadID, "err", serr)
 	}
 	return err
@@ -241,38 +207,42 @@ func (r *Runtime) DeleteThread(ctx context.Context, threadID string) error {
 // own thread. The caller must be live (own its thread's active run) at the
 // moment the message is appended; the target must exist and be active.
 func (r *Runtime) Post(ctx context.Context, caller Principal, threadID, text string) (Message, error) {
-	v, err := r.Mutate(ctx, caller, threadID, &thread.AppendMessage{Text: text})
+	m, err := Mutate[memdb.Message](ctx, r, caller, threadID, thread.AppendMessage{Text: text})
 	if err != nil {
 		if errors.Is(err, thread.ErrInvalidMessage) {
 			return Message{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 		return Message{}, err
 	}
-	return messageFromRecord(v.(memdb.Message)), nil
+	return messageFromRecord(m), nil
 }
 
-// Mutate applies effect to a thread on behalf of caller, checking in the
-// same store transaction that the caller is live (SPEC §4 mutate class).
-// threadID "" means the caller's own thread.
-func (r *Runtime) Mutate(ctx context.Context, caller Principal, threadID string, effect thread.Effect) (any, error) {
+// Mutate applies effect to a thread of rt on behalf of caller, checking in
+// the same store transaction that the caller is live (SPEC §4 mutate
+// class), and returns the effect's value, which must be an R. threadID ""
+// means the caller's own thread. The effect is plain data (see
+// thread.Effect).
+func Mutate[R any](ctx context.Context, rt *Runtime, caller Principal, threadID string, effect thread.Effect) (R, error) {
+	var zero R
 	if threadID == "" {
 		if !caller.Provider() {
-			return nil, fmt.Errorf("mutation without a thread: %w", ErrCredentialRequired)
+			return zero, fmt.Errorf("mutation without a thread: %w", ErrCredentialRequired)
 		}
 		threadID = caller.Thread
 	}
-	pid, err := r.thread(threadID)
+	t, err := rt.threadActor(threadID)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	res, err := ask[*thread.MutateResult](ctx, r, pid, &thread.Mutate{
-		Caller: caller,
-		Effect: effect,
-	}, r.cfg.ActorTimeout)
+	res, err := call[*thread.MutateResult](ctx, rt, t, &thread.Mutate{Caller: caller, Effect: effect}, rt.budget(opActor, ""))
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	return res.Value, res.Err
+	v, ok := res.Value.(R)
+	if !ok {
+		return zero, fmt.Errorf("mutation of %s: the effect's value is a %T, not a %T: %w", threadID, res.Value, zero, ErrInternal)
+	}
+	return v, nil
 }
 
 // Bounds of a thread listing page (ListThreads, thread_list, the admin

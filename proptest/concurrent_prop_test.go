@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -491,8 +492,8 @@ func (h *httpMachine) genOp(t *rapid.T, focus caller, focusSID string) *cop {
 				o, m := obs.(lobs), st[len(st)-1].m
 				ps, _ := o.v.(mcpruntime.ProviderSession)
 				out := m.predictOpen(thread, inst)
-				if out.err == nil && op.twinOpen != nil && errors.Is(o.err, errInjected) {
-					if twin, ok := op.twinOpen.obs.(lobs); ok && errors.Is(twin.err, errInjected) {
+				if out.err == nil && op.twinOpen != nil && actortest.OpenFailed(o.err, errInjected) {
+					if twin, ok := op.twinOpen.obs.(lobs); ok && actortest.OpenFailed(twin.err, errInjected) {
 						return ""
 					}
 				}

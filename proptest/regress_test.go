@@ -64,7 +64,7 @@ func TestFailedOpenKeepsPairCredential(t *testing.T) {
 	tok := rotated.Authorization[len("Bearer "):]
 
 	rt.Inproc().FailNextOpen("a", errInjected)
-	if _, err := rt.OpenProviderSession(ctx, "T", "a"); !errors.Is(err, errInjected) {
+	if _, err := rt.OpenProviderSession(ctx, "T", "a"); !actortest.OpenFailed(err, errInjected) {
 		t.Fatalf("OpenProviderSession(T, a) with a failing driver = %v, want %v", err, errInjected)
 	}
 	if _, err := rt.Authenticate(tok); err != nil {

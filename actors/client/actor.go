@@ -8,6 +8,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/deadline"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -32,48 +34,58 @@ func Namespace(id string) string { return principal.ClientNamespace(id) }
 
 // Props returns the props of a client-grant actor.
 func Props(cfg Config) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &grantActor{cfg: cfg} })
+	return actor.PropsFromProducer(func() actor.Actor {
+		a := &grantActor{cfg: cfg}
+		a.behavior.Become(a.live)
+		return a
+	})
 }
 
 type grantActor struct {
-	cfg     Config
-	revoked bool
+	cfg      Config
+	behavior actor.Behavior // live, then revoked
 }
 
-func (a *grantActor) Receive(ctx actor.Context) {
+func (a *grantActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
+
+// live is the grant's behaviour until it is revoked.
+func (a *grantActor) live(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		a.start()
 	case *IssueToken:
-		if a.revoked {
-			ctx.Respond(&TokenIssued{Err: fmt.Errorf("client %s: %w", a.cfg.ID, ErrNotFound)})
+		if deadline.Passed(msg.Or(time.Minute)) {
+			ctx.Respond(msg.fail(fault.New(fault.Timeout, "issue a token of %s: deadline passed: %v", a.cfg.ID, fault.ErrTimeout)))
 			return
 		}
 		tok, id, err := a.issue(msg.RevokePrevious)
-		ctx.Respond(&TokenIssued{Token: tok, CredentialID: id, Err: err})
+		ctx.Respond(&TokenIssued{Token: tok, CredentialID: id, Fault: fault.From(err)})
 	case *Revoke:
-		if a.revoked {
-			ctx.Respond(&Revoked{Err: fmt.Errorf("client %s: %w", a.cfg.ID, ErrNotFound)})
-			return
-		}
 		n, err := a.revoke()
-		ctx.Respond(&Revoked{Tokens: n, Err: err})
+		ctx.Respond(&Revoked{Tokens: n, Fault: fault.From(err)})
 		if err == nil {
-			a.revoked = true
+			a.behavior.Become(a.revoked)
 			// Poison, not Stop: messages already queued are answered (with
 			// ErrNotFound) before the actor goes.
 			ctx.Poison(ctx.Self())
 		}
 	case *GetGrant:
-		if a.revoked {
-			ctx.Respond(&GrantInfo{Err: fmt.Errorf("client %s: %w", a.cfg.ID, ErrNotFound)})
-			return
-		}
 		g, err := a.cfg.Store.Read().ClientGrant(nil, a.cfg.ID)
-		ctx.Respond(&GrantInfo{Grant: g, Err: err})
+		res := &GrantInfo{Fault: fault.From(err)}
+		if err == nil {
+			res.Grant = *g
+		}
+		ctx.Respond(res)
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	default:
 		a.cfg.Logger.Warn("client actor: unexpected message", "client", a.cfg.ID, "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+// revoked is the grant's behaviour once revoked, until the actor is gone.
+func (a *grantActor) revoked(ctx actor.Context) {
+	if msg, ok := ctx.Message().(Message); ok {
+		ctx.Respond(msg.fail(fault.New(fault.UnknownClient, "client %s: %v", a.cfg.ID, ErrNotFound)))
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 func TestGrantRecordWrittenOnStart(t *testing.T) {
 	e := newEnv(t)
 	pid := e.spawn("g1", grantOpts{access: memdb.AccessReadOnly})
-	want := &memdb.ClientGrant{ID: "g1", Label: "label of g1", Access: memdb.AccessReadOnly, State: memdb.StateLive, Created: t0}
+	want := memdb.ClientGrant{ID: "g1", Label: "label of g1", Access: memdb.AccessReadOnly, State: memdb.StateLive, Created: t0}
 	if diff := cmp.Diff(want, e.grant(pid)); diff != "" {
 		t.Errorf("GetGrant (-want +got):\n%s", diff)
 	}
@@ -157,7 +157,7 @@ func TestRevoke(t *testing.T) {
 	kept := e.issue(other, false).Token
 
 	r := actortest.Ask[*client.Revoked](t, e.root, pid, &client.Revoke{})
-	if r.Err != nil || r.Tokens != 2 {
+	if r.Err() != nil || r.Tokens != 2 {
 		t.Errorf("Revoke = %+v, want 2 live tokens revoked", r)
 	}
 	if n := len(e.tokens("g1")); n != 0 {

@@ -82,11 +82,11 @@ func (e *env) spawn(id string, o grantOpts) *actor.PID {
 	return pid
 }
 
-func (e *env) grant(pid *actor.PID) *memdb.ClientGrant {
+func (e *env) grant(pid *actor.PID) memdb.ClientGrant {
 	e.t.Helper()
 	info := actortest.Ask[*client.GrantInfo](e.t, e.root, pid, &client.GetGrant{})
-	if info.Err != nil {
-		e.t.Fatalf("GetGrant(%s) = %v", pid.Id, info.Err)
+	if info.Err() != nil {
+		e.t.Fatalf("GetGrant(%s) = %v", pid.Id, info.Err())
 	}
 	return info.Grant
 }
@@ -94,8 +94,8 @@ func (e *env) grant(pid *actor.PID) *memdb.ClientGrant {
 func (e *env) issue(pid *actor.PID, revokePrevious bool) *client.TokenIssued {
 	e.t.Helper()
 	res := actortest.Ask[*client.TokenIssued](e.t, e.root, pid, &client.IssueToken{RevokePrevious: revokePrevious})
-	if res.Err != nil {
-		e.t.Fatalf("IssueToken(%v) = %v", revokePrevious, res.Err)
+	if res.Err() != nil {
+		e.t.Fatalf("IssueToken(%v) = %v", revokePrevious, res.Err())
 	}
 	return res
 }
@@ -134,11 +134,11 @@ var eventually = actortest.Eventually
 func errOf(res any) error {
 	switch r := res.(type) {
 	case *client.TokenIssued:
-		return r.Err
+		return r.Err()
 	case *client.Revoked:
-		return r.Err
+		return r.Err()
 	case *client.GrantInfo:
-		return r.Err
+		return r.Err()
 	}
 	return fmt.Errorf("unexpected reply %T", res)
 }

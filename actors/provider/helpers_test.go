@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/internal/names"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
@@ -44,9 +46,7 @@ type env struct {
 	opTimeout time.Duration
 	// idleRelease is the IdleRelease of the instances spawned from now on.
 	idleRelease time.Duration
-	// release is the Release of the instances spawned from now on.
-	release func(context.Context, *memdb.ProviderSession) error
-	pids    []*actor.PID
+	pids        []*actor.PID
 
 	mu        sync.Mutex // guards events and allEvents
 	events    []*provider.SessionClosed
@@ -104,16 +104,16 @@ func newEnv(t *testing.T) *env {
 func (e *env) spawn(id string, d provider.Driver, caps ...string) *actor.PID {
 	e.t.Helper()
 	props := provider.Props(provider.Config{
-		Instance:    &memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
-		Driver:      d,
-		Store:       e.store,
-		Now:         e.clock.Now,
-		OpTimeout:   e.opTimeout,
-		Release:     e.release,
-		IdleRelease: e.idleRelease,
-		Work:        e.work,
-		Base:        e.base,
-		Logger:      slog.New(slog.DiscardHandler),
+		Instance:     memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
+		Driver:       d,
+		Store:        e.store,
+		Now:          e.clock.Now,
+		OpTimeout:    e.opTimeout,
+		ActorTimeout: timeout,
+		IdleRelease:  e.idleRelease,
+		Work:         e.work,
+		Base:         e.base,
+		Logger:       slog.New(slog.DiscardHandler),
 	})
 	pid, err := e.root.SpawnNamed(props, "provider/"+id)
 	if err != nil {
@@ -142,19 +142,111 @@ func (e *env) open(pid *actor.PID, sessionID string, b provider.Binding) *provid
 func (e *env) mustOpen(pid *actor.PID, sessionID string, b provider.Binding) string {
 	e.t.Helper()
 	res := e.open(pid, sessionID, b)
-	if res.Err != nil {
-		e.t.Fatalf("OpenSession(%q, %s) = %v", sessionID, b.Thread, res.Err)
+	if res.Err() != nil {
+		e.t.Fatalf("OpenSession(%q, %s) = %v", sessionID, b.Thread, res.Err())
 	}
 	return res.SessionID
 }
 
-func (e *env) sessions(pid *actor.PID) []*memdb.ProviderSession {
+func (e *env) sessions(pid *actor.PID) []memdb.ProviderSession {
 	e.t.Helper()
 	return actortest.Ask[*provider.Sessions](e.t, e.root, pid, &provider.GetSessions{}).Sessions
 }
 
 func (e *env) record(id string) (*memdb.ProviderSession, error) {
 	return e.store.Read().ProviderSession(nil, id)
+}
+
+// acquire asks pid for a session serving b.Thread with b's credential.
+func (e *env) acquire(pid *actor.PID, b provider.Binding) *provider.SessionAcquired {
+	e.t.Helper()
+	b.Authorization = ""
+	return actortest.Ask[*provider.SessionAcquired](e.t, e.root, pid, &provider.AcquireSession{Binding: b})
+}
+
+// rebind asks pid to give the sessions serving b.Thread b's credential in
+// place of replaces.
+func (e *env) rebind(pid *actor.PID, b provider.Binding, replaces ...string) *provider.ThreadRebound {
+	e.t.Helper()
+	return actortest.Ask[*provider.ThreadRebound](e.t, e.root, pid, &provider.RebindThread{Binding: b, Replaces: replaces})
+}
+
+// threadStub stands in for the actor of a thread (it is spawned under the
+// thread's name): it records every ReleaseCredentials it gets, calls
+// onRelease on its turn, and answers with fault (zero: every credential
+// released) — at once, or, with hold, once it gets a stubAnswer.
+type threadStub struct {
+	onRelease func(*provider.ReleaseCredentials)
+	fault     fault.Fault
+	hold      bool
+	held      []*actor.PID
+
+	mu  sync.Mutex // guards got
+	got []provider.ReleaseCredentials
+}
+
+// stubAnswer makes a holding threadStub answer what it holds.
+type stubAnswer struct{}
+
+// stubBarrier is answered, once every message the stub got before it was
+// handled, with the ReleaseCredentials it got so far.
+type stubBarrier struct{}
+
+func (s *threadStub) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *provider.ReleaseCredentials:
+		s.mu.Lock()
+		s.got = append(s.got, *msg)
+		s.mu.Unlock()
+		if s.onRelease != nil {
+			s.onRelease(msg)
+		}
+		if s.hold {
+			s.held = append(s.held, ctx.Sender())
+			return
+		}
+		ctx.Respond(s.answer(msg.Credentials))
+	case *stubAnswer:
+		for _, p := range s.held {
+			ctx.Send(p, s.answer(nil))
+		}
+		s.held = nil
+	case *stubBarrier:
+		ctx.Respond(s.releases())
+	}
+}
+
+func (s *threadStub) answer(creds []string) *provider.CredentialsReleased {
+	res := &provider.CredentialsReleased{Fault: s.fault}
+	if s.fault.OK() {
+		res.Revoked = slices.Clone(creds)
+	}
+	return res
+}
+
+// releases returns the ReleaseCredentials the stub got, in order.
+func (s *threadStub) releases() []provider.ReleaseCredentials {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got)
+}
+
+// releasesOf returns what the stub at pid was asked to release, once it
+// handled every message already in its mailbox.
+func (e *env) releasesOf(pid *actor.PID) []provider.ReleaseCredentials {
+	e.t.Helper()
+	return actortest.Ask[[]provider.ReleaseCredentials](e.t, e.root, pid, &stubBarrier{})
+}
+
+// stubThread spawns s under the name of thread id and returns its PID.
+func (e *env) stubThread(id string, s *threadStub) *actor.PID {
+	e.t.Helper()
+	pid, err := e.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }), names.Thread(id))
+	if err != nil {
+		e.t.Fatalf("spawn %s: %v", names.Thread(id), err)
+	}
+	e.pids = append(e.pids, pid)
+	return pid
 }
 
 // eventually polls cond until it holds; only for effects that are

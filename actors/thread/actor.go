@@ -8,7 +8,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/deadline"
+	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -27,125 +31,99 @@ type Config struct {
 	Endpoint    string // MCP endpoint URL handed to provider sessions
 	MessageLog  int    // messages kept per thread (oldest dropped first)
 	RevokedKept int    // revoked credential rows kept per thread, for inspection
-	// OpenTimeout bounds one provider-session open, driver included.
-	OpenTimeout time.Duration
-	// ActorTimeout bounds every other request to a provider actor.
-	ActorTimeout time.Duration
-	// Provider locates the actor of a provider instance.
-	Provider func(instance string) *actor.PID
-	Logger   *slog.Logger
+	// Timeout is the deadline of a request that carries none (the runtime
+	// always sets one; tests may not). Zero: a minute.
+	Timeout time.Duration
+	Logger  *slog.Logger
 }
 
 // Props returns the props of a thread actor.
 func Props(cfg Config) *actor.Props {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = time.Minute
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &threadActor{cfg: cfg, pending: map[string]*pendingOpen{}}
+		a := &threadActor{cfg: cfg, flights: map[string]*flight{}}
+		a.behavior.Become(a.active)
+		return a
 	})
 }
 
-// pendingOpen is a provider-session open in flight for one instance.
-type pendingOpen struct {
-	sessionID string       // the session opened or re-attached
-	waiters   []*actor.PID // who asked; the first gets the token
-	cred      *memdb.Credential
-	token     string // set when this open minted cred
-	// newSession: the open asked for a new session (abort closes it); else
-	// it attached the thread to an existing one (abort detaches).
-	newSession bool
-	// rotating: not an open but a rotate re-binding the pair's session;
-	// rotates that arrive meanwhile wait in rotates and run after it.
-	rotating bool
-	rotates  []*actor.PID
-}
-
 type threadActor struct {
-	cfg     Config
-	pending map[string]*pendingOpen // by instance
-	stopped bool                    // deleted: answer nothing but ErrNotFound
+	cfg      Config
+	behavior actor.Behavior // active, then deleted
+	// flights are the opens and rotates in flight, by instance (open.go).
+	flights map[string]*flight
 }
 
-func (a *threadActor) Receive(ctx actor.Context) {
-	if a.stopped {
-		if _, ok := ctx.Message().(Message); ok {
-			ctx.Respond(notFoundReply(ctx.Message()))
-		}
-		return
-	}
+func (a *threadActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
+
+// active is the thread's behaviour until it is deleted.
+func (a *threadActor) active(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		a.start()
 	case *GetThread:
 		t, err := a.load()
-		ctx.Respond(&ThreadInfo{Thread: t, Err: err})
+		res := &ThreadInfo{Fault: fault.From(err)}
+		if err == nil {
+			res.Thread = *t
+		}
+		ctx.Respond(res)
 	case *OpenProviderSession:
-		a.openSession(ctx, msg)
-	case *ReleaseCredentials:
+		a.openSession(ctx, msg.Instance, msg.Or(a.cfg.Timeout))
+	case *provider.ReleaseCredentials:
 		revoked, err := a.release(msg)
-		ctx.Respond(&ReleaseCredentialsResult{Revoked: revoked, Err: err})
+		ctx.Respond(&provider.CredentialsReleased{Revoked: revoked, Fault: fault.From(err)})
 	case *SwitchProvider:
 		prev, ended, err := a.switchProvider(msg.Instance)
-		ctx.Respond(&SwitchProviderResult{Previous: prev, EndedRun: ended, Err: err})
+		ctx.Respond(&SwitchProviderResult{Previous: prev, EndedRun: ended, Fault: fault.From(err)})
 	case *Rotate:
-		a.rotate(ctx, msg)
+		a.rotate(ctx, msg.Instance, msg.Or(a.cfg.Timeout))
 	case *StartRun:
 		id, err := a.startRun(msg.Instance)
-		ctx.Respond(&StartRunResult{RunID: id, Err: err})
+		ctx.Respond(&StartRunResult{RunID: id, Fault: fault.From(err)})
 	case *EndRun:
 		id, err := a.endRun(msg.RunID)
-		ctx.Respond(&EndRunResult{RunID: id, Err: err})
+		ctx.Respond(&EndRunResult{RunID: id, Fault: fault.From(err)})
 	case *Touch:
 		n, err := a.touch()
-		ctx.Respond(&TouchResult{Refreshed: n, Err: err})
+		ctx.Respond(&TouchResult{Refreshed: n, Fault: fault.From(err)})
 	case *Mutate:
+		if deadline.Passed(msg.Or(a.cfg.Timeout)) {
+			// The caller gave up: an effect applied now would be one it was
+			// told timed out.
+			ctx.Respond(msg.fail(fault.New(fault.Timeout, "mutate %s: deadline passed: %v", a.cfg.ID, fault.ErrTimeout)))
+			return
+		}
 		v, err := a.mutate(msg)
-		ctx.Respond(&MutateResult{Value: v, Err: err})
+		ctx.Respond(&MutateResult{Value: v, Fault: fault.From(err)})
 	case *Detach:
-		a.detach(ctx)
+		a.detach(ctx, msg.Or(a.cfg.Timeout))
 	case *Archive:
-		a.archive(ctx)
+		a.archive(ctx, msg.Or(a.cfg.Timeout))
 	case *Delete:
-		a.delete(ctx)
+		a.delete(ctx, msg.Or(a.cfg.Timeout))
 	case *RevokeAll:
 		n, err := a.revokeAll(msg.Reason)
-		ctx.Respond(&RevokeAllResult{Revoked: n, Err: err})
+		ctx.Respond(&RevokeAllResult{Revoked: n, Fault: fault.From(err)})
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	default:
 		a.cfg.Logger.Warn("thread actor: unexpected message", "thread", a.cfg.ID, "type", fmt.Sprintf("%T", msg))
 	}
 }
 
-// notFoundReply answers a message that reached a deleted thread's actor.
-func notFoundReply(m any) any {
-	err := fmt.Errorf("thread: %w", ErrNotFound)
-	switch m.(type) {
-	case *GetThread:
-		return &ThreadInfo{Err: err}
-	case *OpenProviderSession:
-		return &OpenProviderSessionResult{Err: err}
-	case *ReleaseCredentials:
-		return &ReleaseCredentialsResult{Err: err}
-	case *SwitchProvider:
-		return &SwitchProviderResult{Err: err}
-	case *Rotate:
-		return &RotateResult{Err: err}
-	case *StartRun:
-		return &StartRunResult{Err: err}
-	case *EndRun:
-		return &EndRunResult{Err: err}
-	case *Touch:
-		return &TouchResult{Err: err}
-	case *Mutate:
-		return &MutateResult{Err: err}
-	case *Detach:
-		return &DetachResult{Err: err}
-	case *Archive:
-		return &ArchiveResult{Err: err}
-	case *Delete:
-		return &DeleteResult{Err: err}
-	case *RevokeAll:
-		return &RevokeAllResult{Err: err}
+// deleted is the thread's behaviour once Delete removed it, until the
+// actor is gone: every request is answered "unknown thread".
+func (a *threadActor) deleted(ctx actor.Context) {
+	gone := fault.New(fault.UnknownThread, "thread %s: %v", a.cfg.ID, ErrNotFound)
+	switch msg := ctx.Message().(type) {
+	case Message:
+		ctx.Respond(msg.fail(gone))
+	case *provider.ReleaseCredentials:
+		// Its credentials went with it: nothing left to release.
+		ctx.Respond(&provider.CredentialsReleased{Fault: gone})
 	}
-	return nil
 }
 
 func (a *threadActor) start() {
@@ -197,17 +175,9 @@ func (a *threadActor) instance(r *memdb.Reader, id string) (*memdb.Instance, err
 	return inst, err
 }
 
-// mintFor mints the credential an open will hand out, keeping the pair's
-// old ones live until the open succeeded.
-func (a *threadActor) mintFor(p *pendingOpen, inst *memdb.Instance, now time.Time) error {
-	return a.cfg.Store.Write(func(w *memdb.Writer) error {
-		if _, err := a.loadActive(w); err != nil {
-			return err
-		}
-		c, tok, _, err := a.mint(w, inst, "", now)
-		p.cred, p.token = c, tok
-		return err
-	})
+// provider is the actor of provider instance id, by its name.
+func (a *threadActor) provider(ctx actor.Context, id string) *actor.PID {
+	return ctx.ActorSystem().NewLocalPID(names.Instance(id))
 }
 
 // mint mints a credential for (thread, inst) through the ledger. With a

@@ -79,8 +79,8 @@ func TestOpenProviderSessionReuse(t *testing.T) {
 		{
 			name: "after a plain detach",
 			between: func(e *env, pid *actor.PID) {
-				if r := actortest.Ask[*thread.DetachResult](e.t, e.root, pid, &thread.Detach{}); r.Err != nil {
-					e.t.Fatalf("Detach = %v", r.Err)
+				if r := actortest.Ask[*thread.DetachResult](e.t, e.root, pid, &thread.Detach{}); r.Err() != nil {
+					e.t.Fatalf("Detach = %v", r.Err())
 				}
 			},
 			wantReattach: true,
@@ -141,8 +141,8 @@ func TestOpenProviderSessionMultiThread(t *testing.T) {
 		t.Errorf("record = %+v, want both threads and credentials", rec)
 	}
 	// T1 leaves and comes back: the session still holds its token.
-	if r := actortest.Ask[*thread.DetachResult](t, e.root, t1, &thread.Detach{}); r.Err != nil {
-		t.Fatal(r.Err)
+	if r := actortest.Ask[*thread.DetachResult](t, e.root, t1, &thread.Detach{}); r.Err() != nil {
+		t.Fatal(r.Err())
 	}
 	back := e.mustOpen(t1, "m")
 	if !back.Reused || back.Authorization != "" || back.SessionID != r1.SessionID || back.CredentialID != r1.CredentialID {
@@ -172,8 +172,8 @@ func TestOpenProviderSessionConcurrentDuplicates(t *testing.T) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 		r := res.(*thread.OpenProviderSessionResult)
-		if r.Err != nil {
-			t.Fatalf("open %d = %v", i, r.Err)
+		if r.Err() != nil {
+			t.Fatalf("open %d = %v", i, r.Err())
 		}
 		sessions, creds = append(sessions, r.SessionID), append(creds, r.CredentialID)
 		if r.Authorization != "" {
@@ -215,7 +215,7 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 		before := e.cred(rb.CredentialID)
 
 		e.inproc.FailNextOpen("a", boom)
-		if res := e.open(pid, "a"); !errors.Is(res.Err, boom) {
+		if res := e.open(pid, "a"); !actortest.OpenFailed(res.Err(), boom) {
 			t.Fatalf("OpenProviderSession(a) = %+v, want %v", res, boom)
 		}
 		got := e.pairCreds("T", "a")
@@ -239,7 +239,7 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 		before := e.cred(prev.CredentialID)
 
 		e.inproc.FailNextOpen("a", boom)
-		if res := e.open(pid, "a"); !errors.Is(res.Err, boom) {
+		if res := e.open(pid, "a"); !actortest.OpenFailed(res.Err(), boom) {
 			t.Fatalf("OpenProviderSession(a) = %+v, want %v", res, boom)
 		}
 		if diff := cmp.Diff(before, e.cred(prev.CredentialID)); diff != "" {
@@ -258,13 +258,13 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 		e.addInstance("a", &gatedDriver{inner: e.inprocDriver("a", ""), failAttach: &failAttach})
 		pid := e.spawnThread("T", "")
 		first := e.mustOpen(pid, "a")
-		if r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err != nil {
-			t.Fatal(r.Err)
+		if r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err() != nil {
+			t.Fatal(r.Err())
 		}
 		before := e.cred(first.CredentialID)
 
 		failAttach.Store(true)
-		if res := e.open(pid, "a"); res.Err == nil {
+		if res := e.open(pid, "a"); res.Err() == nil {
 			t.Fatalf("OpenProviderSession(a) with a failing attach = %+v, want an error", res)
 		}
 		if diff := cmp.Diff(before, e.cred(first.CredentialID)); diff != "" {
@@ -280,7 +280,7 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 		e.addInproc("a", "")
 		pid := e.spawnThread("T", "")
 		e.inproc.FailNextOpen("a", boom)
-		if res := e.open(pid, "a"); !errors.Is(res.Err, boom) {
+		if res := e.open(pid, "a"); !actortest.OpenFailed(res.Err(), boom) {
 			t.Fatalf("OpenProviderSession(a) = %+v, want %v", res, boom)
 		}
 		if got := e.thread(pid).Instance; got != "" {
@@ -325,11 +325,11 @@ func TestOpenProviderSessionRefused(t *testing.T) {
 			e.addInproc("a", "")
 			pid := e.spawnThread("T", "")
 			if test.archive {
-				if r := actortest.Ask[*thread.ArchiveResult](t, e.root, pid, &thread.Archive{}); r.Err != nil {
-					t.Fatal(r.Err)
+				if r := actortest.Ask[*thread.ArchiveResult](t, e.root, pid, &thread.Archive{}); r.Err() != nil {
+					t.Fatal(r.Err())
 				}
 			}
-			if res := e.open(pid, test.instance); !errors.Is(res.Err, test.wantErr) {
+			if res := e.open(pid, test.instance); !errors.Is(res.Err(), test.wantErr) {
 				t.Errorf("OpenProviderSession(%s) = %+v, want %v", test.instance, res, test.wantErr)
 			}
 			if n := len(e.creds("T")); n != 0 {
@@ -342,6 +342,10 @@ func TestOpenProviderSessionRefused(t *testing.T) {
 	}
 }
 
+// TestReleaseCredentials: a provider session released by its instance has
+// the thread revoke the credentials it alone held, before the instance
+// answers; a ReleaseCredentials revokes only the thread's own live
+// credentials among those it names (SPEC §3.2 release).
 func TestReleaseCredentials(t *testing.T) {
 	e := newEnv(t)
 	prov := e.addInproc("a", "")
@@ -351,48 +355,30 @@ func TestReleaseCredentials(t *testing.T) {
 	credU := e.mustOpen(other, "a").CredentialID
 	cred := res.CredentialID
 
-	closed := actortest.Ask[*provider.CloseSessionResult](t, e.root, prov, &provider.CloseSession{SessionID: res.SessionID, Reason: provider.ReasonReleased})
-	if closed.Err != nil || !slices.Equal(closed.Session.Credentials, []string{cred}) {
-		t.Fatalf("CloseSession = %+v, want the record of %s", closed, cred)
-	}
-	release := &thread.ReleaseCredentials{SessionID: res.SessionID, Credentials: []string{cred, credU, "cred_unknown"}}
-
-	// Another open provider session still records the credential.
-	e.write(func(w *memdb.Writer) error {
-		return w.PutProviderSession(&memdb.ProviderSession{
-			ID: "ps_other", Instance: "a", Credentials: []string{cred}, State: memdb.SessionOpen, Opened: t0,
-		})
-	})
-	r := actortest.Ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
-	if r.Err != nil || len(r.Revoked) != 0 {
-		t.Errorf("ReleaseCredentials while another session holds %s = %+v, want nothing revoked", cred, r)
-	}
-	if c := e.cred(cred); c.State != memdb.StateLive {
-		t.Errorf("held credential state = %q, want live", c.State)
-	}
-
-	// A closed session does not hold it.
-	e.write(func(w *memdb.Writer) error {
-		return w.PutProviderSession(&memdb.ProviderSession{
-			ID: "ps_other", Instance: "a", Credentials: []string{cred}, State: memdb.SessionClosed, Opened: t0,
-		})
-	})
 	e.clock.Advance(time.Minute)
-	r = actortest.Ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
-	if r.Err != nil || !slices.Equal(r.Revoked, []string{cred}) {
-		t.Errorf("ReleaseCredentials = %+v, want %s revoked", r, cred)
+	closed := actortest.Ask[*provider.CloseSessionResult](t, e.root, prov, &provider.CloseSession{SessionID: res.SessionID, Reason: provider.ReasonReleased})
+	if closed.Err() != nil || !slices.Equal(closed.Session.Credentials, []string{cred}) {
+		t.Fatalf("CloseSession = %+v, want the record of %s", closed, cred)
 	}
 	c := e.cred(cred)
 	if c.State != memdb.StateRevoked || c.RevokeReason != credential.ReasonReleased || !c.Revoked.Equal(t0.Add(time.Minute)) {
 		t.Errorf("released credential = %+v, want revoked %q at %v", c, credential.ReasonReleased, t0.Add(time.Minute))
 	}
-	// Another thread's credential is not this thread's to release.
+
+	// Asked directly: another thread's credential is not this thread's to
+	// release, an unknown one is skipped, a revoked one stays as it is.
+	other2 := e.mustOpen(pid, "a").CredentialID
+	release := &provider.ReleaseCredentials{SessionID: "ps_x", Credentials: []string{other2, credU, "cred_unknown", cred}}
+	r := actortest.Ask[*provider.CredentialsReleased](t, e.root, pid, release)
+	if r.Err() != nil || !slices.Equal(r.Revoked, []string{other2}) {
+		t.Errorf("ReleaseCredentials = %+v, want %s revoked", r, other2)
+	}
 	if c := e.cred(credU); c.State != memdb.StateLive {
 		t.Errorf("credential of thread U state = %q, want live", c.State)
 	}
 	// Releasing again revokes nothing more.
-	r = actortest.Ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
-	if r.Err != nil || len(r.Revoked) != 0 {
+	r = actortest.Ask[*provider.CredentialsReleased](t, e.root, pid, release)
+	if r.Err() != nil || len(r.Revoked) != 0 {
 		t.Errorf("second ReleaseCredentials = %+v, want nothing revoked", r)
 	}
 }
@@ -422,7 +408,7 @@ func TestSwitchProvider(t *testing.T) {
 	// A run of the new current instance survives a switch to itself.
 	runB := e.startRun(pid, "b")
 	res = actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"})
-	if res.Err != nil || res.EndedRun != "" || res.Previous != "b" {
+	if res.Err() != nil || res.EndedRun != "" || res.Previous != "b" {
 		t.Errorf("SwitchProvider(b) again = %+v, want no run ended", res)
 	}
 	if th := e.thread(pid); th.Run == nil || th.Run.ID != runB {
@@ -431,8 +417,8 @@ func TestSwitchProvider(t *testing.T) {
 
 	// An unknown instance changes nothing.
 	res = actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "nope"})
-	if !errors.Is(res.Err, thread.ErrUnknownInstance) {
-		t.Errorf("SwitchProvider(nope) = %v, want ErrUnknownInstance", res.Err)
+	if !errors.Is(res.Err(), thread.ErrUnknownInstance) {
+		t.Errorf("SwitchProvider(nope) = %v, want ErrUnknownInstance", res.Err())
 	}
 	if th := e.thread(pid); th.Instance != "b" || th.Run == nil {
 		t.Errorf("thread after a refused switch = %+v, want b with its run", th)
@@ -485,8 +471,8 @@ func TestRotate(t *testing.T) {
 		t.Errorf("open after rotate = %+v, want reuse of %s with %s", again, ra.SessionID, res.CredentialID)
 	}
 
-	if r := actortest.Ask[*thread.RotateResult](t, e.root, pid, &thread.Rotate{Instance: "nope"}); !errors.Is(r.Err, thread.ErrUnknownInstance) {
-		t.Errorf("Rotate(nope) = %v, want ErrUnknownInstance", r.Err)
+	if r := actortest.Ask[*thread.RotateResult](t, e.root, pid, &thread.Rotate{Instance: "nope"}); !errors.Is(r.Err(), thread.ErrUnknownInstance) {
+		t.Errorf("Rotate(nope) = %v, want ErrUnknownInstance", r.Err())
 	}
 }
 
@@ -527,14 +513,14 @@ func TestStartRunEndRun(t *testing.T) {
 		}
 		switch r := res.(type) {
 		case *thread.StartRunResult:
-			if r.Err == nil {
+			if r.Err() == nil {
 				if !strings.HasPrefix(r.RunID, "run_") || slices.Contains(runs, r.RunID) {
 					t.Errorf("%s: run id %q, want a fresh run_ id", step.name, r.RunID)
 				}
 				runs = append(runs, r.RunID)
 			}
 		case *thread.EndRunResult:
-			if r.Err == nil && r.RunID != runs[len(runs)-1] {
+			if r.Err() == nil && r.RunID != runs[len(runs)-1] {
 				t.Errorf("%s: ended %q, want %q", step.name, r.RunID, runs[len(runs)-1])
 			}
 		}
@@ -563,7 +549,7 @@ func TestTouchAndExpiry(t *testing.T) {
 	check("after mint", t0, t0.Add(time.Hour))
 
 	e.clock.Advance(40 * time.Minute)
-	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 1 {
+	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err() != nil || r.Refreshed != 1 {
 		t.Errorf("Touch = %+v, want 1 refreshed", r)
 	}
 	check("after touch", t0.Add(40*time.Minute), t0.Add(100*time.Minute))
@@ -576,15 +562,15 @@ func TestTouchAndExpiry(t *testing.T) {
 	if c := e.cred(first.CredentialID); c.LiveAt(e.clock.Now()) {
 		t.Fatalf("credential %+v still live past its window", c)
 	}
-	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 0 {
+	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err() != nil || r.Refreshed != 0 {
 		t.Errorf("Touch after expiry = %+v, want nothing refreshed", r)
 	}
 	check("after touching an expired credential", t0.Add(80*time.Minute), t0.Add(140*time.Minute))
 
 	caller := principal.Principal{Kind: memdb.KindProvider, CredentialID: first.CredentialID, Namespace: "cred:" + first.CredentialID, Thread: "T", Instance: "a"}
 	r := actortest.Ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: "late"}})
-	if !errors.Is(r.Err, thread.ErrNotLive) {
-		t.Errorf("Mutate with an expired credential during run %s = %v, want ErrNotLive", run, r.Err)
+	if !errors.Is(r.Err(), thread.ErrNotLive) {
+		t.Errorf("Mutate with an expired credential during run %s = %v, want ErrNotLive", run, r.Err())
 	}
 
 	// An expired credential is not reused: the next open mints.
@@ -610,7 +596,7 @@ func TestNoExpiryWindow(t *testing.T) {
 	if !c.Expires.IsZero() || !c.LiveAt(e.clock.Now()) {
 		t.Errorf("credential with no window = %+v, want no expiry and live", c)
 	}
-	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 1 {
+	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err() != nil || r.Refreshed != 1 {
 		t.Errorf("Touch = %+v, want 1 refreshed", r)
 	}
 	if c := e.cred(res.CredentialID); !c.Expires.IsZero() || !c.LastLive.Equal(e.clock.Now()) {
@@ -679,8 +665,8 @@ func TestMutate(t *testing.T) {
 			before := e.thread(test.target)
 			e.clock.Advance(time.Second)
 			res := actortest.Ask[*thread.MutateResult](t, e.root, test.target, &thread.Mutate{Caller: test.caller, Effect: &thread.AppendMessage{Text: test.text}})
-			if !errors.Is(res.Err, test.wantErr) {
-				t.Fatalf("Mutate(%s) = %v, want %v", test.name, res.Err, test.wantErr)
+			if !errors.Is(res.Err(), test.wantErr) {
+				t.Fatalf("Mutate(%s) = %v, want %v", test.name, res.Err(), test.wantErr)
 			}
 			after := e.thread(test.target)
 			if test.wantErr != nil {
@@ -701,11 +687,11 @@ func TestMutate(t *testing.T) {
 
 	post := func(target *actor.PID, c principal.Principal) error {
 		t.Helper()
-		return actortest.Ask[*thread.MutateResult](t, e.root, target, &thread.Mutate{Caller: c, Effect: &thread.AppendMessage{Text: "x"}}).Err
+		return actortest.Ask[*thread.MutateResult](t, e.root, target, &thread.Mutate{Caller: c, Effect: &thread.AppendMessage{Text: "x"}}).Err()
 	}
 	t.Run("caller without an active run", func(t *testing.T) {
-		if r := actortest.Ask[*thread.EndRunResult](t, e.root, pid, &thread.EndRun{}); r.Err != nil {
-			t.Fatal(r.Err)
+		if r := actortest.Ask[*thread.EndRunResult](t, e.root, pid, &thread.EndRun{}); r.Err() != nil {
+			t.Fatal(r.Err())
 		}
 		if err := post(pid, live); !errors.Is(err, thread.ErrNotLive) {
 			t.Errorf("Mutate after the run ended = %v, want ErrNotLive", err)
@@ -716,8 +702,8 @@ func TestMutate(t *testing.T) {
 	})
 	t.Run("caller after a switch away", func(t *testing.T) {
 		e.startRun(pid, "a")
-		if r := actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"}); r.Err != nil {
-			t.Fatal(r.Err)
+		if r := actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"}); r.Err() != nil {
+			t.Fatal(r.Err())
 		}
 		if err := post(pid, live); !errors.Is(err, thread.ErrNotLive) {
 			t.Errorf("Mutate by a after switching to b = %v, want ErrNotLive", err)
@@ -728,8 +714,8 @@ func TestMutate(t *testing.T) {
 		}
 	})
 	t.Run("archived target", func(t *testing.T) {
-		if r := actortest.Ask[*thread.ArchiveResult](t, e.root, other, &thread.Archive{}); r.Err != nil {
-			t.Fatal(r.Err)
+		if r := actortest.Ask[*thread.ArchiveResult](t, e.root, other, &thread.Archive{}); r.Err() != nil {
+			t.Fatal(r.Err())
 		}
 		if err := post(other, providerCaller(rb.CredentialID, "b")); !errors.Is(err, thread.ErrArchived) {
 			t.Errorf("Mutate on an archived thread = %v, want ErrArchived", err)
@@ -747,8 +733,8 @@ func TestMutateMessageLogBounded(t *testing.T) {
 
 	for i := range 5 {
 		r := actortest.Ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: fmt.Sprint("m", i)}})
-		if r.Err != nil {
-			t.Fatalf("post %d = %v", i, r.Err)
+		if r.Err() != nil {
+			t.Fatalf("post %d = %v", i, r.Err())
 		}
 		if m := r.Value.(memdb.Message); m.Seq != uint64(i) {
 			t.Errorf("post %d: seq %d, want %d", i, m.Seq, i)
@@ -771,14 +757,14 @@ func TestDetach(t *testing.T) {
 	e := newEnv(t)
 	e.addInproc("a", "")
 	pid := e.spawnThread("T", "")
-	if r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err != nil || len(r.Sessions) != 0 {
+	if r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err() != nil || len(r.Sessions) != 0 {
 		t.Errorf("Detach with no sessions = %+v, want none", r)
 	}
 	res := e.mustOpen(pid, "a")
 	before := e.cred(res.CredentialID)
 
 	r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{})
-	if r.Err != nil || !slices.Equal(r.Sessions, []string{res.SessionID}) {
+	if r.Err() != nil || !slices.Equal(r.Sessions, []string{res.SessionID}) {
 		t.Errorf("Detach = %+v, want [%s]", r, res.SessionID)
 	}
 	if diff := cmp.Diff(before, e.cred(res.CredentialID)); diff != "" {
@@ -807,7 +793,7 @@ func TestArchive(t *testing.T) {
 	e.clock.Advance(time.Minute)
 
 	r := actortest.Ask[*thread.ArchiveResult](t, e.root, pid, &thread.Archive{})
-	if r.Err != nil || r.Revoked != 3 {
+	if r.Err() != nil || r.Revoked != 3 {
 		t.Errorf("Archive = %+v, want 3 revoked", r)
 	}
 	for _, c := range e.creds("T") {
@@ -858,7 +844,7 @@ func TestRevokeAll(t *testing.T) {
 	e.mustOpen(pid, "b")
 
 	r := actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: credential.ReasonShutdown})
-	if r.Err != nil || r.Revoked != 2 {
+	if r.Err() != nil || r.Revoked != 2 {
 		t.Errorf("RevokeAll = %+v, want 2 revoked", r)
 	}
 	for _, c := range e.creds("T") {
@@ -870,7 +856,7 @@ func TestRevokeAll(t *testing.T) {
 		t.Errorf("thread status after RevokeAll = %q, want active", th.Status)
 	}
 	r = actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: credential.ReasonShutdown})
-	if r.Err != nil || r.Revoked != 0 {
+	if r.Err() != nil || r.Revoked != 0 {
 		t.Errorf("second RevokeAll = %+v, want nothing revoked", r)
 	}
 }
@@ -910,7 +896,7 @@ func TestDelete(t *testing.T) {
 	e.startRun(pid, "a")
 
 	r := actortest.Ask[*thread.DeleteResult](t, e.root, pid, &thread.Delete{})
-	if r.Err != nil || r.Revoked != 1 {
+	if r.Err() != nil || r.Revoked != 1 {
 		t.Errorf("Delete = %+v, want 1 live credential revoked", r)
 	}
 	rd := e.store.Read()
@@ -976,8 +962,9 @@ func TestDeleteAnswersNotFoundWhileFinishing(t *testing.T) {
 	e.pids = append(e.pids, fake)
 	pid := e.spawnThread("T", "a")
 	e.mustOpen(pid, "a")
+	// A registered instance: the thread asks every one to detach it.
 	e.write(func(w *memdb.Writer) error {
-		return w.PutProviderSession(&memdb.ProviderSession{ID: "ps_held", Instance: "held", Threads: []string{"T"}, State: memdb.SessionOpen})
+		return w.PutInstance(&memdb.Instance{ID: "held", Driver: provider.InprocKind, Created: t0})
 	})
 
 	fDelete := e.root.RequestFuture(pid, &thread.Delete{}, timeout)
@@ -1001,7 +988,7 @@ func TestDeleteAnswersNotFoundWhileFinishing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if r := res.(*thread.DeleteResult); r.Err != nil || r.Revoked != 1 {
+	if r := res.(*thread.DeleteResult); r.Err() != nil || r.Revoked != 1 {
 		t.Errorf("Delete = %+v, want 1 revoked", r)
 	}
 }

@@ -70,16 +70,14 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 		work:   &sync.WaitGroup{},
 	}
 	e.cfg = thread.Config{
-		Store:        store,
-		Now:          e.clock.Now,
-		Window:       time.Hour,
-		Endpoint:     endpoint,
-		MessageLog:   8,
-		RevokedKept:  16,
-		OpenTimeout:  timeout,
-		ActorTimeout: timeout,
-		Provider:     func(id string) *actor.PID { return sys.NewLocalPID("provider/" + id) },
-		Logger:       discard,
+		Store:       store,
+		Now:         e.clock.Now,
+		Window:      time.Hour,
+		Endpoint:    endpoint,
+		MessageLog:  8,
+		RevokedKept: 16,
+		Timeout:     timeout,
+		Logger:      discard,
 	}
 	for _, o := range opts {
 		o(&e.cfg)
@@ -100,14 +98,15 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 func (e *env) addInstance(id string, d provider.Driver, caps ...string) *actor.PID {
 	e.t.Helper()
 	props := provider.Props(provider.Config{
-		Instance:  &memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
-		Driver:    d,
-		Store:     e.store,
-		Now:       e.clock.Now,
-		OpTimeout: timeout,
-		Work:      e.work,
-		Base:      e.base,
-		Logger:    slog.New(slog.DiscardHandler),
+		Instance:     memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
+		Driver:       d,
+		Store:        e.store,
+		Now:          e.clock.Now,
+		OpTimeout:    timeout,
+		ActorTimeout: timeout,
+		Work:         e.work,
+		Base:         e.base,
+		Logger:       slog.New(slog.DiscardHandler),
 	})
 	pid, err := e.root.SpawnNamed(props, "provider/"+id)
 	if err != nil {
@@ -154,10 +153,10 @@ func (e *env) spawnThread(id, instance string) *actor.PID {
 func (e *env) thread(pid *actor.PID) *memdb.Thread {
 	e.t.Helper()
 	info := actortest.Ask[*thread.ThreadInfo](e.t, e.root, pid, &thread.GetThread{})
-	if info.Err != nil {
-		e.t.Fatalf("GetThread(%s) = %v", pid.Id, info.Err)
+	if info.Err() != nil {
+		e.t.Fatalf("GetThread(%s) = %v", pid.Id, info.Err())
 	}
-	return info.Thread
+	return &info.Thread
 }
 
 func (e *env) open(pid *actor.PID, instance string) *thread.OpenProviderSessionResult {
@@ -168,8 +167,8 @@ func (e *env) open(pid *actor.PID, instance string) *thread.OpenProviderSessionR
 func (e *env) mustOpen(pid *actor.PID, instance string) *thread.OpenProviderSessionResult {
 	e.t.Helper()
 	res := e.open(pid, instance)
-	if res.Err != nil {
-		e.t.Fatalf("OpenProviderSession(%s, %s) = %v", pid.Id, instance, res.Err)
+	if res.Err() != nil {
+		e.t.Fatalf("OpenProviderSession(%s, %s) = %v", pid.Id, instance, res.Err())
 	}
 	return res
 }
@@ -177,8 +176,8 @@ func (e *env) mustOpen(pid *actor.PID, instance string) *thread.OpenProviderSess
 func (e *env) rotate(pid *actor.PID, instance string) *thread.RotateResult {
 	e.t.Helper()
 	res := actortest.Ask[*thread.RotateResult](e.t, e.root, pid, &thread.Rotate{Instance: instance})
-	if res.Err != nil {
-		e.t.Fatalf("Rotate(%s, %s) = %v", pid.Id, instance, res.Err)
+	if res.Err() != nil {
+		e.t.Fatalf("Rotate(%s, %s) = %v", pid.Id, instance, res.Err())
 	}
 	return res
 }
@@ -186,8 +185,8 @@ func (e *env) rotate(pid *actor.PID, instance string) *thread.RotateResult {
 func (e *env) startRun(pid *actor.PID, instance string) string {
 	e.t.Helper()
 	res := actortest.Ask[*thread.StartRunResult](e.t, e.root, pid, &thread.StartRun{Instance: instance})
-	if res.Err != nil {
-		e.t.Fatalf("StartRun(%s, %s) = %v", pid.Id, instance, res.Err)
+	if res.Err() != nil {
+		e.t.Fatalf("StartRun(%s, %s) = %v", pid.Id, instance, res.Err())
 	}
 	return res.RunID
 }
@@ -263,41 +262,41 @@ func bearer(t *testing.T, authorization string) string {
 func errOf(res any) error {
 	switch r := res.(type) {
 	case *thread.ThreadInfo:
-		return r.Err
+		return r.Err()
 	case *thread.OpenProviderSessionResult:
-		return r.Err
-	case *thread.ReleaseCredentialsResult:
-		return r.Err
+		return r.Err()
+	case *provider.CredentialsReleased:
+		return r.Err()
 	case *thread.SwitchProviderResult:
-		return r.Err
+		return r.Err()
 	case *thread.RotateResult:
-		return r.Err
+		return r.Err()
 	case *thread.StartRunResult:
-		return r.Err
+		return r.Err()
 	case *thread.EndRunResult:
-		return r.Err
+		return r.Err()
 	case *thread.TouchResult:
-		return r.Err
+		return r.Err()
 	case *thread.MutateResult:
-		return r.Err
+		return r.Err()
 	case *thread.DetachResult:
-		return r.Err
+		return r.Err()
 	case *thread.ArchiveResult:
-		return r.Err
+		return r.Err()
 	case *thread.DeleteResult:
-		return r.Err
+		return r.Err()
 	case *thread.RevokeAllResult:
-		return r.Err
+		return r.Err()
 	}
 	return fmt.Errorf("unexpected reply %T", res)
 }
 
-// everyMessage is one of each thread actor message.
-func everyMessage() []thread.Message {
-	return []thread.Message{
+// everyMessage is one of each message a thread actor answers.
+func everyMessage() []any {
+	return []any{
 		&thread.GetThread{},
 		&thread.OpenProviderSession{Instance: "a"},
-		&thread.ReleaseCredentials{SessionID: "ps_x", Credentials: []string{"cred_x"}},
+		&provider.ReleaseCredentials{SessionID: "ps_x", Credentials: []string{"cred_x"}},
 		&thread.SwitchProvider{Instance: "a"},
 		&thread.Rotate{Instance: "a"},
 		&thread.StartRun{Instance: "a"},

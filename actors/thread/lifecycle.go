@@ -2,73 +2,67 @@ package thread
 
 import (
 	"errors"
-	"fmt"
 	"slices"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/deadline"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// release implements SPEC §3 "release / close a provider session".
-func (a *threadActor) release(msg *ReleaseCredentials) ([]string, error) {
+// release implements the thread's part of SPEC §3.2 "release a provider
+// session": the instance actor closing the session decided which of its
+// credentials no other open session holds; the thread revokes those that
+// are its own and still live.
+func (a *threadActor) release(msg *provider.ReleaseCredentials) ([]string, error) {
 	var revoked []string
 	now := a.cfg.Now()
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
 		for _, id := range msg.Credentials {
 			c, err := w.Credential(nil, id)
-			if errors.Is(err, memdb.ErrNotFound) || (err == nil && (c.Thread != a.cfg.ID || c.State != memdb.StateLive)) {
+			if errors.Is(err, memdb.ErrNotFound) || (err == nil && c.Thread != a.cfg.ID) {
 				continue
 			}
 			if err != nil {
 				return err
 			}
-			holders, err := w.ProviderSessionsByCredential(nil, id)
+			ok, err := credential.Revoke(w, c, credential.ReasonReleased, now)
 			if err != nil {
 				return err
 			}
-			held := slices.ContainsFunc(holders, func(h *memdb.ProviderSession) bool {
-				return h.ID != msg.SessionID && h.State == memdb.SessionOpen
-			})
-			if held {
-				continue
+			if ok {
+				revoked = append(revoked, id)
 			}
-			if _, err := credential.Revoke(w, c, credential.ReasonReleased, now); err != nil {
-				return err
-			}
-			revoked = append(revoked, id)
 		}
 		return a.prune(w)
 	})
 	return revoked, err
 }
 
-// detachAll tells every provider instance serving the thread to detach it,
-// and calls done once they all answered.
-func (a *threadActor) detachAll(ctx actor.Context, done func(sessions []string)) {
-	sessions, err := a.cfg.Store.Read().ProviderSessionsByThread(nil, a.cfg.ID)
+// detachAll tells every provider instance to detach the thread from the
+// sessions serving it, and calls done once they all answered or dl
+// passed. Which sessions serve it is the instances' to know
+// (provider_sessions is theirs), so every registered instance is asked.
+func (a *threadActor) detachAll(ctx actor.Context, dl time.Time, done func(sessions []string)) {
+	insts, err := a.cfg.Store.Read().Instances(nil)
 	if err != nil {
-		a.cfg.Logger.Error("list provider sessions", "thread", a.cfg.ID, "err", err)
+		a.cfg.Logger.Error("list provider instances", "thread", a.cfg.ID, "err", err)
 	}
-	var instances []string
-	for _, s := range sessions {
-		if !slices.Contains(instances, s.Instance) {
-			instances = append(instances, s.Instance)
-		}
-	}
-	fs := make([]*actor.Future, len(instances))
-	for i, inst := range instances {
-		fs[i] = ctx.RequestFuture(a.cfg.Provider(inst), &provider.DetachThread{Thread: a.cfg.ID}, a.cfg.ActorTimeout)
+	fs := make([]*actor.Future, len(insts))
+	for i, inst := range insts {
+		fs[i] = ctx.RequestFuture(a.provider(ctx, inst.ID), &provider.DetachThread{Request: deadline.At(dl), Thread: a.cfg.ID}, deadline.Left(dl))
 	}
 	a.gather(ctx, fs, func(results []any, errs []error) {
 		var from []string
 		for i, res := range results {
 			if r, ok := res.(*provider.DetachThreadResult); ok && errs[i] == nil {
 				from = append(from, r.Sessions...)
-			} else if errs[i] != nil {
-				a.cfg.Logger.Warn("detach thread", "thread", a.cfg.ID, "instance", instances[i], "err", errs[i])
+			} else if errs[i] != nil && !errors.Is(errs[i], actor.ErrDeadLetter) {
+				a.cfg.Logger.Warn("detach thread", "thread", a.cfg.ID, "instance", insts[i].ID, "err", errs[i])
 			}
 		}
 		slices.Sort(from)
@@ -76,16 +70,16 @@ func (a *threadActor) detachAll(ctx actor.Context, done func(sessions []string))
 	})
 }
 
-func (a *threadActor) detach(ctx actor.Context) {
+func (a *threadActor) detach(ctx actor.Context, dl time.Time) {
 	reply := ctx.Sender()
 	if _, err := a.load(); err != nil {
-		ctx.Respond(&DetachResult{Err: err})
+		ctx.Respond(&DetachResult{Fault: fault.From(err)})
 		return
 	}
-	a.detachAll(ctx, func(sessions []string) { ctx.Send(reply, &DetachResult{Sessions: sessions}) })
+	a.detachAll(ctx, dl, func(sessions []string) { ctx.Send(reply, &DetachResult{Sessions: sessions}) })
 }
 
-func (a *threadActor) archive(ctx actor.Context) {
+func (a *threadActor) archive(ctx actor.Context, dl time.Time) {
 	var n int
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
 		t, err := loadThread(&w.Reader, a.cfg.ID)
@@ -102,14 +96,14 @@ func (a *threadActor) archive(ctx actor.Context) {
 		return a.prune(w)
 	})
 	if err != nil {
-		ctx.Respond(&ArchiveResult{Err: err})
+		ctx.Respond(&ArchiveResult{Fault: fault.From(err)})
 		return
 	}
 	reply := ctx.Sender()
-	a.detachAll(ctx, func([]string) { ctx.Send(reply, &ArchiveResult{Revoked: n}) })
+	a.detachAll(ctx, dl, func([]string) { ctx.Send(reply, &ArchiveResult{Revoked: n}) })
 }
 
-func (a *threadActor) delete(ctx actor.Context) {
+func (a *threadActor) delete(ctx actor.Context, dl time.Time) {
 	var n int
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
 		if _, err := loadThread(&w.Reader, a.cfg.ID); err != nil {
@@ -125,24 +119,28 @@ func (a *threadActor) delete(ctx actor.Context) {
 		return w.DeleteThread(a.cfg.ID)
 	})
 	if err != nil {
-		ctx.Respond(&DeleteResult{Err: err})
+		ctx.Respond(&DeleteResult{Fault: fault.From(err)})
 		return
 	}
-	// Opens still in flight end now: their sessions are aborted, their
+	// From here on every request is answered "unknown thread". Opens and
+	// rotates still in flight end now: their sessions are aborted, their
 	// askers told the thread is gone.
-	for inst, p := range a.pending {
-		a.abortOpen(ctx, a.cfg.Provider(inst), p)
-		for _, w := range p.waiters {
-			ctx.Send(w, &OpenProviderSessionResult{Err: fmt.Errorf("thread %s: %w", a.cfg.ID, ErrNotFound)})
+	a.behavior.Become(a.deleted)
+	gone := fault.New(fault.UnknownThread, "thread %s: %v", a.cfg.ID, ErrNotFound)
+	for inst, f := range a.flights {
+		if f.kind == flightOpen {
+			a.abort(ctx, f)
 		}
-		for _, w := range p.rotates {
-			ctx.Send(w, &RotateResult{Err: fmt.Errorf("thread %s: %w", a.cfg.ID, ErrNotFound)})
+		for _, w := range f.opens {
+			ctx.Send(w.pid, &OpenProviderSessionResult{Fault: gone})
 		}
-		delete(a.pending, inst)
+		for _, w := range f.rotates {
+			ctx.Send(w.pid, &RotateResult{Fault: gone})
+		}
+		delete(a.flights, inst)
 	}
-	a.stopped = true
 	reply := ctx.Sender()
-	a.detachAll(ctx, func([]string) {
+	a.detachAll(ctx, dl, func([]string) {
 		ctx.Send(reply, &DeleteResult{Revoked: n})
 		// Poison, not Stop: messages already queued are answered (with
 		// ErrNotFound) before the actor goes.

@@ -4,14 +4,61 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/deadline"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
+
+// The thread's side of the open protocol (SPEC §3.2). The thread owns the
+// pair's credentials; the instance actor owns provider_sessions and
+// decides which session serves the thread. An open asks one question,
+// AcquireSession ("a session for (T, I) holding this credential"); only if
+// the answer is NeedsCredential does the thread mint one and send
+// OpenSession. A rotation mints and sends RebindThread. The thread never
+// reads provider_sessions and never retries the instance's races.
+
+// flightKind is what a flight is.
+type flightKind uint8
+
+const (
+	flightOpen   flightKind = iota // an open of the pair
+	flightRotate                   // a rotation re-binding the pair's sessions
+)
+
+// waiter is an asker waiting for a flight: its PID stays in the actor's
+// state, never in a message.
+type waiter struct {
+	pid      *actor.PID
+	deadline time.Time
+}
+
+// flight is an open or a rotation of one pair in flight. Opens of the pair
+// that arrive meanwhile wait in opens (an open's first waiter is its
+// asker); rotations that arrive during a rotation wait in rotates, and run
+// after it; a rotation during an open is ErrBusy.
+type flight struct {
+	kind     flightKind
+	instance string
+	deadline time.Time
+	opens    []waiter
+	rotates  []waiter
+	// An open's credential: the pair's live one it asked about, or the one
+	// it minted (then token is set and the pair's older ones are revoked
+	// once the open succeeded, or it is revoked if the open fails).
+	cred  *memdb.Credential
+	token string
+	// sessionID is the session serving the thread; proposed is the id of a
+	// new session the open asked for (an abort closes it).
+	sessionID string
+	proposed  string
+}
 
 func (a *threadActor) binding(c *memdb.Credential, tok string) provider.Binding {
 	b := provider.Binding{
@@ -27,13 +74,18 @@ func (a *threadActor) binding(c *memdb.Credential, tok string) provider.Binding 
 	return b
 }
 
-// openSession implements SPEC §3 "open provider session for (T, I)".
-func (a *threadActor) openSession(ctx actor.Context, msg *OpenProviderSession) {
-	if p := a.pending[msg.Instance]; p != nil {
-		p.waiters = append(p.waiters, ctx.Sender())
+// openSession implements SPEC §3.2 "open provider session for (T, I)".
+func (a *threadActor) openSession(ctx actor.Context, instance string, dl time.Time) {
+	w := waiter{pid: ctx.Sender(), deadline: dl}
+	if f := a.flights[instance]; f != nil {
+		f.opens = append(f.opens, w)
 		return
 	}
-	fail := func(err error) { ctx.Respond(&OpenProviderSessionResult{Err: err}) }
+	fail := func(err error) { ctx.Respond(&OpenProviderSessionResult{Fault: fault.From(err)}) }
+	if deadline.Passed(dl) {
+		fail(fmt.Errorf("open provider session of %s on %s: deadline passed: %w", instance, a.cfg.ID, fault.ErrTimeout))
+		return
+	}
 	now := a.cfg.Now()
 	r := a.cfg.Store.Read()
 	t, err := loadThread(r, a.cfg.ID)
@@ -45,7 +97,7 @@ func (a *threadActor) openSession(ctx actor.Context, msg *OpenProviderSession) {
 		fail(fmt.Errorf("open provider session on %s: %w", a.cfg.ID, ErrArchived))
 		return
 	}
-	inst, err := a.instance(r, msg.Instance)
+	inst, err := a.instance(r, instance)
 	if err != nil {
 		fail(err)
 		return
@@ -55,142 +107,136 @@ func (a *threadActor) openSession(ctx actor.Context, msg *OpenProviderSession) {
 		fail(err)
 		return
 	}
-	var live *memdb.Credential
+	f := &flight{kind: flightOpen, instance: instance, deadline: dl, opens: []waiter{w}}
+	b := provider.Binding{Thread: a.cfg.ID, Instance: inst.ID, Endpoint: a.cfg.Endpoint}
 	for _, c := range creds {
 		if c.LiveAt(now) {
-			live = c
+			f.cred, b = c, a.binding(c, "")
 		}
 	}
-	attached, err := r.ProviderSessionsByThread(nil, a.cfg.ID)
-	if err != nil {
-		fail(err)
-		return
-	}
-	attached = slices.DeleteFunc(attached, func(h *memdb.ProviderSession) bool {
-		return h.Instance != inst.ID || h.State != memdb.SessionOpen
-	})
-	var holder *memdb.ProviderSession
-	if live == nil && len(attached) > 0 {
-		// The pair's session is attached but its credential expired: re-bind
-		// that session to a new credential rather than start a second one.
-		p := &pendingOpen{waiters: []*actor.PID{ctx.Sender()}, sessionID: attached[0].ID}
-		if err := a.mintFor(p, inst, now); err != nil {
-			fail(err)
-			return
-		}
-		a.request(ctx, inst.ID, p, &provider.AttachThread{SessionID: p.sessionID, Binding: a.binding(p.cred, p.token)})
-		return
-	}
-	if live != nil {
-		holders, err := r.ProviderSessionsByCredential(nil, live.ID)
-		if err != nil {
-			fail(err)
-			return
-		}
-		for _, h := range holders {
-			if h.Instance != inst.ID || h.State != memdb.SessionOpen {
-				continue
-			}
-			if slices.Contains(h.Threads, a.cfg.ID) {
-				// (T, I) already has a live provider session: return it.
-				ctx.Respond(&OpenProviderSessionResult{
-					SessionID:    h.ID,
-					CredentialID: live.ID,
-					Endpoint:     a.cfg.Endpoint,
-					Capabilities: slices.Clone(live.Capabilities),
-					Reused:       true,
-				})
-				return
-			}
-			if h.MultiThread || len(h.Threads) == 0 {
-				holder = h
-			}
-		}
-	}
-	p := &pendingOpen{waiters: []*actor.PID{ctx.Sender()}}
-	var req any
-	if holder != nil {
-		// The credential is live and a session that holds its token can take
-		// the thread back: re-attach, mint nothing.
-		p.sessionID, p.cred = holder.ID, live
-		req = &provider.AttachThread{SessionID: holder.ID, Binding: a.binding(live, "")}
-	} else {
-		// No process holds a live token for the pair (the runtime keeps no
-		// tokens), so a new session needs a new credential. The pair's old
-		// one is revoked only once the open succeeded: an open that fails
-		// revokes only what it minted.
-		if err := a.mintFor(p, inst, now); err != nil {
-			fail(err)
-			return
-		}
-		p.sessionID, p.newSession = token.NewID("ps_"), true
-		req = &provider.OpenSession{SessionID: p.sessionID, Binding: a.binding(p.cred, p.token)}
-	}
-	a.request(ctx, inst.ID, p, req)
+	a.flights[instance] = f
+	req := ctx.RequestFuture(a.provider(ctx, instance), &provider.AcquireSession{Request: deadline.At(dl), Binding: b}, deadline.Left(dl))
+	ctx.ReenterAfter(req, func(res any, err error) { a.acquired(ctx, f, res, err) })
 }
 
-// request records p as the open in flight for instance and sends req to
-// the instance's provider actor; finishOpen continues on the actor's turn.
-func (a *threadActor) request(ctx actor.Context, instance string, p *pendingOpen, req any) {
-	a.pending[instance] = p
-	f := ctx.RequestFuture(a.cfg.Provider(instance), req, a.cfg.OpenTimeout)
-	ctx.ReenterAfter(f, func(res any, err error) { a.finishOpen(ctx, instance, res, err) })
-}
-
-func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err error) {
-	p := a.pending[inst]
-	delete(a.pending, inst)
-	if p == nil {
+// acquired continues an open with the instance's answer to AcquireSession.
+func (a *threadActor) acquired(ctx actor.Context, f *flight, res any, err error) {
+	if a.flights[f.instance] != f {
 		return // the thread was deleted meanwhile; delete answered the waiters
 	}
-	prov := a.cfg.Provider(inst)
-	sid := p.sessionID
-	if err == nil {
-		switch r := res.(type) {
-		case *provider.OpenSessionResult:
-			sid, err = r.SessionID, r.Err
-		case *provider.AttachThreadResult:
-			err = r.Err
-		default:
-			err = fmt.Errorf("provider %s: unexpected reply %T", inst, res)
-		}
-	} else {
-		// We gave up waiting: make sure whatever the open produces ends.
-		a.abortOpen(ctx, prov, p)
-		err = fmt.Errorf("open provider session of %s: %w", inst, err)
+	r, _ := res.(*provider.SessionAcquired)
+	switch {
+	case err != nil:
+		// We gave up waiting: whatever the instance does for this open
+		// (a re-attach) must end.
+		a.abort(ctx, f)
+		a.failOpen(ctx, f, a.requestFailed(f, "acquire a provider session", err))
+		return
+	case r == nil:
+		a.failOpen(ctx, f, fmt.Errorf("provider %s: unexpected reply %T", f.instance, res))
+		return
+	case !r.Fault.OK():
+		a.failOpen(ctx, f, r.Fault.Err())
+		return
+	case r.Outcome == provider.Reused || r.Outcome == provider.Attached:
+		f.sessionID = r.SessionID
+		a.finishOpen(ctx, f)
+		return
 	}
-	if err == nil {
-		if t, terr := a.load(); terr != nil || t.Status != memdb.ThreadActive {
-			// Archived while the open ran: the session must not keep the thread.
-			// A multi-thread driver may have attached the thread to a session
-			// serving others (sid is then not the id we proposed): detach only.
-			// The open answers once that is done, so nothing of it is left.
-			fs := a.abortOpenWait(ctx, prov, &pendingOpen{sessionID: sid, newSession: p.newSession && sid == p.sessionID})
-			err = fmt.Errorf("open provider session on %s: %w", a.cfg.ID, ErrArchived)
-			a.gather(ctx, fs, func([]any, []error) { a.failOpen(ctx, p, err) })
+	// No session holds a live credential of the pair: mint one. The pair's
+	// old ones are revoked only once the open succeeded: an open that fails
+	// revokes only what it minted.
+	if deadline.Passed(f.deadline) {
+		a.failOpen(ctx, f, fmt.Errorf("open provider session of %s on %s: deadline passed: %w", f.instance, a.cfg.ID, fault.ErrTimeout))
+		return
+	}
+	err = a.cfg.Store.Write(func(w *memdb.Writer) error {
+		if _, err := a.loadActive(w); err != nil {
+			return err
+		}
+		inst, err := a.instance(&w.Reader, f.instance)
+		if err != nil {
+			return err
+		}
+		f.cred, f.token, _, err = a.mint(w, inst, "", a.cfg.Now())
+		return err
+	})
+	if err != nil {
+		f.cred, f.token = nil, ""
+		a.failOpen(ctx, f, err)
+		return
+	}
+	f.proposed = token.NewID("ps_")
+	req := ctx.RequestFuture(a.provider(ctx, f.instance), &provider.OpenSession{
+		Request: deadline.At(f.deadline), SessionID: f.proposed, Binding: a.binding(f.cred, f.token),
+	}, deadline.Left(f.deadline))
+	ctx.ReenterAfter(req, func(res any, err error) { a.opened(ctx, f, res, err) })
+}
+
+// opened continues an open with the instance's answer to OpenSession.
+func (a *threadActor) opened(ctx actor.Context, f *flight, res any, err error) {
+	if a.flights[f.instance] != f {
+		return
+	}
+	r, _ := res.(*provider.OpenSessionResult)
+	switch {
+	case err != nil:
+		a.abort(ctx, f)
+		a.failOpen(ctx, f, a.requestFailed(f, "open a provider session", err))
+		return
+	case r == nil:
+		a.failOpen(ctx, f, fmt.Errorf("provider %s: unexpected reply %T", f.instance, res))
+		return
+	case !r.Fault.OK():
+		a.failOpen(ctx, f, r.Fault.Err())
+		return
+	}
+	f.sessionID = r.SessionID
+	if !r.New {
+		f.proposed = "" // an open session took the thread: an abort detaches only
+	}
+	a.finishOpen(ctx, f)
+}
+
+// requestFailed is the error of an open whose request to the instance got
+// no answer: the deadline passed, or the instance is gone.
+func (a *threadActor) requestFailed(f *flight, what string, err error) error {
+	if errors.Is(err, actor.ErrDeadLetter) {
+		return fmt.Errorf("%s of %s for %s: instance gone: %w", what, f.instance, a.cfg.ID, ErrUnknownInstance)
+	}
+	return fmt.Errorf("%s of %s for %s: %v: %w", what, f.instance, a.cfg.ID, err, fault.ErrTimeout)
+}
+
+// finishOpen ends a served open: unless the thread was archived meanwhile,
+// the credential it minted replaces the pair's old ones, a thread without
+// a current instance gets this one, and the waiters get the session.
+func (a *threadActor) finishOpen(ctx actor.Context, f *flight) {
+	if t, err := a.load(); err != nil || t.Status != memdb.ThreadActive {
+		// Archived while the open ran: the session must not keep the
+		// thread. The open answers once that is undone, but never after its
+		// deadline: nothing of it waits past the point its asker gave up.
+		err := fmt.Errorf("open provider session on %s: %w", a.cfg.ID, ErrArchived)
+		if deadline.Passed(f.deadline) {
+			a.abort(ctx, f)
+			a.failOpen(ctx, f, err)
 			return
 		}
-	}
-	if err != nil && !p.newSession && errors.Is(err, provider.ErrUnknownSession) {
-		// The session we re-attached to ended meanwhile (a racing release or
-		// death): open again from the store as it is now, as if this open
-		// had come after the release.
-		a.revokeMinted(p)
-		for _, w := range p.waiters {
-			ctx.RequestWithCustomSender(ctx.Self(), &OpenProviderSession{Instance: inst}, w)
+		var fs []*actor.Future
+		for _, msg := range a.abortMessages(f) {
+			fs = append(fs, ctx.RequestFuture(a.provider(ctx, f.instance), msg, deadline.Left(f.deadline)))
 		}
+		a.gather(ctx, fs, func([]any, []error) {
+			if a.flights[f.instance] == f {
+				a.failOpen(ctx, f, err)
+			}
+		})
 		return
 	}
-	if err != nil {
-		a.failOpen(ctx, p, err)
-		return
-	}
-	// The open succeeded: the new credential replaces the pair's old ones,
-	// and a thread without a current instance gets this one.
+	delete(a.flights, f.instance)
 	a.write(func(w *memdb.Writer) error {
 		now := a.cfg.Now()
-		if p.token != "" {
-			if _, err := credential.RevokePair(w, a.cfg.ID, inst, p.cred.ID, credential.ReasonReplaced, now); err != nil {
+		if f.token != "" {
+			if _, err := credential.RevokePair(w, a.cfg.ID, f.instance, f.cred.ID, credential.ReasonReplaced, now); err != nil {
 				return err
 			}
 		}
@@ -198,81 +244,72 @@ func (a *threadActor) finishOpen(ctx actor.Context, inst string, res any, err er
 		if err != nil || t.Instance != "" {
 			return err
 		}
-		t.Instance = inst
+		t.Instance = f.instance
 		return w.PutThread(t)
 	})
-	for i, w := range p.waiters {
+	for i, w := range f.opens {
 		res := &OpenProviderSessionResult{
-			SessionID:    sid,
-			CredentialID: p.cred.ID,
+			SessionID:    f.sessionID,
+			CredentialID: f.cred.ID,
 			Endpoint:     a.cfg.Endpoint,
-			Capabilities: slices.Clone(p.cred.Capabilities),
-			Reused:       p.token == "" || i > 0,
+			Capabilities: slices.Clone(f.cred.Capabilities),
+			Reused:       f.token == "" || i > 0,
 		}
-		if i == 0 && p.token != "" {
-			res.Authorization = "Bearer " + p.token
+		if i == 0 && f.token != "" {
+			res.Authorization = "Bearer " + f.token
 		}
-		ctx.Send(w, res)
+		ctx.Send(w.pid, res)
 	}
-}
-
-// revokeMinted revokes the credential an open minted, if it did.
-func (a *threadActor) revokeMinted(p *pendingOpen) {
-	if p.token == "" {
-		return
-	}
-	a.write(func(w *memdb.Writer) error {
-		c, err := w.Credential(nil, p.cred.ID)
-		if err != nil {
-			return nil // pruned or deleted already
-		}
-		_, err = credential.Revoke(w, c, credential.ReasonOpenFailed, a.cfg.Now())
-		return err
-	})
 }
 
 // failOpen answers an open that failed; only a credential it minted is
 // revoked.
-func (a *threadActor) failOpen(ctx actor.Context, p *pendingOpen, err error) {
-	a.revokeMinted(p)
-	for _, w := range p.waiters {
-		ctx.Send(w, &OpenProviderSessionResult{Err: err})
+func (a *threadActor) failOpen(ctx actor.Context, f *flight, err error) {
+	delete(a.flights, f.instance)
+	if f.token != "" {
+		a.write(func(w *memdb.Writer) error {
+			c, err := w.Credential(nil, f.cred.ID)
+			if err != nil {
+				return nil // pruned or deleted already
+			}
+			_, err = credential.Revoke(w, c, credential.ReasonOpenFailed, a.cfg.Now())
+			return err
+		})
+	}
+	res := &OpenProviderSessionResult{Fault: fault.From(err)}
+	for _, w := range f.opens {
+		ctx.Send(w.pid, res)
 	}
 }
 
-// abortOpen makes the provider undo an open: a new session is closed, a
-// re-attach (or a multi-thread attach) is detached.
-func (a *threadActor) abortOpen(ctx actor.Context, prov *actor.PID, p *pendingOpen) {
-	for _, msg := range a.abortMessages(p) {
-		ctx.Send(prov, msg)
+// abort makes the instance undo an open, without waiting: a new session it
+// asked for is closed, the thread is detached from whatever took it.
+func (a *threadActor) abort(ctx actor.Context, f *flight) {
+	for _, msg := range a.abortMessages(f) {
+		ctx.Send(a.provider(ctx, f.instance), msg)
 	}
 }
 
-// abortOpenWait is abortOpen with futures that complete once the provider
-// has closed the session (its driver included) and detached the thread.
-func (a *threadActor) abortOpenWait(ctx actor.Context, prov *actor.PID, p *pendingOpen) []*actor.Future {
-	var fs []*actor.Future
-	for _, msg := range a.abortMessages(p) {
-		fs = append(fs, ctx.RequestFuture(prov, msg, a.cfg.OpenTimeout+a.cfg.ActorTimeout))
-	}
-	return fs
-}
-
-func (a *threadActor) abortMessages(p *pendingOpen) []any {
-	msgs := []any{&provider.DetachThread{Thread: a.cfg.ID}}
-	if p.newSession {
-		msgs = append([]any{&provider.CloseSession{SessionID: p.sessionID, Reason: provider.ReasonAborted}}, msgs...)
+func (a *threadActor) abortMessages(f *flight) []any {
+	msgs := []any{&provider.DetachThread{Request: deadline.At(f.deadline), Thread: a.cfg.ID}}
+	if f.proposed != "" {
+		msgs = append([]any{&provider.CloseSession{Request: deadline.At(f.deadline), SessionID: f.proposed, Reason: provider.ReasonAborted}}, msgs...)
 	}
 	return msgs
 }
 
-func (a *threadActor) rotate(ctx actor.Context, msg *Rotate) {
-	if p := a.pending[msg.Instance]; p != nil {
-		if p.rotating {
-			p.rotates = append(p.rotates, ctx.Sender())
+// rotate implements SPEC §3.2 "rotate (T, I)".
+func (a *threadActor) rotate(ctx actor.Context, instance string, dl time.Time) {
+	if f := a.flights[instance]; f != nil {
+		if f.kind == flightRotate {
+			f.rotates = append(f.rotates, waiter{pid: ctx.Sender(), deadline: dl})
 			return
 		}
-		ctx.Respond(&RotateResult{Err: fmt.Errorf("rotate (%s, %s): %w", a.cfg.ID, msg.Instance, ErrBusy)})
+		ctx.Respond(&RotateResult{Fault: fault.From(fmt.Errorf("rotate (%s, %s): %w", a.cfg.ID, instance, ErrBusy))})
+		return
+	}
+	if deadline.Passed(dl) {
+		ctx.Respond(&RotateResult{Fault: fault.From(fmt.Errorf("rotate (%s, %s): deadline passed: %w", a.cfg.ID, instance, fault.ErrTimeout))})
 		return
 	}
 	var (
@@ -285,7 +322,7 @@ func (a *threadActor) rotate(ctx actor.Context, msg *Rotate) {
 		if _, err := a.loadActive(w); err != nil {
 			return err
 		}
-		inst, err := a.instance(&w.Reader, msg.Instance)
+		inst, err := a.instance(&w.Reader, instance)
 		if err != nil {
 			return err
 		}
@@ -293,58 +330,37 @@ func (a *threadActor) rotate(ctx actor.Context, msg *Rotate) {
 		return err
 	})
 	if err != nil {
-		ctx.Respond(&RotateResult{Err: err})
+		ctx.Respond(&RotateResult{Fault: fault.From(err)})
 		return
 	}
-	// A session serving the thread with the old credential gets the new one.
-	r := a.cfg.Store.Read()
-	var reqs []*actor.Future
-	for _, old := range olds {
-		holders, _ := r.ProviderSessionsByCredential(nil, old)
-		for _, h := range holders {
-			if h.Instance == msg.Instance && slices.Contains(h.Threads, a.cfg.ID) {
-				reqs = append(reqs, ctx.RequestFuture(a.cfg.Provider(msg.Instance),
-					&provider.AttachThread{SessionID: h.ID, Binding: a.binding(cred, tok), Replaces: old}, a.cfg.OpenTimeout))
-			}
-		}
-	}
+	// A session serving the thread gets the new credential. Until it holds
+	// it, an open of the pair would find a live credential nobody holds and
+	// replace it: opens wait, as they wait for an open in flight.
+	f := &flight{kind: flightRotate, instance: instance, deadline: dl}
+	a.flights[instance] = f
 	reply := ctx.Sender()
-	if len(reqs) > 0 {
-		// Until the session holds the new credential, an open of the pair
-		// would find a live credential nobody holds and replace it: opens
-		// wait, as they wait for an open in flight.
-		a.pending[msg.Instance] = &pendingOpen{rotating: true}
-	}
-	a.gather(ctx, reqs, func(results []any, errs []error) {
-		for i := range results {
-			if e := replyErr(results[i], errs[i]); e != nil {
-				a.cfg.Logger.Warn("rebind rotated credential", "thread", a.cfg.ID, "instance", msg.Instance, "err", e)
-			}
+	req := ctx.RequestFuture(a.provider(ctx, instance), &provider.RebindThread{
+		Request: deadline.At(dl), Binding: a.binding(cred, tok), Replaces: olds,
+	}, deadline.Left(dl))
+	ctx.ReenterAfter(req, func(res any, err error) {
+		if r, ok := res.(*provider.ThreadRebound); ok && err == nil {
+			err = r.Err()
+		}
+		if err != nil {
+			a.cfg.Logger.Warn("rebind rotated credential", "thread", a.cfg.ID, "instance", instance, "err", err)
 		}
 		ctx.Send(reply, &RotateResult{CredentialID: cred.ID, Authorization: "Bearer " + tok})
-		if p := a.pending[msg.Instance]; p != nil && len(reqs) > 0 {
-			delete(a.pending, msg.Instance)
-			// Opens that waited are handled now, in arrival order, as if
-			// they had come after the rotate.
-			for _, w := range p.waiters {
-				ctx.RequestWithCustomSender(ctx.Self(), &OpenProviderSession{Instance: msg.Instance}, w)
-			}
-			for _, w := range p.rotates {
-				ctx.RequestWithCustomSender(ctx.Self(), &Rotate{Instance: msg.Instance}, w)
-			}
+		if a.flights[instance] != f {
+			return // deleted meanwhile: delete answered the waiters
+		}
+		delete(a.flights, instance)
+		// Opens and rotates that waited are handled now, in arrival order, as
+		// if they had come after this rotate.
+		for _, w := range f.opens {
+			ctx.RequestWithCustomSender(ctx.Self(), &OpenProviderSession{Request: deadline.At(w.deadline), Instance: instance}, w.pid)
+		}
+		for _, w := range f.rotates {
+			ctx.RequestWithCustomSender(ctx.Self(), &Rotate{Request: deadline.At(w.deadline), Instance: instance}, w.pid)
 		}
 	})
-}
-
-func replyErr(res any, err error) error {
-	if err != nil {
-		return err
-	}
-	switch r := res.(type) {
-	case *provider.AttachThreadResult:
-		return r.Err
-	case *provider.OpenSessionResult:
-		return r.Err
-	}
-	return nil
 }

@@ -103,7 +103,7 @@ func (a *threadActor) mutate(msg *Mutate) (any, error) {
 		if err := credential.CheckLive(&w.Reader, msg.Caller, now); err != nil {
 			return err
 		}
-		val, err = msg.Effect.Apply(w, t, now, msg.Caller)
+		val, err = msg.Effect.Apply(txn{t: t, now: now, caller: msg.Caller})
 		if err != nil {
 			return err
 		}
@@ -118,12 +118,25 @@ func (a *threadActor) mutate(msg *Mutate) (any, error) {
 	return val, nil
 }
 
-// Apply appends the message to t's log.
-func (m *AppendMessage) Apply(_ *memdb.Writer, t *memdb.Thread, now time.Time, c principal.Principal) (any, error) {
+// txn is the Txn an Effect is given: the thread's record, the time and
+// the caller, and nothing else of the transaction.
+type txn struct {
+	t      *memdb.Thread
+	now    time.Time
+	caller principal.Principal
+}
+
+func (x txn) Thread() *memdb.Thread       { return x.t }
+func (x txn) Now() time.Time              { return x.now }
+func (x txn) Caller() principal.Principal { return x.caller }
+
+// Apply appends the message to the thread's log.
+func (m AppendMessage) Apply(tx Txn) (any, error) {
 	if m.Text == "" || len(m.Text) > MaxMessageBytes || !utf8.ValidString(m.Text) {
 		return nil, fmt.Errorf("message of %d bytes: %w", len(m.Text), ErrInvalidMessage)
 	}
-	msg := memdb.Message{Seq: t.NextSeq, Text: m.Text, Author: c.Namespace, Instance: c.Instance, At: now}
+	t, c := tx.Thread(), tx.Caller()
+	msg := memdb.Message{Seq: t.NextSeq, Text: m.Text, Author: c.Namespace, Instance: c.Instance, At: tx.Now()}
 	t.NextSeq++
 	t.Messages = append(t.Messages, msg)
 	return msg, nil

@@ -6,6 +6,7 @@
 package actortest
 
 import (
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -114,4 +116,12 @@ func Futures(sys *actor.ActorSystem) int {
 		}
 	}
 	return n
+}
+
+// OpenFailed reports whether err is the failure of a provider session's
+// open caused by the driver's error cause: it matches
+// fault.ErrProviderOpenFailed and says what cause said. (A reply crosses a
+// mailbox as plain data, so the driver's error arrives as its text.)
+func OpenFailed(err, cause error) bool {
+	return errors.Is(err, fault.ErrProviderOpenFailed) && strings.Contains(err.Error(), cause.Error())
 }
