@@ -120,7 +120,7 @@ func TestDuplicates(t *testing.T) {
 	}
 	createThreads(t, rt, "U")
 	openMinted(t, rt, "U", "A")
-	if n := len(rt.Inproc().Sessions("A")); n != 2 {
+	if n := len(inprocOf(rt).Sessions("A")); n != 2 {
 		t.Fatalf("instance A has %d sessions for two threads, want 2 (still exclusive)", n)
 	}
 	assertLive(t, rt, "existing instance's credential", tok)
@@ -204,7 +204,7 @@ func TestUnknownNames(t *testing.T) {
 				t.Fatalf("%s(nope) = %v, want ErrUnknownThread", c.name, err)
 			}
 		}
-		if n := len(rt.Inproc().Sessions("A")); n != 1 {
+		if n := len(inprocOf(rt).Sessions("A")); n != 1 {
 			t.Fatalf("refused opens started driver sessions: %d, want 1", n)
 		}
 	})

@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -147,18 +150,41 @@ func threadOf(t *testing.T, rt *mcpruntime.Runtime, id string) mcpruntime.Thread
 	return th
 }
 
+// newRuntime starts a runtime closed when the test ends. Unless cfg names
+// a driver "inproc" of its own, the in-process driver is the test double
+// (providertest.Inproc), which inprocOf returns.
 func newRuntime(t *testing.T, cfg mcpruntime.Config) *mcpruntime.Runtime {
 	t.Helper()
+	in := &providertest.Inproc{}
+	if _, ok := cfg.Drivers[provider.InprocKind]; !ok {
+		cfg.Drivers = maps.Clone(cfg.Drivers)
+		if cfg.Drivers == nil {
+			cfg.Drivers = map[string]provider.Factory{}
+		}
+		cfg.Drivers[provider.InprocKind] = in.Factory()
+	}
 	rt, err := mcpruntime.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	inprocs.Store(rt, in)
 	t.Cleanup(func() {
 		if err := rt.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
+		inprocs.Delete(rt)
 	})
 	return rt
+}
+
+// inprocs holds the in-process driver of each runtime newRuntime started.
+var inprocs sync.Map // *mcpruntime.Runtime → *providertest.Inproc
+
+// inprocOf returns the in-process driver of rt, a runtime newRuntime
+// started: what its sessions were given, and the knobs that make them fail.
+func inprocOf(rt *mcpruntime.Runtime) *providertest.Inproc {
+	in, _ := inprocs.Load(rt)
+	return in.(*providertest.Inproc)
 }
 
 func noErr(t *testing.T, err error) {

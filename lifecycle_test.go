@@ -32,7 +32,7 @@ func TestOpenMintsThenReuses(t *testing.T) {
 	if first.Endpoint != endpoint || !slices.Equal(first.Capabilities, caps) {
 		t.Fatalf("first open = %+v, want endpoint %q and capabilities %q", first, endpoint, caps)
 	}
-	drv := rt.Inproc().Session(first.ID)
+	drv := inprocOf(rt).Session(first.ID)
 	if drv == nil {
 		t.Fatalf("driver never saw session %s", first.ID)
 	}
@@ -57,7 +57,7 @@ func TestOpenMintsThenReuses(t *testing.T) {
 	if again.ID != first.ID || again.CredentialID != first.CredentialID || !again.Reused || again.Authorization != "" {
 		t.Fatalf("second open = %+v, want session %s / credential %s reused without a token", again, first.ID, first.CredentialID)
 	}
-	if n := len(rt.Inproc().Sessions("A")); n != 1 {
+	if n := len(inprocOf(rt).Sessions("A")); n != 1 {
 		t.Fatalf("driver opened %d sessions, want 1", n)
 	}
 	if got := drv.Authorizations(); len(got) != 1 {
@@ -99,7 +99,7 @@ func TestConcurrentOpensMintOnce(t *testing.T) {
 	if shown != 1 {
 		t.Fatalf("token shown %d times, want once", shown)
 	}
-	if got := len(rt.Inproc().Sessions("A")); got != 1 {
+	if got := len(inprocOf(rt).Sessions("A")); got != 1 {
 		t.Fatalf("driver opened %d sessions, want 1", got)
 	}
 }
@@ -129,11 +129,11 @@ func TestPairOperationsLeaveOtherInstanceAlone(t *testing.T) {
 		}},
 		{"driver death", func(t *testing.T, rt *mcpruntime.Runtime) {
 			ps, tok := openMinted(t, rt, "T", "B")
-			rt.Inproc().Session(ps.ID).Kill(nil)
+			inprocOf(rt).Session(ps.ID).Kill(nil)
 			waitDead(t, rt, "B after kill", tok)
 		}},
 		{"failed open", func(t *testing.T, rt *mcpruntime.Runtime) { // any error: see TestFailedOpensAnswered
-			rt.Inproc().FailNextOpen("B", errors.New("boom"))
+			inprocOf(rt).FailNextOpen("B", errors.New("boom"))
 			if _, err := rt.OpenProviderSession(ctx, "T", "B"); err == nil {
 				t.Fatal("open of B succeeded, want the injected failure")
 			}
@@ -164,7 +164,7 @@ func TestPairOperationsLeaveOtherInstanceAlone(t *testing.T) {
 			if diff := cmp.Diff(recBefore, recAfter); diff != "" {
 				t.Fatalf("A's credential record changed (-before +after):\n%s", diff)
 			}
-			if rt.Inproc().Session(a.ID).Closed() {
+			if inprocOf(rt).Session(a.ID).Closed() {
 				t.Fatalf("A's provider session was closed")
 			}
 		})
@@ -196,7 +196,7 @@ func TestRotate(t *testing.T) {
 	assertLive(t, rt, "(T, B) after rotating (T, A)", tokB)
 	assertLive(t, rt, "(U, A) after rotating (T, A)", tokUA)
 
-	drv := rt.Inproc().Session(a.ID)
+	drv := inprocOf(rt).Session(a.ID)
 	if got, want := drv.Authorizations(), []string{a.Authorization, cred.Authorization}; !slices.Equal(got, want) {
 		t.Fatalf("driver Authorizations = %q, want %q", got, want)
 	}
@@ -228,7 +228,7 @@ func TestRotateWithoutSession(t *testing.T) {
 	if p.Thread != "T" || p.Instance != "A" {
 		t.Fatalf("principal = %+v, want (T, A)", p)
 	}
-	if n := len(rt.Inproc().Sessions("A")); n != 0 {
+	if n := len(inprocOf(rt).Sessions("A")); n != 0 {
 		t.Fatalf("rotate opened %d driver sessions, want 0", n)
 	}
 }
@@ -245,7 +245,7 @@ func TestReleaseRevokes(t *testing.T) {
 	noErr(t, rt.ReleaseProviderSession(ctx, ps.ID))
 	assertReason(t, rt, "after release", tok, mcpruntime.AuthRevoked)
 	// The driver is closed after the release returns: wait for it.
-	waitUntil(t, "driver session closed", rt.Inproc().Session(ps.ID).Closed)
+	waitUntil(t, "driver session closed", inprocOf(rt).Session(ps.ID).Closed)
 	if _, err := rt.Store().Read().ProviderSession(nil, ps.ID); !errors.Is(err, memdb.ErrNotFound) {
 		t.Fatalf("provider session record after release: %v, want ErrNotFound", err)
 	}
@@ -266,7 +266,7 @@ func TestDriverDeathReleases(t *testing.T) {
 	ps, tok := openMinted(t, rt, "T", "A")
 	_, tokB := openMinted(t, rt, "T", "B")
 
-	drv := rt.Inproc().Session(ps.ID)
+	drv := inprocOf(rt).Session(ps.ID)
 	drv.Kill(errors.New("process exited"))
 	waitDead(t, rt, "A after its driver died", tok)
 	assertReason(t, rt, "A after its driver died", tok, mcpruntime.AuthRevoked)
@@ -293,7 +293,7 @@ func TestOpenFailure(t *testing.T) {
 	_, tokA := openMinted(t, rt, "T", "A")
 
 	boom := errors.New("boom")
-	rt.Inproc().FailNextOpen("B", boom)
+	inprocOf(rt).FailNextOpen("B", boom)
 	ps, err := rt.OpenProviderSession(ctx, "T", "B")
 	if !actortest.OpenFailed(err, boom) {
 		t.Fatalf("OpenProviderSession = %+v, %v; want the driver's error", ps, err)
@@ -301,7 +301,7 @@ func TestOpenFailure(t *testing.T) {
 	if got := liveCredentials(t, rt, time.Now(), "T", "B"); len(got) != 0 {
 		t.Fatalf("live credentials of (T, B) after a failed open: %q", got)
 	}
-	if n := len(rt.Inproc().Sessions("B")); n != 0 {
+	if n := len(inprocOf(rt).Sessions("B")); n != 0 {
 		t.Fatalf("driver has %d sessions of B after a failed open", n)
 	}
 	assertLive(t, rt, "A after B's open failed", tokA)
@@ -324,7 +324,7 @@ func TestOpenFailureKeepsPairsCredential(t *testing.T) {
 	noErr(t, err)
 	tok := bearer(t, cred.Authorization)
 
-	rt.Inproc().FailNextOpen("A", errors.New("boom"))
+	inprocOf(rt).FailNextOpen("A", errors.New("boom"))
 	if _, err := rt.OpenProviderSession(ctx, "T", "A"); err == nil {
 		t.Fatal("open succeeded, want the injected failure")
 	}
@@ -346,7 +346,7 @@ func TestFailedOpensAnswered(t *testing.T) {
 		id := fmt.Sprintf("T%d", i)
 		createThreads(t, rt, id)
 		boom := fmt.Errorf("boom %d", i)
-		rt.Inproc().FailNextOpen("A", boom)
+		inprocOf(rt).FailNextOpen("A", boom)
 		if _, err := rt.OpenProviderSession(ctx, id, "A"); !actortest.OpenFailed(err, boom) {
 			t.Fatalf("failed open %d = %v, want the driver's error %q", i, err, boom)
 		}
@@ -361,7 +361,7 @@ func TestOpenFailureLeavesNoCurrentInstance(t *testing.T) {
 	rt := quietRuntime(t, mcpruntime.Config{OpenTimeout: 2 * time.Second})
 	registerInproc(t, rt, "A")
 	createThreads(t, rt, "T")
-	rt.Inproc().FailNextOpen("A", errors.New("boom"))
+	inprocOf(rt).FailNextOpen("A", errors.New("boom"))
 	if _, err := rt.OpenProviderSession(ctx, "T", "A"); err == nil {
 		t.Fatal("open succeeded, want the injected failure")
 	}
@@ -378,7 +378,7 @@ func TestDetachRevokesNothing(t *testing.T) {
 	registerInproc(t, rt, "A")
 	createThreads(t, rt, "T")
 	ps, tok := openMinted(t, rt, "T", "A")
-	drv := rt.Inproc().Session(ps.ID)
+	drv := inprocOf(rt).Session(ps.ID)
 
 	noErr(t, rt.Detach(ctx, "T"))
 	assertLive(t, rt, "after detach", tok)
@@ -400,7 +400,7 @@ func TestDetachRevokesNothing(t *testing.T) {
 	if last := bs[len(bs)-1]; last.Thread != "T" || last.CredentialID != ps.CredentialID || last.Authorization != "" {
 		t.Fatalf("re-attach binding = %+v, want T with credential %s and no token", last, ps.CredentialID)
 	}
-	if n := len(rt.Inproc().Sessions("A")); n != 1 {
+	if n := len(inprocOf(rt).Sessions("A")); n != 1 {
 		t.Fatalf("driver opened %d sessions, want 1", n)
 	}
 	assertLive(t, rt, "after re-attach", tok)
@@ -460,7 +460,7 @@ func TestArchiveAndDeleteRevokeEverything(t *testing.T) {
 			// (T, B): its session died; the pair was then rotated, so its live
 			// credential has no provider session at all.
 			b, tok := openMinted(t, rt, "T", "B")
-			rt.Inproc().Session(b.ID).Kill(nil)
+			inprocOf(rt).Session(b.ID).Kill(nil)
 			waitDead(t, rt, "(T, B) after kill", tok)
 			cred, err := rt.Rotate(ctx, "T", "B")
 			noErr(t, err)
@@ -497,9 +497,9 @@ func TestArchiveAndDeleteRevokeEverything(t *testing.T) {
 			assertLive(t, rt, "(U, M)", tokUM)
 			// The drivers are told after the call returns: wait for them.
 			waitUntil(t, "A's session detached from T", func() bool {
-				return len(rt.Inproc().Session(a.ID).Attached()) == 0
+				return len(inprocOf(rt).Session(a.ID).Attached()) == 0
 			})
-			shared := rt.Inproc().Session(m.ID)
+			shared := inprocOf(rt).Session(m.ID)
 			waitUntil(t, "shared session detached from T", func() bool {
 				return slices.Equal(shared.Attached(), []string{"U"})
 			})
@@ -553,7 +553,7 @@ func TestArchivedThreadIsReadOnly(t *testing.T) {
 	if got := liveCredentials(t, rt, time.Now(), "T", ""); len(got) != 0 {
 		t.Fatalf("refused calls left live credentials %q", got)
 	}
-	if n := len(rt.Inproc().Sessions("B")); n != 0 {
+	if n := len(inprocOf(rt).Sessions("B")); n != 0 {
 		t.Fatalf("refused open started %d driver sessions of B", n)
 	}
 }
@@ -752,7 +752,7 @@ func TestMultiThreadDriver(t *testing.T) {
 			noErr(t, rt.ReleaseProviderSession(ctx, id))
 		}},
 		{"driver death", func(t *testing.T, rt *mcpruntime.Runtime, id string, toks ...string) {
-			rt.Inproc().Session(id).Kill(nil)
+			inprocOf(rt).Session(id).Kill(nil)
 			for i, tok := range toks {
 				waitDead(t, rt, fmt.Sprintf("token %d", i), tok)
 			}
@@ -773,10 +773,10 @@ func TestMultiThreadDriver(t *testing.T) {
 			if pt.CredentialID == pu.CredentialID {
 				t.Fatalf("T and U share credential %s", pt.CredentialID)
 			}
-			if n := len(rt.Inproc().Sessions("M")); n != 1 {
+			if n := len(inprocOf(rt).Sessions("M")); n != 1 {
 				t.Fatalf("driver opened %d sessions of M, want 1", n)
 			}
-			drv := rt.Inproc().Session(pt.ID)
+			drv := inprocOf(rt).Session(pt.ID)
 			if got := drv.Attached(); !slices.Equal(got, []string{"T", "U"}) {
 				t.Fatalf("attached = %q, want [T U]", got)
 			}
@@ -830,7 +830,7 @@ func TestCloseRevokesEverything(t *testing.T) {
 		assertDead(t, rt, what+" after Close", tok)
 	}
 	for _, id := range []string{a.ID, b.ID} {
-		if !rt.Inproc().Session(id).Closed() {
+		if !inprocOf(rt).Session(id).Closed() {
 			t.Fatalf("driver session %s not closed by Close", id)
 		}
 	}
@@ -892,11 +892,11 @@ func TestReopenAfterExpiryRebindsSession(t *testing.T) {
 	}
 	assertLive(t, rt, "new credential", bearer(t, again.Authorization))
 	assertReason(t, rt, "old credential", tok, mcpruntime.AuthExpired)
-	got := rt.Inproc().Session(ps.ID).Authorizations()
+	got := inprocOf(rt).Session(ps.ID).Authorizations()
 	if len(got) != 2 || got[1] != again.Authorization {
 		t.Fatalf("session %s was given %q, want the new Authorization last", ps.ID, got)
 	}
-	if n := len(rt.Inproc().Sessions("A")); n != 1 {
+	if n := len(inprocOf(rt).Sessions("A")); n != 1 {
 		t.Fatalf("instance A has %d driver sessions, want 1", n)
 	}
 	// The session's record now holds the new credential, so releasing it

@@ -13,6 +13,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -99,7 +100,7 @@ func wantIdleClosed(t *testing.T, rt *mcpruntime.Runtime, evs *providerEvents, s
 	if ev.Reason != provider.ReasonIdle || ev.Cause != "" || ev.Session.CloseReason != provider.ReasonIdle {
 		t.Fatalf("SessionClosed of %s = reason %q, cause %q, record reason %q; want %q, none", session, ev.Reason, ev.Cause, ev.Session.CloseReason, provider.ReasonIdle)
 	}
-	s := rt.Inproc().Session(session)
+	s := inprocOf(rt).Session(session)
 	waitUntil(t, "driver session "+session+" closed", s.Closed)
 }
 
@@ -113,7 +114,7 @@ func wantOpen(t *testing.T, rt *mcpruntime.Runtime, evs *providerEvents, what, s
 	if evs != nil && len(evs.closed(session)) != 0 {
 		t.Fatalf("%s: session %s reported closed", what, session)
 	}
-	if rt.Inproc().Session(session).Closed() {
+	if inprocOf(rt).Session(session).Closed() {
 		t.Fatalf("%s: driver session %s closed", what, session)
 	}
 }
@@ -403,7 +404,7 @@ func TestProviderEventsInOrder(t *testing.T) {
 // exit within the window does, and leaves no live credential or session.
 func TestProviderDiedWhileOpening(t *testing.T) {
 	ctx := context.Background()
-	inproc := &provider.Inproc{}
+	inproc := &providertest.Inproc{}
 	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]provider.Factory{
 		"dies": func(instance string, raw json.RawMessage) (provider.Driver, error) {
 			d, err := inproc.Factory()(instance, raw)

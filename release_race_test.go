@@ -9,6 +9,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -73,7 +74,7 @@ func (d *openGatedDriver) Open(ctx context.Context, req provider.OpenRequest) (p
 // Found by the concurrent machine.
 func TestOpenRacingArchiveLeavesNothing(t *testing.T) {
 	ctx := context.Background()
-	inproc := &provider.Inproc{}
+	inproc := &providertest.Inproc{}
 	gated := &openGatedDriver{opening: make(chan struct{}, 1), gate: make(chan struct{})}
 	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]provider.Factory{
 		"gated": func(instance string, config json.RawMessage) (provider.Driver, error) {

@@ -28,7 +28,6 @@ type Runtime struct {
 	system  *actor.ActorSystem
 	root    *actor.RootContext
 	drivers provider.Registry
-	inproc  *provider.Inproc
 	base    context.Context
 	cancel  context.CancelFunc
 	work    sync.WaitGroup // driver goroutines
@@ -60,7 +59,6 @@ func New(cfg Config) (*Runtime, error) {
 		store:         store,
 		system:        system,
 		root:          system.Root,
-		inproc:        &provider.Inproc{},
 		base:          base,
 		cancel:        cancel,
 		threads:       map[string]*actor.PID{},
@@ -68,7 +66,7 @@ func New(cfg Config) (*Runtime, error) {
 		closeTimeouts: map[string]time.Duration{},
 		clients:       map[string]*actor.PID{},
 	}
-	r.drivers.Register(provider.InprocKind, r.inproc.Factory())
+	r.drivers.Register(provider.InprocKind, provider.InprocFactory)
 	r.drivers.Register(execdriver.Kind, execdriver.Factory(logger))
 	for kind, f := range cfg.Drivers {
 		r.drivers.Register(kind, f)
@@ -81,10 +79,6 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	return r, nil
 }
-
-// Inproc returns the built-in in-process driver, to inspect what its
-// sessions were given. For testing and examples.
-func (r *Runtime) Inproc() *provider.Inproc { return r.inproc }
 
 // Store returns the runtime's store, for reading. Writing to it bypasses
 // the actors that own its tables and breaks the runtime's guarantees.

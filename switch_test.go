@@ -44,7 +44,7 @@ func TestProviderSwitchRegression(t *testing.T) {
 	if a.Authorization == "" || a.Reused {
 		t.Fatalf("first open of A = %+v, want a minted credential", a)
 	}
-	drvA := rt.Inproc().Session(a.ID)
+	drvA := inprocOf(rt).Session(a.ID)
 	if drvA == nil {
 		t.Fatalf("driver never saw session %s", a.ID)
 	}
@@ -86,7 +86,7 @@ func TestProviderSwitchRegression(t *testing.T) {
 	}
 	assertDead(t, rt, "B after release", tokB)
 	assertLive(t, rt, "A after releasing B", tokA)
-	if !rt.Inproc().Session(b.ID).Closed() {
+	if !inprocOf(rt).Session(b.ID).Closed() {
 		t.Fatalf("driver session of B not closed")
 	}
 

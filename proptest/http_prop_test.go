@@ -23,6 +23,8 @@ import (
 	"pgregory.net/rapid"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 )
 
@@ -350,7 +352,9 @@ type httpMachine struct {
 
 func newHTTPMachine(t *rapid.T) *httpMachine {
 	clock := actortest.NewClock(testStart)
+	in := &providertest.Inproc{}
 	rt, err := mcpruntime.New(mcpruntime.Config{
+		Drivers:          map[string]provider.Factory{provider.InprocKind: in.Factory()},
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,
 		ClientTokenTTL:   mcpruntime.NoExpiry,
@@ -380,10 +384,11 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		_ = rt.Close()
 	})
 	lm := &lifecycleMachine{
-		ctx:   context.Background(),
-		rt:    rt,
-		clock: clock,
-		m:     newModel(testStart, testWindow, 0, testProviderIdle, testEndpoint),
+		ctx:    context.Background(),
+		rt:     rt,
+		inproc: in,
+		clock:  clock,
+		m:      newModel(testStart, testWindow, 0, testProviderIdle, testEndpoint),
 	}
 	unsubscribe := subscribeCounting(rt.SubscribeProviderEvents, &lm.closes)
 	t.Cleanup(unsubscribe)

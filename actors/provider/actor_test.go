@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -699,7 +700,7 @@ func TestCloseSessionWhileOpeningThenOpenFails(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	var in provider.Inproc
+	var in providertest.Inproc
 	bad := errors.New("bad config")
 	var r provider.Registry
 	if got := r.Kinds(); len(got) != 0 {
@@ -758,7 +759,7 @@ func TestInprocConfig(t *testing.T) {
 		{name: "wrong type", config: `{"multiThread":"yes"}`, wantErr: true},
 		{name: "not an object", config: `[1]`, wantErr: true},
 	}
-	var in provider.Inproc
+	var in providertest.Inproc
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
 			d, err := in.Factory()("a", json.RawMessage(test.config))

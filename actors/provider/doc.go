@@ -7,8 +7,9 @@
 // A provider kind (Codex, Claude Code, OpenCode, a custom process) is a
 // [Driver] built by a [Factory] from the instance's JSON configuration and
 // registered by kind name ([Registry]; embedders use the runtime's
-// Config.Drivers). [Inproc] is the minimal example and the test double;
-// package execdriver runs one OS process per session.
+// Config.Drivers). [InprocFactory] is the minimal example; package
+// providertest holds its test double, which records what its sessions are
+// given; package execdriver runs one OS process per session.
 //
 // What a driver is given: [Driver.Open] gets an [OpenRequest] with the
 // session id, the instance id and a [Binding]: the thread, the MCP

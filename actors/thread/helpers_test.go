@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -45,7 +46,7 @@ type env struct {
 	sys    *actor.ActorSystem
 	root   *actor.RootContext
 	store  *memdb.Store
-	inproc *provider.Inproc
+	inproc *providertest.Inproc
 	clock  *actortest.Clock
 	base   context.Context
 	work   *sync.WaitGroup
@@ -64,7 +65,7 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 		sys:    sys,
 		root:   sys.Root,
 		store:  store,
-		inproc: &provider.Inproc{},
+		inproc: &providertest.Inproc{},
 		clock:  actortest.NewClock(t0),
 		base:   base,
 		work:   &sync.WaitGroup{},
