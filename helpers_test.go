@@ -120,25 +120,27 @@ func waitDead(t *testing.T, rt *mcpruntime.Runtime, what, tok string) {
 // instance) at the runtime's current time; instance "" means all instances.
 func liveCredentials(t *testing.T, rt *mcpruntime.Runtime, now time.Time, thread, instance string) []string {
 	t.Helper()
-	rd := rt.Store().Read()
-	var (
-		creds []*memdb.Credential
-		err   error
-	)
-	if instance == "" {
-		creds, err = rd.CredentialsByThread(nil, thread)
-	} else {
-		creds, err = rd.CredentialsByThreadInstance(nil, thread, instance)
-	}
-	noErr(t, err)
 	var out []string
-	for _, c := range creds {
-		if c.LiveAt(now) {
+	for _, c := range rt.Credentials(thread) {
+		live := c.State == memdb.StateLive && (c.Expires.IsZero() || now.Before(c.Expires))
+		if live && (instance == "" || c.Instance == instance) {
 			out = append(out, c.ID)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// credentialOf returns the credential id of thread (the runtime's view).
+func credentialOf(t *testing.T, rt *mcpruntime.Runtime, thread, id string) mcpruntime.CredentialInfo {
+	t.Helper()
+	for _, c := range rt.Credentials(thread) {
+		if c.ID == id {
+			return c
+		}
+	}
+	t.Fatalf("thread %s has no credential %s", thread, id)
+	return mcpruntime.CredentialInfo{}
 }
 
 func threadOf(t *testing.T, rt *mcpruntime.Runtime, id string) mcpruntime.Thread {

@@ -150,8 +150,7 @@ func TestPairOperationsLeaveOtherInstanceAlone(t *testing.T) {
 			createThreads(t, rt, "T")
 			a, tokA := openMinted(t, rt, "T", "A")
 			before := assertLive(t, rt, "A before", tokA)
-			recBefore, err := rt.Store().Read().Credential(nil, a.CredentialID)
-			noErr(t, err)
+			recBefore := credentialOf(t, rt, "T", a.CredentialID)
 
 			test.op(t, rt)
 
@@ -159,8 +158,7 @@ func TestPairOperationsLeaveOtherInstanceAlone(t *testing.T) {
 			if diff := cmp.Diff(before, after); diff != "" {
 				t.Fatalf("A's principal changed (-before +after):\n%s", diff)
 			}
-			recAfter, err := rt.Store().Read().Credential(nil, a.CredentialID)
-			noErr(t, err)
+			recAfter := credentialOf(t, rt, "T", a.CredentialID)
 			if diff := cmp.Diff(recBefore, recAfter); diff != "" {
 				t.Fatalf("A's credential record changed (-before +after):\n%s", diff)
 			}
@@ -246,8 +244,8 @@ func TestReleaseRevokes(t *testing.T) {
 	assertReason(t, rt, "after release", tok, mcpruntime.AuthRevoked)
 	// The driver is closed after the release returns: wait for it.
 	waitUntil(t, "driver session closed", inprocOf(rt).Session(ps.ID).Closed)
-	if _, err := rt.Store().Read().ProviderSession(nil, ps.ID); !errors.Is(err, memdb.ErrNotFound) {
-		t.Fatalf("provider session record after release: %v, want ErrNotFound", err)
+	if _, err := rt.ProviderSession(ps.ID); !errors.Is(err, mcpruntime.ErrUnknownProviderSession) {
+		t.Fatalf("provider session after release: %v, want ErrUnknownProviderSession", err)
 	}
 	ps2, tok2 := openMinted(t, rt, "T", "A")
 	if ps2.ID == ps.ID || ps2.CredentialID == ps.CredentialID {
@@ -329,8 +327,7 @@ func TestOpenFailureKeepsPairsCredential(t *testing.T) {
 		t.Fatal("open succeeded, want the injected failure")
 	}
 	if reason := authReason(t, rt, tok); reason != "" {
-		rec, err := rt.Store().Read().Credential(nil, cred.ID)
-		noErr(t, err)
+		rec := credentialOf(t, rt, "T", cred.ID)
 		t.Fatalf("(T, A) credential minted before the failed open: %s (recorded reason %q), want live", reason, rec.RevokeReason)
 	}
 }

@@ -94,8 +94,8 @@ func releaseIdle(t *testing.T, rt *mcpruntime.Runtime, what string, want ...stri
 func wantIdleClosed(t *testing.T, rt *mcpruntime.Runtime, evs *providerEvents, session string) {
 	t.Helper()
 	ev := evs.waitClosed(t, session)
-	if _, err := rt.Store().Read().ProviderSession(nil, session); !errors.Is(err, memdb.ErrNotFound) {
-		t.Fatalf("session %s after idle release: ProviderSession = %v, want ErrNotFound", session, err)
+	if _, err := rt.ProviderSession(session); !errors.Is(err, mcpruntime.ErrUnknownProviderSession) {
+		t.Fatalf("session %s after idle release: ProviderSession = %v, want ErrUnknownProviderSession", session, err)
 	}
 	if ev.Reason != provider.ReasonIdle || ev.Cause != "" || ev.Session.CloseReason != provider.ReasonIdle {
 		t.Fatalf("SessionClosed of %s = reason %q, cause %q, record reason %q; want %q, none", session, ev.Reason, ev.Cause, ev.Session.CloseReason, provider.ReasonIdle)
@@ -107,8 +107,7 @@ func wantIdleClosed(t *testing.T, rt *mcpruntime.Runtime, evs *providerEvents, s
 // wantOpen requires that session is still open.
 func wantOpen(t *testing.T, rt *mcpruntime.Runtime, evs *providerEvents, what, session string) {
 	t.Helper()
-	rec, err := rt.Store().Read().ProviderSession(nil, session)
-	if err != nil || rec.State != memdb.SessionOpen {
+	if rec, err := rt.ProviderSession(session); err != nil {
 		t.Fatalf("%s: session %s = %+v, %v; want open", what, session, rec, err)
 	}
 	if evs != nil && len(evs.closed(session)) != 0 {
@@ -419,8 +418,8 @@ func TestProviderDiedWhileOpening(t *testing.T) {
 		t.Errorf("OpenProviderSession = %v, want ErrProviderOpenFailed", err)
 	}
 	waitUntil(t, "no live credential of (T, I)", func() bool { return len(liveCredentials(t, rt, time.Now(), "T", "I")) == 0 })
-	if ss, err := rt.Store().Read().ProviderSessionsByInstance(nil, "I"); err != nil || len(ss) != 0 {
-		t.Errorf("provider sessions of I = %v, %v; want none", ss, err)
+	if ss := rt.ProviderSessions("I"); len(ss) != 0 {
+		t.Errorf("provider sessions of I = %v; want none", ss)
 	}
 }
 

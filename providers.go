@@ -85,7 +85,7 @@ func (r *Runtime) OpenProviderSession(ctx context.Context, threadID, instance st
 		CredentialID:  res.CredentialID,
 		Endpoint:      res.Endpoint,
 		Authorization: res.Authorization,
-		Capabilities:  res.Capabilities,
+		Capabilities:  nonNil(res.Capabilities),
 		Reused:        res.Reused,
 	}, nil
 }

@@ -10,7 +10,6 @@ import (
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
-	"github.com/agenthost/mcpruntime/memdb"
 )
 
 // TestOpenRacingReleaseOfThePair: an open of (T, I) racing the release of
@@ -98,9 +97,7 @@ func TestOpenRacingArchiveLeavesNothing(t *testing.T) {
 	if !errors.Is(openErr, mcpruntime.ErrArchivedThread) {
 		t.Fatalf("open racing archive = %v, want ErrArchivedThread", openErr)
 	}
-	open, err := rt.Store().Read().ProviderSessionsByState(nil, memdb.SessionOpen)
-	noErr(t, err)
-	if len(open) != 0 {
+	if open := rt.ProviderSessions(""); len(open) != 0 {
 		t.Fatalf("after the open failed, open provider sessions %v, want none", open)
 	}
 	for _, s := range inproc.Sessions("G") {

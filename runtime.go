@@ -80,10 +80,6 @@ func New(cfg Config) (*Runtime, error) {
 	return r, nil
 }
 
-// Store returns the runtime's store, for reading. Writing to it bypasses
-// the actors that own its tables and breaks the runtime's guarantees.
-func (r *Runtime) Store() *memdb.Store { return r.store }
-
 // SubscribeProviderEvents calls fn with every provider event
 // (*provider.SessionOpened, *provider.ThreadAttached,
 // *provider.ThreadDetached, *provider.SessionClosed), from the goroutine of

@@ -327,6 +327,7 @@ func (r *Runtime) ListThreads(ctx context.Context, opts ListOptions) (ThreadPage
 	for i, t := range ts {
 		t.Messages = nil
 		page.Threads[i] = threadFromRecord(t)
+		page.Threads[i].Messages = nil // a page's threads carry none
 	}
 	return page, nil
 }

@@ -616,11 +616,12 @@ func (h *httpMachine) genTarget(t *rapid.T) string {
 
 // record reads the ownership record of sid, nil if none.
 func (h *httpMachine) record(sid string) any {
-	rec, err := h.rt.Store().Read().MCPSession(nil, sid)
-	if err != nil {
-		return nil
+	for _, r := range h.rt.MCPSessions() {
+		if r.ID == sid {
+			return r
+		}
 	}
-	return *rec
+	return nil
 }
 
 // foreignOwner returns the owner namespace of sid if it exists in the
@@ -889,10 +890,7 @@ func (h *httpMachine) checkSessions(t *rapid.T) {
 }
 
 func (h *httpMachine) sessionProblem(required, allowed []string) string {
-	recs, err := h.rt.Store().Read().MCPSessions(nil)
-	if err != nil {
-		return fmt.Sprintf("MCPSessions: %v", err)
-	}
+	recs := h.rt.MCPSessions()
 	ids := map[string]bool{}
 	for _, r := range recs {
 		ids[r.ID] = true
