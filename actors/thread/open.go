@@ -124,21 +124,11 @@ func (a *threadActor) acquired(ctx actor.Context, f *flight, res any, err error)
 	if a.flights[f.instance] != f {
 		return // the thread was deleted meanwhile; delete answered the waiters
 	}
-	r, _ := res.(*provider.SessionAcquired)
-	switch {
-	case err != nil:
-		// We gave up waiting: whatever the instance does for this open
-		// (a re-attach) must end.
-		a.abort(ctx, f)
-		a.failOpen(ctx, f, a.requestFailed(f, "acquire a provider session", err))
+	r, ok := answer[*provider.SessionAcquired](ctx, a, f, "acquire a provider session", res, err)
+	if !ok {
 		return
-	case r == nil:
-		a.failOpen(ctx, f, fmt.Errorf("provider %s: unexpected reply %T", f.instance, res))
-		return
-	case !r.Fault.OK():
-		a.failOpen(ctx, f, r.Fault.Err())
-		return
-	case r.Outcome == provider.Reused || r.Outcome == provider.Attached:
+	}
+	if r.Outcome == provider.Reused || r.Outcome == provider.Attached {
 		f.sessionID = r.SessionID
 		a.finishOpen(ctx, f)
 		return
@@ -178,17 +168,8 @@ func (a *threadActor) opened(ctx actor.Context, f *flight, res any, err error) {
 	if a.flights[f.instance] != f {
 		return
 	}
-	r, _ := res.(*provider.OpenSessionResult)
-	switch {
-	case err != nil:
-		a.abort(ctx, f)
-		a.failOpen(ctx, f, a.requestFailed(f, "open a provider session", err))
-		return
-	case r == nil:
-		a.failOpen(ctx, f, fmt.Errorf("provider %s: unexpected reply %T", f.instance, res))
-		return
-	case !r.Fault.OK():
-		a.failOpen(ctx, f, r.Fault.Err())
+	r, ok := answer[*provider.OpenSessionResult](ctx, a, f, "open a provider session", res, err)
+	if !ok {
 		return
 	}
 	f.sessionID = r.SessionID
@@ -198,13 +179,27 @@ func (a *threadActor) opened(ctx actor.Context, f *flight, res any, err error) {
 	a.finishOpen(ctx, f)
 }
 
-// requestFailed is the error of an open whose request to the instance got
-// no answer: the deadline passed, or the instance is gone.
-func (a *threadActor) requestFailed(f *flight, what string, err error) error {
-	if errors.Is(err, actor.ErrDeadLetter) {
-		return fmt.Errorf("%s of %s for %s: instance gone: %w", what, f.instance, a.cfg.ID, ErrUnknownInstance)
+// answer is the instance's reply res to the request what of the open f,
+// and whether it serves the open. If it does not, the open has failed and
+// its waiters were answered: the instance refused, or gave no answer (the
+// deadline passed, or the instance is gone) — then whatever it does for
+// the open (a new session, an attach) is undone.
+func answer[R interface{ Err() error }](ctx actor.Context, a *threadActor, f *flight, what string, res any, err error) (R, bool) {
+	r, ok := res.(R)
+	switch {
+	case errors.Is(err, actor.ErrDeadLetter):
+		a.failOpen(ctx, f, fmt.Errorf("%s of %s for %s: instance gone: %w", what, f.instance, a.cfg.ID, ErrUnknownInstance))
+	case err != nil:
+		a.abort(ctx, f)
+		a.failOpen(ctx, f, fmt.Errorf("%s of %s for %s: %v: %w", what, f.instance, a.cfg.ID, err, fault.ErrTimeout))
+	case !ok:
+		a.failOpen(ctx, f, fmt.Errorf("%s of %s: unexpected reply %T", what, f.instance, res))
+	case r.Err() != nil:
+		a.failOpen(ctx, f, r.Err())
+	default:
+		return r, true
 	}
-	return fmt.Errorf("%s of %s for %s: %v: %w", what, f.instance, a.cfg.ID, err, fault.ErrTimeout)
+	return r, false
 }
 
 // finishOpen ends a served open: unless the thread was archived meanwhile,
