@@ -26,7 +26,7 @@ type Config struct {
 	OpTimeout time.Duration
 	// ActorTimeout bounds what the instance asks of thread actors for a
 	// close no request asked for (its idle timer, a death), and serves as
-	// the deadline of a request that carries none.
+	// the deadline of a request that carries none. Zero: a minute.
 	ActorTimeout time.Duration
 	// IdleRelease closes a session once none of its threads has had a turn
 	// (a run started or ended, a touch) for this long and none has a run of
@@ -42,6 +42,9 @@ type Config struct {
 
 // Props returns the props of a provider instance actor.
 func Props(cfg Config) *actor.Props {
+	if cfg.ActorTimeout <= 0 {
+		cfg.ActorTimeout = time.Minute
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		a := &instanceActor{cfg: cfg, children: map[string]*child{}, attaches: map[uint64]*attachOp{}}
 		a.behavior.Become(a.running)
