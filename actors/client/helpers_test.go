@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/names"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
@@ -73,7 +74,7 @@ func (e *env) spawn(id string, o grantOpts) *actor.PID {
 		RevokedKept: o.revokedKept,
 		Logger:      slog.New(slog.DiscardHandler),
 	})
-	pid, err := e.root.SpawnNamed(props, "client/"+id)
+	pid, err := e.root.SpawnNamed(props, names.Client(id))
 	if err != nil {
 		e.t.Fatalf("spawn client/%s: %v", id, err)
 	}

@@ -116,7 +116,7 @@ func (e *env) spawn(id string, d provider.Driver, caps ...string) *actor.PID {
 		Base:         e.base,
 		Logger:       slog.New(slog.DiscardHandler),
 	})
-	pid, err := e.root.SpawnNamed(props, "provider/"+id)
+	pid, err := e.root.SpawnNamed(props, names.Instance(id))
 	if err != nil {
 		e.t.Fatalf("spawn provider/%s: %v", id, err)
 	}

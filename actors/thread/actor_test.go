@@ -16,6 +16,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -955,7 +956,7 @@ func TestDeleteAnswersNotFoundWhileFinishing(t *testing.T) {
 	e := newEnv(t)
 	e.addInproc("a", "")
 	hold := &holdingProvider{got: make(chan struct{}, 1)}
-	fake, err := e.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return hold }), "provider/held")
+	fake, err := e.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return hold }), names.Instance("held"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/internal/principal"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -109,7 +110,7 @@ func (e *env) addInstance(id string, d provider.Driver, caps ...string) *actor.P
 		Base:         e.base,
 		Logger:       slog.New(slog.DiscardHandler),
 	})
-	pid, err := e.root.SpawnNamed(props, "provider/"+id)
+	pid, err := e.root.SpawnNamed(props, names.Instance(id))
 	if err != nil {
 		e.t.Fatalf("spawn provider/%s: %v", id, err)
 	}
@@ -142,7 +143,7 @@ func (e *env) spawnThread(id, instance string) *actor.PID {
 	e.t.Helper()
 	cfg := e.cfg
 	cfg.ID, cfg.Instance = id, instance
-	pid, err := e.root.SpawnNamed(thread.Props(cfg), "thread/"+id)
+	pid, err := e.root.SpawnNamed(thread.Props(cfg), names.Thread(id))
 	if err != nil {
 		e.t.Fatalf("spawn thread/%s: %v", id, err)
 	}
