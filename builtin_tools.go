@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/agenthost/mcpruntime/internal/credential"
 )
 
 // The built-in tools of SPEC §4. Hosts add their own with RegisterTool.
@@ -81,8 +83,7 @@ func (r *Runtime) liveFor(a Access, c Principal) bool {
 	if a != AccessMutate || !c.Provider() {
 		return true
 	}
-	t, err := r.store.Read().Thread(nil, c.Thread)
-	return err == nil && t.Status == "active" && t.Run != nil && t.Run.Instance == c.Instance
+	return credential.CheckLive(r.store.Read(), c, r.cfg.Now()) == nil
 }
 
 func nonNil(s []string) []string {
@@ -145,23 +146,11 @@ func (r *Runtime) toolThreadRead(ctx context.Context, call *ToolCall) (*ToolResu
 		return nil, err
 	}
 	const recent = 50
-	msgs := t.Messages[max(0, len(t.Messages)-recent):]
-	type message struct {
-		Seq      uint64 `json:"seq"`
-		Text     string `json:"text"`
-		Author   string `json:"author"`
-		Instance string `json:"instance,omitempty"`
-		At       string `json:"at"`
-	}
 	out := map[string]any{"threadId": t.ID, "status": t.Status, "instance": t.Instance}
 	if t.Run != nil {
 		out["activeRun"] = map[string]string{"runId": t.Run.ID, "instance": t.Run.Instance}
 	}
-	ms := make([]message, len(msgs))
-	for i, m := range msgs {
-		ms[i] = message{Seq: m.Seq, Text: m.Text, Author: m.Author, Instance: m.Instance, At: m.At.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
-	}
-	out["messages"] = ms
+	out["messages"] = t.Messages[max(0, len(t.Messages)-recent):]
 	return structured(out), nil
 }
 

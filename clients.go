@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/agenthost/mcpruntime/actors/client"
+	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -36,7 +35,7 @@ func (r *Runtime) IssueClient(ctx context.Context, label, access string) (Client
 		r.mu.Unlock()
 		return ClientToken{}, ErrClosed
 	}
-	pid, err := r.root.SpawnNamed(props, clientPrefix+id)
+	pid, err := r.root.SpawnNamed(props, names.Client(id))
 	if err == nil {
 		r.clients[id] = pid
 	}
@@ -44,7 +43,7 @@ func (r *Runtime) IssueClient(ctx context.Context, label, access string) (Client
 	if err != nil {
 		return ClientToken{}, fmt.Errorf("start client grant: %w", err)
 	}
-	tok, err := r.issueToken(ctx, pid, false)
+	tok, err := r.issueToken(ctx, target{pid: pid, gone: ErrUnknownClient}, false)
 	if err != nil {
 		// The caller never learns the id: remove the grant rather than leave
 		// one nobody can revoke.
@@ -64,19 +63,19 @@ func (r *Runtime) RefreshClient(ctx context.Context, clientID string, revokePrev
 	if err := r.checkOpen(); err != nil {
 		return "", err
 	}
-	pid := r.clientPID(clientID)
-	if pid == nil {
-		return "", fmt.Errorf("client %q: %w", clientID, ErrUnknownClient)
-	}
-	return r.issueToken(ctx, pid, revokePrevious)
-}
-
-func (r *Runtime) issueToken(ctx context.Context, pid *actor.PID, revokePrevious bool) (string, error) {
-	res, err := ask[*client.TokenIssued](ctx, r, pid, &client.IssueToken{RevokePrevious: revokePrevious}, r.cfg.ActorTimeout)
+	t, err := r.clientActor(clientID)
 	if err != nil {
 		return "", err
 	}
-	return res.Token, res.Err
+	return r.issueToken(ctx, t, revokePrevious)
+}
+
+func (r *Runtime) issueToken(ctx context.Context, t target, revokePrevious bool) (string, error) {
+	res, err := call[*client.TokenIssued](ctx, r, t, &client.IssueToken{RevokePrevious: revokePrevious}, r.budget(opActor, ""))
+	if err != nil {
+		return "", err
+	}
+	return res.Token, nil
 }
 
 // RevokeClient revokes every token of the grant and removes it.
@@ -92,9 +91,6 @@ func (r *Runtime) RevokeClient(ctx context.Context, clientID string) error {
 	if pid == nil {
 		return fmt.Errorf("client %q: %w", clientID, ErrUnknownClient)
 	}
-	res, err := ask[*client.Revoked](ctx, r, pid, &client.Revoke{}, r.cfg.ActorTimeout)
-	if err != nil {
-		return err
-	}
-	return res.Err
+	_, err := call[*client.Revoked](ctx, r, target{pid: pid, gone: ErrUnknownClient}, &client.Revoke{}, r.budget(opActor, ""))
+	return err
 }

@@ -43,10 +43,15 @@ type Config struct {
 	// RevokedKept is how many revoked credential rows a thread or grant
 	// keeps for inspection. Zero: DefaultRevokedKept.
 	RevokedKept int
-	// ActorTimeout bounds each request to an actor. Zero: DefaultActorTimeout.
+	// ActorTimeout bounds a request to one actor; a request whose thread
+	// asks every provider instance (Detach, Archive, DeleteThread) gets
+	// twice it. The bound, or the context's deadline if that comes first,
+	// is the request's deadline, which every actor it reaches honours.
+	// Zero: DefaultActorTimeout.
 	ActorTimeout time.Duration
 	// OpenTimeout bounds each driver call, including opening a provider
-	// session. Zero: DefaultOpenTimeout.
+	// session; OpenProviderSession and Rotate get it plus twice
+	// ActorTimeout. Zero: DefaultOpenTimeout.
 	OpenTimeout time.Duration
 	// ProviderIdle releases a provider session (closes it and revokes its
 	// credentials) once none of its threads has had a turn for this long

@@ -1,94 +1,94 @@
 package mcpruntime
 
 import (
-	"errors"
-
-	"github.com/agenthost/mcpruntime/actors/client"
-	"github.com/agenthost/mcpruntime/actors/provider"
-	"github.com/agenthost/mcpruntime/actors/thread"
+	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/fault"
 )
 
-// Sentinel errors. Every error the Runtime returns for one of these
-// conditions satisfies errors.Is(err, ErrX); the message adds context.
+// Sentinel errors, defined once in internal/fault. Every error the Runtime
+// returns for one of these conditions satisfies errors.Is(err, ErrX); the
+// message adds context.
 var (
 	// ErrClosed is returned by every method once Close has been called.
-	ErrClosed = errors.New("runtime closed")
+	ErrClosed = fault.ErrClosed
+	// ErrTimeout is returned when an actor did not answer before the
+	// request's deadline (the context's, or the operation's budget, see
+	// Config.ActorTimeout and Config.OpenTimeout). What the request asked
+	// for may or may not have happened.
+	ErrTimeout = fault.ErrTimeout
+	// ErrUnavailable is returned when the actor that would answer stopped
+	// under the request and nothing better is known.
+	ErrUnavailable = fault.ErrUnavailable
+	// ErrInternal is returned for a broken invariant or a failed store
+	// write; the message says which.
+	ErrInternal = fault.ErrInternal
 	// ErrInvalidID is returned for an empty, over-long or ill-formed id.
-	ErrInvalidID = errors.New("invalid id")
+	ErrInvalidID = fault.ErrInvalidID
 	// ErrInvalidArgument is returned for a bad argument other than an id
 	// (an unknown access level, an empty message, …).
-	ErrInvalidArgument = errors.New("invalid argument")
+	ErrInvalidArgument = fault.ErrInvalidArgument
 	// ErrUnknownThread is returned for a thread that does not exist (never
 	// created, or deleted).
-	ErrUnknownThread = thread.ErrNotFound
+	ErrUnknownThread = fault.ErrUnknownThread
 	// ErrThreadExists is returned by CreateThread for an id in use.
-	ErrThreadExists = errors.New("thread already exists")
+	ErrThreadExists = fault.ErrThreadExists
 	// ErrTooManyThreads is returned by CreateThread when Config.MaxThreads
 	// threads exist; deleting one makes room.
-	ErrTooManyThreads = errors.New("too many threads")
+	ErrTooManyThreads = fault.ErrTooManyThreads
 	// ErrArchivedThread is returned when changing an archived thread.
-	ErrArchivedThread = thread.ErrArchived
+	ErrArchivedThread = fault.ErrArchivedThread
 	// ErrUnknownInstance is returned for an unregistered provider instance.
-	ErrUnknownInstance = thread.ErrUnknownInstance
+	ErrUnknownInstance = fault.ErrUnknownInstance
 	// ErrInstanceExists is returned by RegisterInstance for an id in use.
-	ErrInstanceExists = errors.New("provider instance already exists")
+	ErrInstanceExists = fault.ErrInstanceExists
 	// ErrUnknownDriver is returned by RegisterInstance for a driver kind
 	// that is not registered.
-	ErrUnknownDriver = provider.ErrUnknownDriver
+	ErrUnknownDriver = fault.ErrUnknownDriver
 	// ErrInvalidDriverConfig is returned by RegisterInstance when the driver
 	// refuses the instance's configuration.
-	ErrInvalidDriverConfig = provider.ErrInvalidConfig
+	ErrInvalidDriverConfig = fault.ErrInvalidDriverConfig
 	// ErrProviderOpenFailed is returned by OpenProviderSession when the
 	// driver failed to open the session (the process did not start, …).
-	ErrProviderOpenFailed = provider.ErrOpenFailed
+	ErrProviderOpenFailed = fault.ErrProviderOpenFailed
 	// ErrUnknownProviderSession is returned for a provider session that is
 	// not open.
-	ErrUnknownProviderSession = provider.ErrUnknownSession
+	ErrUnknownProviderSession = fault.ErrUnknownProviderSession
 	// ErrNotCurrentInstance is returned by StartRun for an instance that is
 	// not the thread's current one.
-	ErrNotCurrentInstance = thread.ErrNotCurrent
+	ErrNotCurrentInstance = fault.ErrNotCurrentInstance
 	// ErrRunActive is returned by StartRun while a run is active.
-	ErrRunActive = thread.ErrRunActive
+	ErrRunActive = fault.ErrRunActive
 	// ErrNoRun is returned by EndRun when there is no such active run.
-	ErrNoRun = thread.ErrNoRun
+	ErrNoRun = fault.ErrNoRun
 	// ErrBusy is returned by Rotate while a provider session for the same
 	// (thread, instance) is being opened.
-	ErrBusy = thread.ErrBusy
+	ErrBusy = fault.ErrBusy
 	// ErrNotLive is returned by a mutation whose caller does not own the
 	// thread's active run, or whose credential is no longer live (SPEC §4
 	// code parent_not_active).
-	ErrNotLive = thread.ErrNotLive
+	ErrNotLive = fault.ErrNotLive
 	// ErrReadOnly is returned by a mutation from a read-only client grant.
-	ErrReadOnly = thread.ErrReadOnly
+	ErrReadOnly = fault.ErrReadOnly
 	// ErrCredentialRequired is returned when an operation needs a provider
 	// credential's thread scope and the caller has none (SPEC §4 code
 	// thread_credential_required).
-	ErrCredentialRequired = thread.ErrCredentialRequired
+	ErrCredentialRequired = fault.ErrCredentialRequired
 	// ErrUnknownClient is returned for a client grant that does not exist
 	// or was revoked.
-	ErrUnknownClient = client.ErrNotFound
+	ErrUnknownClient = fault.ErrUnknownClient
 	// ErrUnauthenticated is matched by every authentication failure; see
 	// AuthError for the reason.
-	ErrUnauthenticated = errors.New("unauthenticated")
+	ErrUnauthenticated = fault.ErrUnauthenticated
 )
 
 // Authentication failure reasons, in AuthError.Reason.
 const (
-	AuthMalformed = "malformed" // not shaped like a token this runtime mints
-	AuthUnknown   = "unknown"   // no credential has this token
-	AuthRevoked   = "revoked"
-	AuthExpired   = "expired"
+	AuthMalformed = credential.AuthMalformed // not shaped like a token this runtime mints
+	AuthUnknown   = credential.AuthUnknown   // no credential has this token
+	AuthRevoked   = credential.AuthRevoked
+	AuthExpired   = credential.AuthExpired
 )
 
-// AuthError is returned by Authenticate. It matches ErrUnauthenticated.
-type AuthError struct {
-	Reason string
-}
-
-func (e *AuthError) Error() string { return "unauthenticated: " + e.Reason + " token" }
-
-// AuthReason returns Reason, for the transport's metrics.
-func (e *AuthError) AuthReason() string { return e.Reason }
-
-// Is makes errors.Is(err, ErrUnauthenticated) true.
-func (e *AuthError) Is(target error) bool { return target == ErrUnauthenticated }
+// AuthError is returned by Authenticate. It matches ErrUnauthenticated;
+// AuthReason returns its reason, for the endpoint's metrics.
+type AuthError = credential.AuthError

@@ -64,9 +64,7 @@ func TestInvalidIDs(t *testing.T) {
 	if len(ths) != 1 || ths[0].ID != "T" || ths[0].Instance != "" {
 		t.Fatalf("threads after refused calls = %+v, want T alone and untouched", ths)
 	}
-	insts, err := rt.Store().Read().Instances(nil)
-	noErr(t, err)
-	if len(insts) != 1 {
+	if insts := rt.Instances(); len(insts) != 1 {
 		t.Fatalf("instances after refused calls = %d, want 1", len(insts))
 	}
 
@@ -113,14 +111,15 @@ func TestDuplicates(t *testing.T) {
 	if !errors.Is(err, mcpruntime.ErrInstanceExists) {
 		t.Fatalf("RegisterInstance of an existing id = %v, want ErrInstanceExists", err)
 	}
-	inst, err := rt.Store().Read().Instance(nil, "A")
+	// The instance stays as it was: exclusive (below), its driver inproc.
+	inst, err := rt.Instance("A")
 	noErr(t, err)
-	if len(inst.Config) != 0 {
-		t.Fatalf("existing instance's config replaced by %s", inst.Config)
+	if inst.Driver != provider.InprocKind {
+		t.Fatalf("existing instance replaced by %+v", inst)
 	}
 	createThreads(t, rt, "U")
 	openMinted(t, rt, "U", "A")
-	if n := len(rt.Inproc().Sessions("A")); n != 2 {
+	if n := len(inprocOf(rt).Sessions("A")); n != 2 {
 		t.Fatalf("instance A has %d sessions for two threads, want 2 (still exclusive)", n)
 	}
 	assertLive(t, rt, "existing instance's credential", tok)
@@ -138,7 +137,7 @@ func TestUnknownNames(t *testing.T) {
 		if err := rt.RegisterInstance(ctx, "X", mcpruntime.InstanceSpec{Driver: "nope"}); !errors.Is(err, mcpruntime.ErrUnknownDriver) {
 			t.Fatalf("RegisterInstance(driver nope) = %v, want ErrUnknownDriver", err)
 		}
-		if _, err := rt.Store().Read().Instance(nil, "X"); !errors.Is(err, memdb.ErrNotFound) {
+		if _, err := rt.Instance("X"); !errors.Is(err, mcpruntime.ErrUnknownInstance) {
 			t.Fatalf("instance X after a refused registration: %v, want not found", err)
 		}
 		// The id is still free.
@@ -149,7 +148,7 @@ func TestUnknownNames(t *testing.T) {
 		if err == nil {
 			t.Fatal("RegisterInstance with an unknown config field succeeded")
 		}
-		if _, err := rt.Store().Read().Instance(nil, "Y"); !errors.Is(err, memdb.ErrNotFound) {
+		if _, err := rt.Instance("Y"); !errors.Is(err, mcpruntime.ErrUnknownInstance) {
 			t.Fatalf("instance Y after a refused registration: %v, want not found", err)
 		}
 	})
@@ -204,7 +203,7 @@ func TestUnknownNames(t *testing.T) {
 				t.Fatalf("%s(nope) = %v, want ErrUnknownThread", c.name, err)
 			}
 		}
-		if n := len(rt.Inproc().Sessions("A")); n != 1 {
+		if n := len(inprocOf(rt).Sessions("A")); n != 1 {
 			t.Fatalf("refused opens started driver sessions: %d, want 1", n)
 		}
 	})

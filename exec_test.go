@@ -470,8 +470,8 @@ func TestExecCrashReleasesAndRevokes(t *testing.T) {
 
 	noErr(t, syscall.Kill(pid, syscall.SIGKILL))
 	ev := evs.waitClosed(t, ps.ID)
-	if ev.Reason != provider.ReasonDied || ev.Err == nil || !strings.Contains(ev.Err.Error(), "killed") {
-		t.Fatalf("SessionClosed = reason %q, err %v; want %q with the kill signal", ev.Reason, ev.Err, provider.ReasonDied)
+	if ev.Reason != provider.ReasonDied || !strings.Contains(ev.Cause, "killed") {
+		t.Fatalf("SessionClosed = reason %q, cause %q; want %q with the kill signal", ev.Reason, ev.Cause, provider.ReasonDied)
 	}
 	if !slices.Equal(ev.Session.Credentials, []string{ps.CredentialID}) {
 		t.Fatalf("closed session credentials %v, want [%s]", ev.Session.Credentials, ps.CredentialID)
@@ -480,7 +480,7 @@ func TestExecCrashReleasesAndRevokes(t *testing.T) {
 	// process and removed its file, and the store has no session.
 	wantReaped(t, "killed agent", pid)
 	wantEmptyDir(t, "killed agent", dir)
-	if _, err := e.rt.Store().Read().ProviderSession(nil, ps.ID); err == nil {
+	if _, err := e.rt.ProviderSession(ps.ID); err == nil {
 		t.Fatalf("session %s still in the store after it died", ps.ID)
 	}
 	e.wantExited("killed agent", ps.ID, true)
@@ -544,7 +544,7 @@ func TestExecBadConfig(t *testing.T) {
 				if !errors.Is(err, mcpruntime.ErrInvalidDriverConfig) {
 					t.Fatalf("RegisterInstance(%s) = %v, want ErrInvalidDriverConfig", test.config, err)
 				}
-				if _, err := rt.Store().Read().Instance(nil, id); err == nil {
+				if _, err := rt.Instance(id); err == nil {
 					t.Fatalf("instance %s recorded after a refused registration", id)
 				}
 				// Nothing holds the id: a good config registers under it.
@@ -621,8 +621,8 @@ func TestExecBadConfig(t *testing.T) {
 				if live := liveCredentials(t, rt, time.Now(), "T", "I"); len(live) != 0 {
 					t.Errorf("live credentials of (T, I) after a failed open: %v", live)
 				}
-				if ss, err := rt.Store().Read().ProviderSessionsByInstance(nil, "I"); err != nil || len(ss) != 0 {
-					t.Errorf("provider sessions of I after a failed open = %v, %v; want none", ss, err)
+				if ss := rt.ProviderSessions("I"); len(ss) != 0 {
+					t.Errorf("provider sessions of I after a failed open = %v; want none", ss)
 				}
 				started := logs.records("provider process started", "instance", "I")
 				for _, r := range started {

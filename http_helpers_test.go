@@ -462,8 +462,7 @@ func sseEvents(t *testing.T, body []byte) []rpcAnswer {
 // mcpRecords returns the ids of the ownership records in the store.
 func mcpRecords(t *testing.T, rt *mcpruntime.Runtime) []string {
 	t.Helper()
-	recs, err := rt.Store().Read().MCPSessions(nil)
-	noErr(t, err)
+	recs := rt.MCPSessions()
 	ids := make([]string, len(recs))
 	for i, r := range recs {
 		ids[i] = r.ID
@@ -474,8 +473,7 @@ func mcpRecords(t *testing.T, rt *mcpruntime.Runtime) []string {
 
 // hasRecord reports whether the ownership record of sid exists.
 func hasRecord(rt *mcpruntime.Runtime, sid string) bool {
-	_, err := rt.Store().Read().MCPSession(nil, sid)
-	return err == nil
+	return slices.ContainsFunc(rt.MCPSessions(), func(r mcpruntime.MCPSessionRecord) bool { return r.ID == sid })
 }
 
 // waitSessionGone polls until the ownership record of sid is removed.

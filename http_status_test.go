@@ -498,7 +498,7 @@ func TestHTTPStatusConcurrentInitializeCap(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for {
-			recs, _ := rt.Store().Read().MCPSessions(nil)
+			recs := rt.MCPSessions()
 			n := int64(max(e.srv.Sessions(), len(recs)))
 			if n > over.Load() {
 				over.Store(n)

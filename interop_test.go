@@ -171,8 +171,7 @@ func TestInteropGoSDK(t *testing.T) {
 	if got := srv.Sessions(); got != 1 {
 		t.Errorf("Sessions() after connect = %d, want 1", got)
 	}
-	recs, err := rt.Store().Read().MCPSessions(nil)
-	noErr(t, err)
+	recs := rt.MCPSessions()
 	if len(recs) != 1 || recs[0].ID != sid || recs[0].Owner != pA.Namespace || recs[0].ClientName != "interop-test" {
 		t.Fatalf("session records after connect = %+v, want one for %s owned by %s", recs, sid, pA.Namespace)
 	}
@@ -272,8 +271,7 @@ func TestInteropGoSDK(t *testing.T) {
 	if err := cs.Close(); err != nil {
 		t.Fatalf("ClientSession.Close: %v", err)
 	}
-	recs, err = rt.Store().Read().MCPSessions(nil)
-	noErr(t, err)
+	recs = rt.MCPSessions()
 	if len(recs) != 0 {
 		t.Errorf("session records after Close = %+v, want none", recs)
 	}

@@ -2,10 +2,8 @@ package mcpruntime_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -15,154 +13,9 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
-
-// fakeClock is a Config.Now that moves only when a test advances it.
-type fakeClock struct {
-	mu  sync.Mutex // guards now
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// quietRuntime is newRuntime with the runtime's logs discarded.
-func quietRuntime(t *testing.T, cfg mcpruntime.Config) *mcpruntime.Runtime {
-	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	return newRuntime(t, cfg)
-}
-
-// registerInproc registers in-process provider instances.
-func registerInproc(t *testing.T, rt *mcpruntime.Runtime, ids ...string) {
-	t.Helper()
-	for _, id := range ids {
-		noErr(t, rt.RegisterInstance(context.Background(), id, mcpruntime.InstanceSpec{Driver: provider.InprocKind}))
-	}
-}
-
-// registerMulti registers an in-process instance whose one session serves
-// every thread.
-func registerMulti(t *testing.T, rt *mcpruntime.Runtime, id string) {
-	t.Helper()
-	noErr(t, rt.RegisterInstance(context.Background(), id, mcpruntime.InstanceSpec{
-		Driver: provider.InprocKind, Config: json.RawMessage(`{"multiThread":true}`),
-	}))
-}
-
-func createThreads(t *testing.T, rt *mcpruntime.Runtime, ids ...string) {
-	t.Helper()
-	for _, id := range ids {
-		_, err := rt.CreateThread(context.Background(), id, mcpruntime.ThreadOptions{})
-		noErr(t, err)
-	}
-}
-
-// openMinted opens a provider session for (thread, instance), requires that
-// it minted a credential, and returns the session and its raw token.
-func openMinted(t *testing.T, rt *mcpruntime.Runtime, thread, instance string) (mcpruntime.ProviderSession, string) {
-	t.Helper()
-	ps, err := rt.OpenProviderSession(context.Background(), thread, instance)
-	if err != nil {
-		t.Fatalf("OpenProviderSession(%s, %s) = %v", thread, instance, err)
-	}
-	if ps.Reused || ps.Authorization == "" {
-		t.Fatalf("OpenProviderSession(%s, %s) = %+v, want a minted credential", thread, instance, ps)
-	}
-	return ps, bearer(t, ps.Authorization)
-}
-
-// authReason returns "" when tok authenticates, else the AuthError reason.
-func authReason(t *testing.T, rt *mcpruntime.Runtime, tok string) string {
-	t.Helper()
-	_, err := rt.Authenticate(tok)
-	if err == nil {
-		return ""
-	}
-	var ae *mcpruntime.AuthError
-	if !errors.As(err, &ae) || !errors.Is(err, mcpruntime.ErrUnauthenticated) {
-		t.Fatalf("Authenticate = %v (%T), want an *AuthError matching ErrUnauthenticated", err, err)
-	}
-	return ae.Reason
-}
-
-func assertReason(t *testing.T, rt *mcpruntime.Runtime, what, tok, want string) {
-	t.Helper()
-	if got := authReason(t, rt, tok); got != want {
-		t.Fatalf("%s: Authenticate reason = %q, want %q", what, got, want)
-	}
-}
-
-// waitUntil polls cond until it holds, for at most hangAfter: for
-// asynchronous effects such as a driver reporting a session's death.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(hangAfter)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, hangAfter)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-func waitDead(t *testing.T, rt *mcpruntime.Runtime, what, tok string) {
-	t.Helper()
-	waitUntil(t, what+": token revoked", func() bool {
-		_, err := rt.Authenticate(tok)
-		return errors.Is(err, mcpruntime.ErrUnauthenticated)
-	})
-}
-
-// liveCredentials returns the ids of the live credentials of (thread,
-// instance) at the runtime's current time; instance "" means all instances.
-func liveCredentials(t *testing.T, rt *mcpruntime.Runtime, now time.Time, thread, instance string) []string {
-	t.Helper()
-	rd := rt.Store().Read()
-	var (
-		creds []*memdb.Credential
-		err   error
-	)
-	if instance == "" {
-		creds, err = rd.CredentialsByThread(nil, thread)
-	} else {
-		creds, err = rd.CredentialsByThreadInstance(nil, thread, instance)
-	}
-	noErr(t, err)
-	var out []string
-	for _, c := range creds {
-		if c.LiveAt(now) {
-			out = append(out, c.ID)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func threadOf(t *testing.T, rt *mcpruntime.Runtime, id string) mcpruntime.Thread {
-	t.Helper()
-	th, err := rt.Thread(context.Background(), id)
-	if err != nil {
-		t.Fatalf("Thread(%s) = %v", id, err)
-	}
-	return th
-}
 
 // TestOpenMintsThenReuses: the first open of (T, I) mints a credential and
 // hands it to the driver; a second open returns the same session and
@@ -179,7 +32,7 @@ func TestOpenMintsThenReuses(t *testing.T) {
 	if first.Endpoint != endpoint || !slices.Equal(first.Capabilities, caps) {
 		t.Fatalf("first open = %+v, want endpoint %q and capabilities %q", first, endpoint, caps)
 	}
-	drv := rt.Inproc().Session(first.ID)
+	drv := inprocOf(rt).Session(first.ID)
 	if drv == nil {
 		t.Fatalf("driver never saw session %s", first.ID)
 	}
@@ -204,7 +57,7 @@ func TestOpenMintsThenReuses(t *testing.T) {
 	if again.ID != first.ID || again.CredentialID != first.CredentialID || !again.Reused || again.Authorization != "" {
 		t.Fatalf("second open = %+v, want session %s / credential %s reused without a token", again, first.ID, first.CredentialID)
 	}
-	if n := len(rt.Inproc().Sessions("A")); n != 1 {
+	if n := len(inprocOf(rt).Sessions("A")); n != 1 {
 		t.Fatalf("driver opened %d sessions, want 1", n)
 	}
 	if got := drv.Authorizations(); len(got) != 1 {
@@ -246,7 +99,7 @@ func TestConcurrentOpensMintOnce(t *testing.T) {
 	if shown != 1 {
 		t.Fatalf("token shown %d times, want once", shown)
 	}
-	if got := len(rt.Inproc().Sessions("A")); got != 1 {
+	if got := len(inprocOf(rt).Sessions("A")); got != 1 {
 		t.Fatalf("driver opened %d sessions, want 1", got)
 	}
 }
@@ -276,11 +129,11 @@ func TestPairOperationsLeaveOtherInstanceAlone(t *testing.T) {
 		}},
 		{"driver death", func(t *testing.T, rt *mcpruntime.Runtime) {
 			ps, tok := openMinted(t, rt, "T", "B")
-			rt.Inproc().Session(ps.ID).Kill(nil)
+			inprocOf(rt).Session(ps.ID).Kill(nil)
 			waitDead(t, rt, "B after kill", tok)
 		}},
 		{"failed open", func(t *testing.T, rt *mcpruntime.Runtime) { // any error: see TestFailedOpensAnswered
-			rt.Inproc().FailNextOpen("B", errors.New("boom"))
+			inprocOf(rt).FailNextOpen("B", errors.New("boom"))
 			if _, err := rt.OpenProviderSession(ctx, "T", "B"); err == nil {
 				t.Fatal("open of B succeeded, want the injected failure")
 			}
@@ -297,8 +150,7 @@ func TestPairOperationsLeaveOtherInstanceAlone(t *testing.T) {
 			createThreads(t, rt, "T")
 			a, tokA := openMinted(t, rt, "T", "A")
 			before := assertLive(t, rt, "A before", tokA)
-			recBefore, err := rt.Store().Read().Credential(nil, a.CredentialID)
-			noErr(t, err)
+			recBefore := credentialOf(t, rt, "T", a.CredentialID)
 
 			test.op(t, rt)
 
@@ -306,12 +158,11 @@ func TestPairOperationsLeaveOtherInstanceAlone(t *testing.T) {
 			if diff := cmp.Diff(before, after); diff != "" {
 				t.Fatalf("A's principal changed (-before +after):\n%s", diff)
 			}
-			recAfter, err := rt.Store().Read().Credential(nil, a.CredentialID)
-			noErr(t, err)
+			recAfter := credentialOf(t, rt, "T", a.CredentialID)
 			if diff := cmp.Diff(recBefore, recAfter); diff != "" {
 				t.Fatalf("A's credential record changed (-before +after):\n%s", diff)
 			}
-			if rt.Inproc().Session(a.ID).Closed() {
+			if inprocOf(rt).Session(a.ID).Closed() {
 				t.Fatalf("A's provider session was closed")
 			}
 		})
@@ -343,7 +194,7 @@ func TestRotate(t *testing.T) {
 	assertLive(t, rt, "(T, B) after rotating (T, A)", tokB)
 	assertLive(t, rt, "(U, A) after rotating (T, A)", tokUA)
 
-	drv := rt.Inproc().Session(a.ID)
+	drv := inprocOf(rt).Session(a.ID)
 	if got, want := drv.Authorizations(), []string{a.Authorization, cred.Authorization}; !slices.Equal(got, want) {
 		t.Fatalf("driver Authorizations = %q, want %q", got, want)
 	}
@@ -375,7 +226,7 @@ func TestRotateWithoutSession(t *testing.T) {
 	if p.Thread != "T" || p.Instance != "A" {
 		t.Fatalf("principal = %+v, want (T, A)", p)
 	}
-	if n := len(rt.Inproc().Sessions("A")); n != 0 {
+	if n := len(inprocOf(rt).Sessions("A")); n != 0 {
 		t.Fatalf("rotate opened %d driver sessions, want 0", n)
 	}
 }
@@ -392,9 +243,9 @@ func TestReleaseRevokes(t *testing.T) {
 	noErr(t, rt.ReleaseProviderSession(ctx, ps.ID))
 	assertReason(t, rt, "after release", tok, mcpruntime.AuthRevoked)
 	// The driver is closed after the release returns: wait for it.
-	waitUntil(t, "driver session closed", rt.Inproc().Session(ps.ID).Closed)
-	if _, err := rt.Store().Read().ProviderSession(nil, ps.ID); !errors.Is(err, memdb.ErrNotFound) {
-		t.Fatalf("provider session record after release: %v, want ErrNotFound", err)
+	waitUntil(t, "driver session closed", inprocOf(rt).Session(ps.ID).Closed)
+	if _, err := rt.ProviderSession(ps.ID); !errors.Is(err, mcpruntime.ErrUnknownProviderSession) {
+		t.Fatalf("provider session after release: %v, want ErrUnknownProviderSession", err)
 	}
 	ps2, tok2 := openMinted(t, rt, "T", "A")
 	if ps2.ID == ps.ID || ps2.CredentialID == ps.CredentialID {
@@ -413,7 +264,7 @@ func TestDriverDeathReleases(t *testing.T) {
 	ps, tok := openMinted(t, rt, "T", "A")
 	_, tokB := openMinted(t, rt, "T", "B")
 
-	drv := rt.Inproc().Session(ps.ID)
+	drv := inprocOf(rt).Session(ps.ID)
 	drv.Kill(errors.New("process exited"))
 	waitDead(t, rt, "A after its driver died", tok)
 	assertReason(t, rt, "A after its driver died", tok, mcpruntime.AuthRevoked)
@@ -440,15 +291,15 @@ func TestOpenFailure(t *testing.T) {
 	_, tokA := openMinted(t, rt, "T", "A")
 
 	boom := errors.New("boom")
-	rt.Inproc().FailNextOpen("B", boom)
+	inprocOf(rt).FailNextOpen("B", boom)
 	ps, err := rt.OpenProviderSession(ctx, "T", "B")
-	if !errors.Is(err, boom) {
+	if !actortest.OpenFailed(err, boom) {
 		t.Fatalf("OpenProviderSession = %+v, %v; want the driver's error", ps, err)
 	}
 	if got := liveCredentials(t, rt, time.Now(), "T", "B"); len(got) != 0 {
 		t.Fatalf("live credentials of (T, B) after a failed open: %q", got)
 	}
-	if n := len(rt.Inproc().Sessions("B")); n != 0 {
+	if n := len(inprocOf(rt).Sessions("B")); n != 0 {
 		t.Fatalf("driver has %d sessions of B after a failed open", n)
 	}
 	assertLive(t, rt, "A after B's open failed", tokA)
@@ -471,13 +322,12 @@ func TestOpenFailureKeepsPairsCredential(t *testing.T) {
 	noErr(t, err)
 	tok := bearer(t, cred.Authorization)
 
-	rt.Inproc().FailNextOpen("A", errors.New("boom"))
+	inprocOf(rt).FailNextOpen("A", errors.New("boom"))
 	if _, err := rt.OpenProviderSession(ctx, "T", "A"); err == nil {
 		t.Fatal("open succeeded, want the injected failure")
 	}
 	if reason := authReason(t, rt, tok); reason != "" {
-		rec, err := rt.Store().Read().Credential(nil, cred.ID)
-		noErr(t, err)
+		rec := credentialOf(t, rt, "T", cred.ID)
 		t.Fatalf("(T, A) credential minted before the failed open: %s (recorded reason %q), want live", reason, rec.RevokeReason)
 	}
 }
@@ -493,8 +343,8 @@ func TestFailedOpensAnswered(t *testing.T) {
 		id := fmt.Sprintf("T%d", i)
 		createThreads(t, rt, id)
 		boom := fmt.Errorf("boom %d", i)
-		rt.Inproc().FailNextOpen("A", boom)
-		if _, err := rt.OpenProviderSession(ctx, id, "A"); !errors.Is(err, boom) {
+		inprocOf(rt).FailNextOpen("A", boom)
+		if _, err := rt.OpenProviderSession(ctx, id, "A"); !actortest.OpenFailed(err, boom) {
 			t.Fatalf("failed open %d = %v, want the driver's error %q", i, err, boom)
 		}
 	}
@@ -508,7 +358,7 @@ func TestOpenFailureLeavesNoCurrentInstance(t *testing.T) {
 	rt := quietRuntime(t, mcpruntime.Config{OpenTimeout: 2 * time.Second})
 	registerInproc(t, rt, "A")
 	createThreads(t, rt, "T")
-	rt.Inproc().FailNextOpen("A", errors.New("boom"))
+	inprocOf(rt).FailNextOpen("A", errors.New("boom"))
 	if _, err := rt.OpenProviderSession(ctx, "T", "A"); err == nil {
 		t.Fatal("open succeeded, want the injected failure")
 	}
@@ -525,7 +375,7 @@ func TestDetachRevokesNothing(t *testing.T) {
 	registerInproc(t, rt, "A")
 	createThreads(t, rt, "T")
 	ps, tok := openMinted(t, rt, "T", "A")
-	drv := rt.Inproc().Session(ps.ID)
+	drv := inprocOf(rt).Session(ps.ID)
 
 	noErr(t, rt.Detach(ctx, "T"))
 	assertLive(t, rt, "after detach", tok)
@@ -547,7 +397,7 @@ func TestDetachRevokesNothing(t *testing.T) {
 	if last := bs[len(bs)-1]; last.Thread != "T" || last.CredentialID != ps.CredentialID || last.Authorization != "" {
 		t.Fatalf("re-attach binding = %+v, want T with credential %s and no token", last, ps.CredentialID)
 	}
-	if n := len(rt.Inproc().Sessions("A")); n != 1 {
+	if n := len(inprocOf(rt).Sessions("A")); n != 1 {
 		t.Fatalf("driver opened %d sessions, want 1", n)
 	}
 	assertLive(t, rt, "after re-attach", tok)
@@ -607,7 +457,7 @@ func TestArchiveAndDeleteRevokeEverything(t *testing.T) {
 			// (T, B): its session died; the pair was then rotated, so its live
 			// credential has no provider session at all.
 			b, tok := openMinted(t, rt, "T", "B")
-			rt.Inproc().Session(b.ID).Kill(nil)
+			inprocOf(rt).Session(b.ID).Kill(nil)
 			waitDead(t, rt, "(T, B) after kill", tok)
 			cred, err := rt.Rotate(ctx, "T", "B")
 			noErr(t, err)
@@ -644,9 +494,9 @@ func TestArchiveAndDeleteRevokeEverything(t *testing.T) {
 			assertLive(t, rt, "(U, M)", tokUM)
 			// The drivers are told after the call returns: wait for them.
 			waitUntil(t, "A's session detached from T", func() bool {
-				return len(rt.Inproc().Session(a.ID).Attached()) == 0
+				return len(inprocOf(rt).Session(a.ID).Attached()) == 0
 			})
-			shared := rt.Inproc().Session(m.ID)
+			shared := inprocOf(rt).Session(m.ID)
 			waitUntil(t, "shared session detached from T", func() bool {
 				return slices.Equal(shared.Attached(), []string{"U"})
 			})
@@ -700,7 +550,7 @@ func TestArchivedThreadIsReadOnly(t *testing.T) {
 	if got := liveCredentials(t, rt, time.Now(), "T", ""); len(got) != 0 {
 		t.Fatalf("refused calls left live credentials %q", got)
 	}
-	if n := len(rt.Inproc().Sessions("B")); n != 0 {
+	if n := len(inprocOf(rt).Sessions("B")); n != 0 {
 		t.Fatalf("refused open started %d driver sessions of B", n)
 	}
 }
@@ -899,7 +749,7 @@ func TestMultiThreadDriver(t *testing.T) {
 			noErr(t, rt.ReleaseProviderSession(ctx, id))
 		}},
 		{"driver death", func(t *testing.T, rt *mcpruntime.Runtime, id string, toks ...string) {
-			rt.Inproc().Session(id).Kill(nil)
+			inprocOf(rt).Session(id).Kill(nil)
 			for i, tok := range toks {
 				waitDead(t, rt, fmt.Sprintf("token %d", i), tok)
 			}
@@ -920,10 +770,10 @@ func TestMultiThreadDriver(t *testing.T) {
 			if pt.CredentialID == pu.CredentialID {
 				t.Fatalf("T and U share credential %s", pt.CredentialID)
 			}
-			if n := len(rt.Inproc().Sessions("M")); n != 1 {
+			if n := len(inprocOf(rt).Sessions("M")); n != 1 {
 				t.Fatalf("driver opened %d sessions of M, want 1", n)
 			}
-			drv := rt.Inproc().Session(pt.ID)
+			drv := inprocOf(rt).Session(pt.ID)
 			if got := drv.Attached(); !slices.Equal(got, []string{"T", "U"}) {
 				t.Fatalf("attached = %q, want [T U]", got)
 			}
@@ -977,7 +827,7 @@ func TestCloseRevokesEverything(t *testing.T) {
 		assertDead(t, rt, what+" after Close", tok)
 	}
 	for _, id := range []string{a.ID, b.ID} {
-		if !rt.Inproc().Session(id).Closed() {
+		if !inprocOf(rt).Session(id).Closed() {
 			t.Fatalf("driver session %s not closed by Close", id)
 		}
 	}
@@ -1039,11 +889,11 @@ func TestReopenAfterExpiryRebindsSession(t *testing.T) {
 	}
 	assertLive(t, rt, "new credential", bearer(t, again.Authorization))
 	assertReason(t, rt, "old credential", tok, mcpruntime.AuthExpired)
-	got := rt.Inproc().Session(ps.ID).Authorizations()
+	got := inprocOf(rt).Session(ps.ID).Authorizations()
 	if len(got) != 2 || got[1] != again.Authorization {
 		t.Fatalf("session %s was given %q, want the new Authorization last", ps.ID, got)
 	}
-	if n := len(rt.Inproc().Sessions("A")); n != 1 {
+	if n := len(inprocOf(rt).Sessions("A")); n != 1 {
 		t.Fatalf("instance A has %d driver sessions, want 1", n)
 	}
 	// The session's record now holds the new credential, so releasing it

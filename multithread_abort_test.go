@@ -8,6 +8,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 )
 
 // gatedDriver is a multi-thread driver whose Attach of one thread waits for
@@ -50,7 +51,7 @@ func (s *gatedSession) Attach(ctx context.Context, b provider.Binding) error {
 // the other thread's credential stay.
 func TestArchiveDuringMultiThreadAttachKeepsSharedSession(t *testing.T) {
 	ctx := context.Background()
-	inproc := &provider.Inproc{}
+	inproc := &providertest.Inproc{}
 	gd := &gatedDriver{thread: "T2", reached: make(chan struct{}), gate: make(chan struct{})}
 	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]provider.Factory{
 		"gated": func(instance string, _ json.RawMessage) (provider.Driver, error) {

@@ -13,6 +13,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -93,27 +94,26 @@ func releaseIdle(t *testing.T, rt *mcpruntime.Runtime, what string, want ...stri
 func wantIdleClosed(t *testing.T, rt *mcpruntime.Runtime, evs *providerEvents, session string) {
 	t.Helper()
 	ev := evs.waitClosed(t, session)
-	if _, err := rt.Store().Read().ProviderSession(nil, session); !errors.Is(err, memdb.ErrNotFound) {
-		t.Fatalf("session %s after idle release: ProviderSession = %v, want ErrNotFound", session, err)
+	if _, err := rt.ProviderSession(session); !errors.Is(err, mcpruntime.ErrUnknownProviderSession) {
+		t.Fatalf("session %s after idle release: ProviderSession = %v, want ErrUnknownProviderSession", session, err)
 	}
-	if ev.Reason != provider.ReasonIdle || ev.Err != nil || ev.Session.CloseReason != provider.ReasonIdle {
-		t.Fatalf("SessionClosed of %s = reason %q, err %v, record reason %q; want %q, nil", session, ev.Reason, ev.Err, ev.Session.CloseReason, provider.ReasonIdle)
+	if ev.Reason != provider.ReasonIdle || ev.Cause != "" || ev.Session.CloseReason != provider.ReasonIdle {
+		t.Fatalf("SessionClosed of %s = reason %q, cause %q, record reason %q; want %q, none", session, ev.Reason, ev.Cause, ev.Session.CloseReason, provider.ReasonIdle)
 	}
-	s := rt.Inproc().Session(session)
+	s := inprocOf(rt).Session(session)
 	waitUntil(t, "driver session "+session+" closed", s.Closed)
 }
 
 // wantOpen requires that session is still open.
 func wantOpen(t *testing.T, rt *mcpruntime.Runtime, evs *providerEvents, what, session string) {
 	t.Helper()
-	rec, err := rt.Store().Read().ProviderSession(nil, session)
-	if err != nil || rec.State != memdb.SessionOpen {
+	if rec, err := rt.ProviderSession(session); err != nil {
 		t.Fatalf("%s: session %s = %+v, %v; want open", what, session, rec, err)
 	}
 	if evs != nil && len(evs.closed(session)) != 0 {
 		t.Fatalf("%s: session %s reported closed", what, session)
 	}
-	if rt.Inproc().Session(session).Closed() {
+	if inprocOf(rt).Session(session).Closed() {
 		t.Fatalf("%s: driver session %s closed", what, session)
 	}
 }
@@ -376,11 +376,11 @@ func TestProviderEventsInOrder(t *testing.T) {
 	noErr(t, rt.Detach(ctx, "T2"))
 	noErr(t, rt.ReleaseProviderSession(ctx, ps1.ID))
 
-	opened := &memdb.ProviderSession{
+	opened := memdb.ProviderSession{
 		ID: ps1.ID, Instance: "M", MultiThread: true, Threads: []string{"T1"},
 		Credentials: []string{ps1.CredentialID}, State: memdb.SessionOpen, Opened: clk.Now(),
 	}
-	closed := &memdb.ProviderSession{
+	closed := memdb.ProviderSession{
 		ID: ps1.ID, Instance: "M", MultiThread: true, Threads: []string{"T1"},
 		Credentials: []string{ps1.CredentialID, ps2.CredentialID}, State: memdb.SessionClosed,
 		Opened: clk.Now(), Closed: clk.Now(), CloseReason: provider.ReasonReleased,
@@ -403,7 +403,7 @@ func TestProviderEventsInOrder(t *testing.T) {
 // exit within the window does, and leaves no live credential or session.
 func TestProviderDiedWhileOpening(t *testing.T) {
 	ctx := context.Background()
-	inproc := &provider.Inproc{}
+	inproc := &providertest.Inproc{}
 	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]provider.Factory{
 		"dies": func(instance string, raw json.RawMessage) (provider.Driver, error) {
 			d, err := inproc.Factory()(instance, raw)
@@ -418,8 +418,8 @@ func TestProviderDiedWhileOpening(t *testing.T) {
 		t.Errorf("OpenProviderSession = %v, want ErrProviderOpenFailed", err)
 	}
 	waitUntil(t, "no live credential of (T, I)", func() bool { return len(liveCredentials(t, rt, time.Now(), "T", "I")) == 0 })
-	if ss, err := rt.Store().Read().ProviderSessionsByInstance(nil, "I"); err != nil || len(ss) != 0 {
-		t.Errorf("provider sessions of I = %v, %v; want none", ss, err)
+	if ss := rt.ProviderSessions("I"); len(ss) != 0 {
+		t.Errorf("provider sessions of I = %v; want none", ss)
 	}
 }
 

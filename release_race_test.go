@@ -9,7 +9,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
-	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 )
 
 // TestOpenRacingReleaseOfThePair: an open of (T, I) racing the release of
@@ -73,7 +73,7 @@ func (d *openGatedDriver) Open(ctx context.Context, req provider.OpenRequest) (p
 // Found by the concurrent machine.
 func TestOpenRacingArchiveLeavesNothing(t *testing.T) {
 	ctx := context.Background()
-	inproc := &provider.Inproc{}
+	inproc := &providertest.Inproc{}
 	gated := &openGatedDriver{opening: make(chan struct{}, 1), gate: make(chan struct{})}
 	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]provider.Factory{
 		"gated": func(instance string, config json.RawMessage) (provider.Driver, error) {
@@ -97,9 +97,7 @@ func TestOpenRacingArchiveLeavesNothing(t *testing.T) {
 	if !errors.Is(openErr, mcpruntime.ErrArchivedThread) {
 		t.Fatalf("open racing archive = %v, want ErrArchivedThread", openErr)
 	}
-	open, err := rt.Store().Read().ProviderSessionsByState(nil, memdb.SessionOpen)
-	noErr(t, err)
-	if len(open) != 0 {
+	if open := rt.ProviderSessions(""); len(open) != 0 {
 		t.Fatalf("after the open failed, open provider sessions %v, want none", open)
 	}
 	for _, s := range inproc.Sessions("G") {

@@ -36,10 +36,10 @@ func TestStatsBackToBaseline(t *testing.T) {
 	})
 	// Provider sessions stay open after a delete (only detached): a host
 	// releases them. Releasing both brings everything back.
-	for _, ps := range rt.Inproc().Sessions("A") {
+	for _, ps := range inprocOf(rt).Sessions("A") {
 		noErr(t, rt.ReleaseProviderSession(ctx, ps.ID))
 	}
-	for _, ps := range rt.Inproc().Sessions("B") {
+	for _, ps := range inprocOf(rt).Sessions("B") {
 		noErr(t, rt.ReleaseProviderSession(ctx, ps.ID))
 	}
 	waitUntil(t, "provider sessions released", func() bool {

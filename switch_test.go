@@ -8,36 +8,6 @@ import (
 	mcpruntime "github.com/agenthost/mcpruntime"
 )
 
-func newRuntime(t *testing.T, cfg mcpruntime.Config) *mcpruntime.Runtime {
-	t.Helper()
-	rt, err := mcpruntime.New(cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return rt
-}
-
-func noErr(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func bearer(t *testing.T, authz string) string {
-	t.Helper()
-	const p = "Bearer "
-	if len(authz) <= len(p) || authz[:len(p)] != p {
-		t.Fatalf("Authorization %q is not a bearer value", authz)
-	}
-	return authz[len(p):]
-}
-
 func assertLive(t *testing.T, rt *mcpruntime.Runtime, what, tok string) mcpruntime.Principal {
 	t.Helper()
 	p, err := rt.Authenticate(tok)
@@ -74,7 +44,7 @@ func TestProviderSwitchRegression(t *testing.T) {
 	if a.Authorization == "" || a.Reused {
 		t.Fatalf("first open of A = %+v, want a minted credential", a)
 	}
-	drvA := rt.Inproc().Session(a.ID)
+	drvA := inprocOf(rt).Session(a.ID)
 	if drvA == nil {
 		t.Fatalf("driver never saw session %s", a.ID)
 	}
@@ -116,7 +86,7 @@ func TestProviderSwitchRegression(t *testing.T) {
 	}
 	assertDead(t, rt, "B after release", tokB)
 	assertLive(t, rt, "A after releasing B", tokA)
-	if !rt.Inproc().Session(b.ID).Closed() {
+	if !inprocOf(rt).Session(b.ID).Closed() {
 		t.Fatalf("driver session of B not closed")
 	}
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
 )
@@ -87,13 +86,10 @@ func (c *ToolCall) Progress(progress, total float64, message string) {
 	}
 }
 
-// Mutate applies effect to threadID ("" = the caller's thread) after
-// checking, in the same transaction, that the caller is live.
-func (c *ToolCall) Mutate(ctx context.Context, threadID string, effect thread.Effect) (any, error) {
-	return c.rt.Mutate(ctx, c.Caller, threadID, effect)
-}
-
-// Runtime returns the runtime serving the call, for reads.
+// Runtime returns the runtime serving the call: for reads, and for a
+// mutation of the caller's thread, Mutate(ctx, call.Runtime(), call.Caller,
+// "", effect), which checks in the same transaction that the caller is
+// live.
 func (c *ToolCall) Runtime() *Runtime { return c.rt }
 
 // ToolResult is a tools/call result.

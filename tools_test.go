@@ -471,11 +471,11 @@ func TestMutateToolCallers(t *testing.T) {
 				if err := json.Unmarshal(call.Arguments, &args); err != nil {
 					return nil, err
 				}
-				v, err := call.Mutate(ctx, args.ThreadID, &thread.AppendMessage{Text: "by " + call.Caller.Namespace})
+				m, err := mcpruntime.Mutate[memdb.Message](ctx, call.Runtime(), call.Caller, args.ThreadID, thread.AppendMessage{Text: "by " + call.Caller.Namespace})
 				if err != nil {
 					return nil, err
 				}
-				return &mcpruntime.ToolResult{Text: fmt.Sprint(v.(memdb.Message).Seq)}, nil
+				return &mcpruntime.ToolResult{Text: fmt.Sprint(m.Seq)}, nil
 			},
 		}
 	}

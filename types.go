@@ -2,36 +2,41 @@ package mcpruntime
 
 import (
 	"encoding/json"
-	"slices"
 	"time"
 
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
+// The public types, with the JSON names the built-in tools and the admin
+// API encode them with (they encode them as they are, not copies).
+
 // Thread is a snapshot of one thread.
 type Thread struct {
-	ID       string
-	Status   string // "active" or "archived"
-	Instance string // current provider instance, "" if none yet
-	Run      *Run   // active run, nil if none
-	Messages []Message
-	Created  time.Time
+	ID       string `json:"id"`
+	Status   string `json:"status"`   // "active" or "archived"
+	Instance string `json:"instance"` // current provider instance, "" if none yet
+	Run      *Run   `json:"run"`      // active run, null if none
+	// Messages is the message log, oldest first; nil in a listing page
+	// (ListThreads), where it is left out of the JSON too.
+	Messages []Message `json:"messages,omitzero"`
+	Created  time.Time `json:"created"`
 }
 
 // Run is a thread's active run.
 type Run struct {
-	ID       string
-	Instance string
-	Started  time.Time
+	ID       string    `json:"id"`
+	Instance string    `json:"instance"`
+	Started  time.Time `json:"started"`
 }
 
 // Message is one entry of a thread's message log.
 type Message struct {
-	Seq      uint64
-	Text     string
-	Author   string // namespace of the caller that posted it
-	Instance string // the caller's provider instance, "" for clients
-	At       time.Time
+	Seq      uint64    `json:"seq"`
+	Text     string    `json:"text"`
+	Author   string    `json:"author"`             // namespace of the caller that posted it
+	Instance string    `json:"instance,omitempty"` // the caller's provider instance, "" for clients
+	At       time.Time `json:"at"`
 }
 
 // ThreadOptions are the optional settings of CreateThread.
@@ -56,7 +61,7 @@ type ProviderSession struct {
 	// Authorization is "Bearer <token>" when the call minted the
 	// credential, "" when it reused one: a token is shown once.
 	Authorization string
-	Capabilities  []string
+	Capabilities  []string // never nil
 	Reused        bool
 }
 
@@ -68,31 +73,20 @@ type SwitchResult struct {
 
 // Credential is a freshly minted credential (Rotate).
 type Credential struct {
-	ID            string
-	Authorization string // "Bearer <token>", shown once
+	ID            string `json:"credentialId"`
+	Authorization string `json:"authorization"` // "Bearer <token>", shown once
 }
 
 // ClientToken is a freshly issued client-grant token.
 type ClientToken struct {
-	ClientID string
-	Token    string // shown once
+	ClientID string `json:"clientId"`
+	Token    string `json:"token"` // shown once
 }
 
-// Principal is who a token authenticates as (SPEC §2).
-type Principal struct {
-	Kind         string // "provider" or "client"
-	Namespace    string // "cred:<CredentialID>" or "client:<ClientID>"
-	CredentialID string
-	Thread       string // provider credentials only
-	Instance     string // provider credentials only
-	Client       string // client grants only
-	Access       string // client grants only: "read-only" or "read-write"
-	Capabilities []string
-	Expires      time.Time // zero: never
-}
-
-// Provider reports whether p is a provider credential.
-func (p Principal) Provider() bool { return p.Kind == memdb.KindProvider }
+// Principal is who a token authenticates as (SPEC §2): built from the
+// credential row the token resolved to, never from what a request claims.
+// It is the one principal type of every layer (internal/principal).
+type Principal = principal.Principal
 
 func threadFromRecord(t *memdb.Thread) Thread {
 	out := Thread{ID: t.ID, Status: t.Status, Instance: t.Instance, Created: t.Created}
@@ -108,18 +102,4 @@ func threadFromRecord(t *memdb.Thread) Thread {
 
 func messageFromRecord(m memdb.Message) Message {
 	return Message{Seq: m.Seq, Text: m.Text, Author: m.Author, Instance: m.Instance, At: m.At}
-}
-
-func principalFromRecord(c *memdb.Credential) Principal {
-	return Principal{
-		Kind:         c.Kind,
-		Namespace:    c.Namespace,
-		CredentialID: c.ID,
-		Thread:       c.Thread,
-		Instance:     c.Instance,
-		Client:       c.Client,
-		Access:       c.Access,
-		Capabilities: slices.Clone(c.Capabilities),
-		Expires:      c.Expires,
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/admin"
 	"github.com/agenthost/mcpruntime/transport"
 )
@@ -47,12 +49,13 @@ func (b *logBuffer) String() string {
 
 // env is a real runtime with its admin API behind httptest.NewServer.
 type env struct {
-	t    *testing.T
-	rt   *mcpruntime.Runtime
-	ts   *httptest.Server
-	mcp  *transport.Server // nil unless withMCP
-	mcpS *httptest.Server
-	logs *logBuffer
+	t      *testing.T
+	rt     *mcpruntime.Runtime
+	inproc *providertest.Inproc // the runtime's in-process driver
+	ts     *httptest.Server
+	mcp    *transport.Server // nil unless withMCP
+	mcpS   *httptest.Server
+	logs   *logBuffer
 
 	vars    map[string]string // ids and tokens captured along a walk
 	answers []*response       // every admin answer, in order
@@ -71,11 +74,14 @@ func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	logs := &logBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt, err := mcpruntime.New(mcpruntime.Config{Logger: logger, Drivers: o.drivers, MaxThreads: o.maxThreads})
+	in := &providertest.Inproc{}
+	drivers := map[string]provider.Factory{provider.InprocKind: in.Factory()}
+	maps.Copy(drivers, o.drivers)
+	rt, err := mcpruntime.New(mcpruntime.Config{Logger: logger, Drivers: drivers, MaxThreads: o.maxThreads})
 	if err != nil {
 		t.Fatalf("mcpruntime.New: %v", err)
 	}
-	e := &env{t: t, rt: rt, logs: logs, vars: map[string]string{}, minted: map[string]int{}}
+	e := &env{t: t, rt: rt, inproc: in, logs: logs, vars: map[string]string{}, minted: map[string]int{}}
 	t.Cleanup(func() {
 		if err := rt.Close(); err != nil {
 			t.Errorf("Runtime.Close: %v", err)
@@ -474,7 +480,7 @@ func TestRoutes(t *testing.T) {
 					t.Error("A's token does not authenticate")
 				}
 				// The driver was given the same token.
-				if got := e.rt.Inproc().Session(e.vars["psA"]).Authorizations(); !slices.Equal(got, []string{"Bearer " + e.vars["tokA"]}) {
+				if got := e.inproc.Session(e.vars["psA"]).Authorizations(); !slices.Equal(got, []string{"Bearer " + e.vars["tokA"]}) {
 					t.Error("the inproc session was not given the minted authorization")
 				}
 			}},
@@ -554,7 +560,7 @@ func TestRoutes(t *testing.T) {
 				e.vars["credA2"] = field(t, r, "credentialId")
 				authenticates([]string{"tokA2", "tokB"}, []string{"tokA"})(t, e, r)
 				// A's session was re-bound to the new token.
-				auths := e.rt.Inproc().Session(e.vars["psA"]).Authorizations()
+				auths := e.inproc.Session(e.vars["psA"]).Authorizations()
 				if len(auths) == 0 || auths[len(auths)-1] != "Bearer "+e.vars["tokA2"] {
 					t.Error("A's session was not re-bound to the rotated credential")
 				}
@@ -576,7 +582,7 @@ func TestRoutes(t *testing.T) {
 				wantThreadAfter("active")(t, e, r)
 				// The driver is told after the answer: its Detach is queued
 				// behind the session's earlier calls.
-				s := e.rt.Inproc().Session(e.vars["psA"])
+				s := e.inproc.Session(e.vars["psA"])
 				waitFor(t, "A's session detached", func() bool { return len(s.Attached()) == 0 })
 				authenticates([]string{"tokA2"}, nil)(t, e, r) // a detach revokes nothing
 			}},
@@ -1043,7 +1049,7 @@ func TestDriverErrors(t *testing.T) {
 		{name: "register", request: post("/admin/v1/instances", `{"id":"A","driver":"inproc"}`), wantStatus: http.StatusCreated},
 		{name: "create", request: post("/admin/v1/threads", `{"id":"t1","instance":"A"}`), wantStatus: http.StatusCreated},
 	})
-	e.rt.Inproc().FailNextOpen("A", errors.New("no such binary"))
+	e.inproc.FailNextOpen("A", errors.New("no such binary"))
 	e.walk([]step{
 		{name: "open fails", request: post("/admin/v1/threads/t1/provider-sessions", `{"instance":"A"}`),
 			wantStatus: http.StatusBadGateway, wantCode: "provider_open_failed"},

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	mcpruntime "github.com/agenthost/mcpruntime"
 )
 
@@ -86,7 +84,8 @@ var errorTable = []struct {
 	// The runtime is shutting down, an actor did not answer in time, or the
 	// request's own context ended: nothing is wrong with the request.
 	{mcpruntime.ErrClosed, http.StatusServiceUnavailable, CodeUnavailable},
-	{actor.ErrTimeout, http.StatusServiceUnavailable, CodeUnavailable},
+	{mcpruntime.ErrTimeout, http.StatusServiceUnavailable, CodeUnavailable},
+	{mcpruntime.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, CodeUnavailable},
 	{context.Canceled, http.StatusServiceUnavailable, CodeUnavailable},
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	mcpruntime "github.com/agenthost/mcpruntime"
 )
 
@@ -45,7 +43,8 @@ func TestClassify(t *testing.T) {
 		{"invalid driver config", mcpruntime.ErrInvalidDriverConfig, 400, "invalid_driver_config", true},
 		{"provider open failed", mcpruntime.ErrProviderOpenFailed, 502, "provider_open_failed", false},
 		{"closed", mcpruntime.ErrClosed, 503, "unavailable", false},
-		{"actor timeout", actor.ErrTimeout, 503, "unavailable", false},
+		{"actor timeout", mcpruntime.ErrTimeout, 503, "unavailable", false},
+		{"actor gone", mcpruntime.ErrUnavailable, 503, "unavailable", false},
 		{"deadline", context.DeadlineExceeded, 503, "unavailable", false},
 		{"canceled", context.Canceled, 503, "unavailable", false},
 		{"unauthenticated is not ours", mcpruntime.ErrUnauthenticated, 500, "internal", false},

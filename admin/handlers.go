@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -112,59 +111,6 @@ func required(fields ...string) error {
 
 // ---- response shapes ----
 
-// threadJSON is a thread without its messages, as listed.
-type threadJSON struct {
-	ID       string    `json:"id"`
-	Status   string    `json:"status"`   // "active" or "archived"
-	Instance string    `json:"instance"` // "" until chosen
-	Run      *runJSON  `json:"run"`      // null when no run is active
-	Created  time.Time `json:"created"`
-}
-
-// threadDetailJSON is a thread with its message log.
-type threadDetailJSON struct {
-	threadJSON
-	Messages []messageJSON `json:"messages"`
-}
-
-type runJSON struct {
-	ID       string    `json:"id"`
-	Instance string    `json:"instance"`
-	Started  time.Time `json:"started"`
-}
-
-type messageJSON struct {
-	Seq      uint64    `json:"seq"`
-	Text     string    `json:"text"`
-	Author   string    `json:"author"`
-	Instance string    `json:"instance,omitempty"`
-	At       time.Time `json:"at"`
-}
-
-func threadSummary(t mcpruntime.Thread) threadJSON {
-	out := threadJSON{ID: t.ID, Status: t.Status, Instance: t.Instance, Created: t.Created}
-	if t.Run != nil {
-		out.Run = &runJSON{ID: t.Run.ID, Instance: t.Run.Instance, Started: t.Run.Started}
-	}
-	return out
-}
-
-func threadDetail(t mcpruntime.Thread) threadDetailJSON {
-	out := threadDetailJSON{threadJSON: threadSummary(t), Messages: make([]messageJSON, len(t.Messages))}
-	for i, m := range t.Messages {
-		out.Messages[i] = messageJSON{Seq: m.Seq, Text: m.Text, Author: m.Author, Instance: m.Instance, At: m.At}
-	}
-	return out
-}
-
-// nonNil makes an absent list encode as [] rather than null.
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return slices.Clone(s)
-}
-
 func location(w http.ResponseWriter, format string, args ...any) {
 	esc := make([]any, len(args))
 	for i, a := range args {
@@ -182,12 +128,6 @@ type createInstanceRequest struct {
 	Capabilities []string        `json:"capabilities"`
 }
 
-type instanceJSON struct {
-	ID           string   `json:"id"`
-	Driver       string   `json:"driver"`
-	Capabilities []string `json:"capabilities"`
-}
-
 func (s *Server) createInstance(w http.ResponseWriter, r *http.Request, _ httprouter.Params) (int, any, error) {
 	var req createInstanceRequest
 	if err := decode(w, r, &req, false); err != nil {
@@ -202,8 +142,13 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request, _ httpro
 	if err != nil {
 		return 0, nil, err
 	}
-	// The config is not echoed: it may hold the driver's secrets.
-	return http.StatusCreated, instanceJSON{ID: req.ID, Driver: req.Driver, Capabilities: nonNil(req.Capabilities)}, nil
+	// The config is not echoed (InstanceInfo has none): it may hold the
+	// driver's secrets.
+	inst, err := s.rt.Instance(req.ID)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, inst, nil
 }
 
 // ---- threads ----
@@ -226,11 +171,11 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request, _ httprout
 		return 0, nil, err
 	}
 	location(w, "/admin/v1/threads/%s", t.ID)
-	return http.StatusCreated, threadDetail(t), nil
+	return http.StatusCreated, t, nil
 }
 
 type threadList struct {
-	Threads []threadJSON `json:"threads"`
+	Threads []mcpruntime.Thread `json:"threads"` // without their messages
 	// NextCursor, given back as ?cursor=, lists the next page; absent on
 	// the last one.
 	NextCursor string `json:"nextCursor,omitempty"`
@@ -256,11 +201,7 @@ func (s *Server) listThreads(_ http.ResponseWriter, r *http.Request, _ httproute
 	if err != nil {
 		return 0, nil, err
 	}
-	out := threadList{Threads: make([]threadJSON, len(page.Threads)), NextCursor: page.NextCursor}
-	for i, t := range page.Threads {
-		out.Threads[i] = threadSummary(t)
-	}
-	return http.StatusOK, out, nil
+	return http.StatusOK, threadList{Threads: page.Threads, NextCursor: page.NextCursor}, nil
 }
 
 func (s *Server) getThread(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
@@ -268,7 +209,7 @@ func (s *Server) getThread(_ http.ResponseWriter, r *http.Request, ps httprouter
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, threadDetail(t), nil
+	return http.StatusOK, t, nil
 }
 
 // goneJSON is the answer of a DELETE: what is gone, and its state now.
@@ -293,7 +234,7 @@ func (s *Server) threadAfter(r *http.Request, id string) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, threadDetail(t), nil
+	return http.StatusOK, t, nil
 }
 
 func (s *Server) detach(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
@@ -354,10 +295,10 @@ func (s *Server) openProviderSession(w http.ResponseWriter, r *http.Request, ps 
 		Instance:          instance,
 		CredentialID:      p.CredentialID,
 		Endpoint:          p.Endpoint,
-		Capabilities:      nonNil(p.Capabilities),
+		Capabilities:      p.Capabilities,
 		Reused:            p.Reused,
 	}
-	if inst, err := s.rt.Store().Read().Instance(nil, instance); err == nil {
+	if inst, err := s.rt.Instance(instance); err == nil {
 		out.Driver = inst.Driver
 	}
 	location(w, "/admin/v1/provider-sessions/%s", p.ID)
@@ -396,11 +337,6 @@ func (s *Server) switchProvider(w http.ResponseWriter, r *http.Request, ps httpr
 	return http.StatusOK, switchJSON{Instance: instance, Previous: res.Previous, EndedRun: res.EndedRun}, nil
 }
 
-type credentialJSON struct {
-	CredentialID  string `json:"credentialId"`
-	Authorization string `json:"authorization"`
-}
-
 func (s *Server) rotate(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
 	instance, err := decodeInstance(w, r)
 	if err != nil {
@@ -410,7 +346,7 @@ func (s *Server) rotate(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, credentialJSON{CredentialID: c.ID, Authorization: c.Authorization}, nil
+	return http.StatusOK, c, nil
 }
 
 type runIDJSON struct {
@@ -445,11 +381,6 @@ type issueClientRequest struct {
 	Access string `json:"access"`
 }
 
-type clientTokenJSON struct {
-	ClientID string `json:"clientId"`
-	Token    string `json:"token"`
-}
-
 func (s *Server) issueClient(w http.ResponseWriter, r *http.Request, _ httprouter.Params) (int, any, error) {
 	var req issueClientRequest
 	if err := decode(w, r, &req, false); err != nil {
@@ -463,7 +394,7 @@ func (s *Server) issueClient(w http.ResponseWriter, r *http.Request, _ httproute
 		return 0, nil, err
 	}
 	location(w, "/admin/v1/clients/%s", c.ClientID)
-	return http.StatusCreated, clientTokenJSON{ClientID: c.ClientID, Token: c.Token}, nil
+	return http.StatusCreated, c, nil
 }
 
 type refreshClientRequest struct {
@@ -521,11 +452,7 @@ func (s *Server) listSessions(_ http.ResponseWriter, _ *http.Request, _ httprout
 		}
 		return http.StatusOK, out, nil
 	}
-	recs, err := s.rt.Store().Read().MCPSessions(nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, rec := range recs {
+	for _, rec := range s.rt.MCPSessions() {
 		out.Sessions = append(out.Sessions, sessionJSON{
 			ID: rec.ID, Owner: rec.Owner, Created: rec.Created, LastActive: rec.LastActive,
 		})

@@ -13,7 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/internal/actortest"
 )
 
 // The concurrent machine is the HTTP machine plus one more action, Batch:
@@ -249,22 +249,18 @@ func (h *httpMachine) disagreement(w world) string {
 	// Provider sessions: which are open, which threads each serves and
 	// which credentials it holds. A detach answers the same whatever it
 	// detached, so only this tells its orders apart.
-	open, err := h.rt.Store().Read().ProviderSessionsByState(nil, memdb.SessionOpen)
-	if err != nil {
-		return fmt.Sprintf("ProviderSessions = %v", err)
-	}
-	got := map[string]*memdb.ProviderSession{}
-	for _, ps := range open {
+	got := map[string]mcpruntime.ProviderSessionInfo{}
+	for _, ps := range h.rt.ProviderSessions("") {
 		got[ps.ID] = ps
 	}
 	for _, ms := range w.m.sessions {
-		ps := got[ms.id]
+		ps, isOpen := got[ms.id]
 		delete(got, ms.id)
 		switch {
-		case !ms.open && ps != nil:
+		case !ms.open && isOpen:
 			return fmt.Sprintf("provider session %s is open", ms.id)
 		case !ms.open:
-		case ps == nil:
+		case !isOpen:
 			return fmt.Sprintf("provider session %s is not open", ms.id)
 		case !sameSet(ms.threads, ps.Threads) || !sameSet(w.liveOf(ms.creds), w.liveOf(ps.Credentials)):
 			return fmt.Sprintf("provider session %s serves %v holding %v, model %v holding %v", ms.id, ps.Threads, ps.Credentials, ms.threads, ms.creds)
@@ -493,8 +489,8 @@ func (h *httpMachine) genOp(t *rapid.T, focus caller, focusSID string) *cop {
 				o, m := obs.(lobs), st[len(st)-1].m
 				ps, _ := o.v.(mcpruntime.ProviderSession)
 				out := m.predictOpen(thread, inst)
-				if out.err == nil && op.twinOpen != nil && errors.Is(o.err, errInjected) {
-					if twin, ok := op.twinOpen.obs.(lobs); ok && errors.Is(twin.err, errInjected) {
+				if out.err == nil && op.twinOpen != nil && actortest.OpenFailed(o.err, errInjected) {
+					if twin, ok := op.twinOpen.obs.(lobs); ok && actortest.OpenFailed(twin.err, errInjected) {
 						return ""
 					}
 				}

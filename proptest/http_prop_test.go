@@ -23,6 +23,8 @@ import (
 	"pgregory.net/rapid"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 )
 
@@ -350,7 +352,9 @@ type httpMachine struct {
 
 func newHTTPMachine(t *rapid.T) *httpMachine {
 	clock := actortest.NewClock(testStart)
+	in := &providertest.Inproc{}
 	rt, err := mcpruntime.New(mcpruntime.Config{
+		Drivers:          map[string]provider.Factory{provider.InprocKind: in.Factory()},
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,
 		ClientTokenTTL:   mcpruntime.NoExpiry,
@@ -380,10 +384,11 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		_ = rt.Close()
 	})
 	lm := &lifecycleMachine{
-		ctx:   context.Background(),
-		rt:    rt,
-		clock: clock,
-		m:     newModel(testStart, testWindow, 0, testProviderIdle, testEndpoint),
+		ctx:    context.Background(),
+		rt:     rt,
+		inproc: in,
+		clock:  clock,
+		m:      newModel(testStart, testWindow, 0, testProviderIdle, testEndpoint),
 	}
 	unsubscribe := subscribeCounting(rt.SubscribeProviderEvents, &lm.closes)
 	t.Cleanup(unsubscribe)
@@ -611,11 +616,12 @@ func (h *httpMachine) genTarget(t *rapid.T) string {
 
 // record reads the ownership record of sid, nil if none.
 func (h *httpMachine) record(sid string) any {
-	rec, err := h.rt.Store().Read().MCPSession(nil, sid)
-	if err != nil {
-		return nil
+	for _, r := range h.rt.MCPSessions() {
+		if r.ID == sid {
+			return r
+		}
 	}
-	return *rec
+	return nil
 }
 
 // foreignOwner returns the owner namespace of sid if it exists in the
@@ -884,10 +890,7 @@ func (h *httpMachine) checkSessions(t *rapid.T) {
 }
 
 func (h *httpMachine) sessionProblem(required, allowed []string) string {
-	recs, err := h.rt.Store().Read().MCPSessions(nil)
-	if err != nil {
-		return fmt.Sprintf("MCPSessions: %v", err)
-	}
+	recs := h.rt.MCPSessions()
 	ids := map[string]bool{}
 	for _, r := range recs {
 		ids[r.ID] = true

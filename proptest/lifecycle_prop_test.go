@@ -18,6 +18,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 )
 
@@ -72,11 +73,12 @@ var errInjected = errors.New("injected driver failure")
 
 // lifecycleMachine is one runtime and its model.
 type lifecycleMachine struct {
-	ctx   context.Context
-	rt    *mcpruntime.Runtime
-	clock *actortest.Clock
-	m     *model
-	texts int // counter for message texts
+	ctx    context.Context
+	rt     *mcpruntime.Runtime
+	inproc *providertest.Inproc // the runtime's in-process driver
+	clock  *actortest.Clock
+	m      *model
+	texts  int // counter for message texts
 	// closes counts provider-session close events (SubscribeProviderEvents).
 	closes atomic.Int64
 }
@@ -93,7 +95,9 @@ func subscribeCounting(subscribe func(func(provider.Event)) func(), n *atomic.In
 
 func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
 	clock := actortest.NewClock(testStart)
+	in := &providertest.Inproc{}
 	rt, err := mcpruntime.New(mcpruntime.Config{
+		Drivers:          map[string]provider.Factory{provider.InprocKind: in.Factory()},
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,
 		ClientTokenTTL:   testClientTTL,
@@ -107,10 +111,11 @@ func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
 	}
 	t.Cleanup(func() { _ = rt.Close() })
 	s := &lifecycleMachine{
-		ctx:   context.Background(),
-		rt:    rt,
-		clock: clock,
-		m:     newModel(testStart, testWindow, testClientTTL, testProviderIdle, testEndpoint),
+		ctx:    context.Background(),
+		rt:     rt,
+		inproc: in,
+		clock:  clock,
+		m:      newModel(testStart, testWindow, testClientTTL, testProviderIdle, testEndpoint),
 	}
 	// Subscribed after the runtime's own subscriber, which turns a death
 	// into the release of the session's credentials: when this one counts
@@ -369,7 +374,7 @@ func (s *lifecycleMachine) Check(t *rapid.T) {
 	// A session the model holds open was never closed in the driver.
 	for _, ps := range s.m.sessions {
 		if ps.open {
-			if d := s.rt.Inproc().Session(ps.id); d == nil || d.Closed() {
+			if d := s.inproc.Session(ps.id); d == nil || d.Closed() {
 				t.Fatalf("provider session %s of %s is open in the model, driver session %v", ps.id, ps.instance, d)
 			}
 		}
@@ -464,7 +469,7 @@ func (s *lifecycleMachine) OpenProviderSession(t *rapid.T) {
 			t.Fatalf("%s: session %s, want a new session", call, ps.ID)
 		}
 		// The driver got the credential's config with the token (SPEC §3).
-		d := s.rt.Inproc().Session(ps.ID)
+		d := s.inproc.Session(ps.ID)
 		if d == nil {
 			t.Fatalf("%s: the driver has no session %s", call, ps.ID)
 		}
@@ -487,7 +492,7 @@ func (s *lifecycleMachine) OpenProviderSession(t *rapid.T) {
 // (SPEC §3 "open fails").
 func (s *lifecycleMachine) FailNextOpen(t *rapid.T) {
 	inst := rapid.SampledFrom(instancePool).Draw(t, "instance")
-	s.rt.Inproc().FailNextOpen(inst, errInjected)
+	s.inproc.FailNextOpen(inst, errInjected)
 	s.m.failNext[inst] = true
 }
 
@@ -509,7 +514,7 @@ func (s *lifecycleMachine) ReleaseProviderSession(t *rapid.T) {
 	wantErr(t, call, err, want)
 	if err == nil {
 		// Release answers once the driver session is closed.
-		if d := s.rt.Inproc().Session(id); d == nil || !d.Closed() {
+		if d := s.inproc.Session(id); d == nil || !d.Closed() {
 			t.Fatalf("%s returned, driver session %v not closed", call, d)
 		}
 	}
@@ -524,7 +529,7 @@ func (s *lifecycleMachine) KillProviderSession(t *rapid.T) {
 	}
 	ps := pick(t, "session", s.m.sessions)
 	call := fmt.Sprintf("Kill(%s of %s)", ps.id, ps.instance)
-	d := s.rt.Inproc().Session(ps.id)
+	d := s.inproc.Session(ps.id)
 	if d == nil {
 		t.Fatalf("%s: the driver has no session %s", call, ps.id)
 	}
@@ -601,7 +606,7 @@ func (s *lifecycleMachine) Rotate(t *rapid.T) {
 	// A session serving the pair was re-bound: its driver got the new token.
 	for _, ps := range s.m.sessions {
 		if ps.open && slices.Contains(ps.creds, cred.ID) {
-			got := s.rt.Inproc().Session(ps.id).Authorizations()
+			got := s.inproc.Session(ps.id).Authorizations()
 			if len(got) == 0 || got[len(got)-1] != cred.Authorization {
 				t.Fatalf("%s: driver session %s was not re-bound to the new credential; its Authorizations end with %q", call, ps.id, got[max(0, len(got)-1):])
 			}
@@ -846,7 +851,7 @@ func (s *lifecycleMachine) AdvanceClock(t *rapid.T) {
 		t.Fatalf("%s: released sessions (-want +got):\n%s", call, diff)
 	}
 	for _, id := range got {
-		if d := s.rt.Inproc().Session(id); d == nil || !d.Closed() {
+		if d := s.inproc.Session(id); d == nil || !d.Closed() {
 			t.Fatalf("%s: released %s, but its driver session is not closed", call, id)
 		}
 	}

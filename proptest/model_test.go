@@ -439,7 +439,9 @@ func (m *model) predictOpen(thread, instance string) openOutcome {
 		}
 	}
 	if m.failNext[instance] {
-		return openOutcome{err: errInjected, failed: true}
+		// The driver's error reaches the caller as the text of an
+		// ErrProviderOpenFailed (actors' replies are plain data).
+		return openOutcome{err: mcpruntime.ErrProviderOpenFailed, failed: true}
 	}
 	return openOutcome{}
 }

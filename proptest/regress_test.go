@@ -12,16 +12,20 @@ import (
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 )
 
 // Plain regression tests for the minimal cases the machines found. Each is
 // named for what broke.
 
-func newRegressRuntime(t *testing.T) (*mcpruntime.Runtime, *actortest.Clock) {
+func newRegressRuntime(t *testing.T) (*mcpruntime.Runtime, *actortest.Clock, *providertest.Inproc) {
 	t.Helper()
 	clock := actortest.NewClock(testStart)
+	in := &providertest.Inproc{}
 	rt, err := mcpruntime.New(mcpruntime.Config{
+		Drivers:          map[string]provider.Factory{provider.InprocKind: in.Factory()},
 		CredentialWindow: testWindow,
 		ClientTokenTTL:   testClientTTL,
 		Now:              clock.Now,
@@ -35,7 +39,7 @@ func newRegressRuntime(t *testing.T) (*mcpruntime.Runtime, *actortest.Clock) {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	return rt, clock
+	return rt, clock, in
 }
 
 // TestFailedOpenKeepsPairCredential: a live credential of (T, I) that no
@@ -50,7 +54,7 @@ func newRegressRuntime(t *testing.T) (*mcpruntime.Runtime, *actortest.Clock) {
 // actor stopped itself before its failure reached the instance actor.
 func TestFailedOpenKeepsPairCredential(t *testing.T) {
 	ctx := context.Background()
-	rt, _ := newRegressRuntime(t)
+	rt, _, in := newRegressRuntime(t)
 	if err := rt.RegisterInstance(ctx, "a", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +67,8 @@ func TestFailedOpenKeepsPairCredential(t *testing.T) {
 	}
 	tok := rotated.Authorization[len("Bearer "):]
 
-	rt.Inproc().FailNextOpen("a", errInjected)
-	if _, err := rt.OpenProviderSession(ctx, "T", "a"); !errors.Is(err, errInjected) {
+	in.FailNextOpen("a", errInjected)
+	if _, err := rt.OpenProviderSession(ctx, "T", "a"); !actortest.OpenFailed(err, errInjected) {
 		t.Fatalf("OpenProviderSession(T, a) with a failing driver = %v, want %v", err, errInjected)
 	}
 	if _, err := rt.Authenticate(tok); err != nil {
@@ -104,7 +108,7 @@ func TestFailedOpenKeepsPairCredential(t *testing.T) {
 // authenticate again.
 func TestReopenAfterExpiryRebindsAttachedSession(t *testing.T) {
 	ctx := context.Background()
-	rt, clock := newRegressRuntime(t)
+	rt, clock, in := newRegressRuntime(t)
 	if err := rt.RegisterInstance(ctx, "a", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +135,7 @@ func TestReopenAfterExpiryRebindsAttachedSession(t *testing.T) {
 	if _, err := rt.Authenticate(again.Authorization[len("Bearer "):]); err != nil {
 		t.Fatalf("the re-bound credential: Authenticate = %v, want live", err)
 	}
-	sessions := rt.Inproc().Sessions("a")
+	sessions := in.Sessions("a")
 	if len(sessions) != 1 {
 		t.Fatalf("driver sessions of a: %d, want 1", len(sessions))
 	}
@@ -153,7 +157,7 @@ func TestReopenAfterExpiryRebindsAttachedSession(t *testing.T) {
 // (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.)
 func TestConcurrentRevokeClientIsUnknownNotDeadLetter(t *testing.T) {
 	ctx := context.Background()
-	rt, _ := newRegressRuntime(t)
+	rt, _, _ := newRegressRuntime(t)
 	for i := range 200 {
 		ct, err := rt.IssueClient(ctx, fmt.Sprintf("client %d", i), readWrite)
 		if err != nil {
@@ -199,7 +203,7 @@ func TestConcurrentRevokeClientIsUnknownNotDeadLetter(t *testing.T) {
 // (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.)
 func TestCallRacingDeleteIsNotFoundNotBusy(t *testing.T) {
 	ctx := context.Background()
-	rt, _ := newRegressRuntime(t)
+	rt, _, _ := newRegressRuntime(t)
 	srv, err := rt.MCPHandler(mcpruntime.MCPOptions{MaxSessionsPerNamespace: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +265,7 @@ func TestCallRacingDeleteIsNotFoundNotBusy(t *testing.T) {
 // (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.)
 func TestOpenRacingRotateReusesTheRebindingSession(t *testing.T) {
 	ctx := context.Background()
-	rt, _ := newRegressRuntime(t)
+	rt, _, _ := newRegressRuntime(t)
 	if err := rt.RegisterInstance(ctx, "a", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
 		t.Fatal(err)
 	}

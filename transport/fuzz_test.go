@@ -202,7 +202,7 @@ func (e *fuzzEnv) serve(req *http.Request) *httptest.ResponseRecorder {
 func (e *fuzzEnv) ensureOwned(tb testing.TB) {
 	tb.Helper()
 	if e.owned != "" {
-		if _, err := e.rt.Store().Read().MCPSession(nil, e.owned); err == nil {
+		if _, ok := e.record(e.owned); ok {
 			return
 		}
 	}
@@ -215,13 +215,23 @@ func (e *fuzzEnv) ensureOwned(tb testing.TB) {
 }
 
 // ownedRecord returns the store record of A's session.
-func (e *fuzzEnv) ownedRecord(t *testing.T) *memdb.MCPSession {
+func (e *fuzzEnv) ownedRecord(t *testing.T) mcpruntime.MCPSessionRecord {
 	t.Helper()
-	rec, err := e.rt.Store().Read().MCPSession(nil, e.owned)
-	if err != nil {
-		t.Fatalf("A's session %s has no record: %v", e.owned, err)
+	rec, ok := e.record(e.owned)
+	if !ok {
+		t.Fatalf("A's session %s has no record", e.owned)
 	}
 	return rec
+}
+
+// record returns the ownership record of sid.
+func (e *fuzzEnv) record(sid string) (mcpruntime.MCPSessionRecord, bool) {
+	for _, r := range e.rt.MCPSessions() {
+		if r.ID == sid {
+			return r, true
+		}
+	}
+	return mcpruntime.MCPSessionRecord{}, false
 }
 
 // FuzzHandler sends arbitrary requests — method, credential, session id,
@@ -285,7 +295,7 @@ func FuzzHandler(f *testing.F) {
 		}
 
 		foreignOnOwned := a.who == asForeign && sid == e.owned
-		var before *memdb.MCPSession
+		var before mcpruntime.MCPSessionRecord
 		if foreignOnOwned {
 			before = e.ownedRecord(t)
 		}

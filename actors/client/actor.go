@@ -7,7 +7,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/deadline"
+	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -27,52 +30,62 @@ type Config struct {
 }
 
 // Namespace returns the namespace shared by every token of grant id.
-func Namespace(id string) string { return "client:" + id }
+func Namespace(id string) string { return principal.ClientNamespace(id) }
 
 // Props returns the props of a client-grant actor.
 func Props(cfg Config) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &grantActor{cfg: cfg} })
+	return actor.PropsFromProducer(func() actor.Actor {
+		a := &grantActor{cfg: cfg}
+		a.behavior.Become(a.live)
+		return a
+	})
 }
 
 type grantActor struct {
-	cfg     Config
-	revoked bool
+	cfg      Config
+	behavior actor.Behavior // live, then revoked
 }
 
-func (a *grantActor) Receive(ctx actor.Context) {
+func (a *grantActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
+
+// live is the grant's behaviour until it is revoked.
+func (a *grantActor) live(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		a.start()
 	case *IssueToken:
-		if a.revoked {
-			ctx.Respond(&TokenIssued{Err: fmt.Errorf("client %s: %w", a.cfg.ID, ErrNotFound)})
+		if deadline.Passed(msg.Or(time.Minute)) {
+			ctx.Respond(msg.fail(fault.New(fault.Timeout, "issue a token of %s: deadline passed: %v", a.cfg.ID, fault.ErrTimeout)))
 			return
 		}
 		tok, id, err := a.issue(msg.RevokePrevious)
-		ctx.Respond(&TokenIssued{Token: tok, CredentialID: id, Err: err})
+		ctx.Respond(&TokenIssued{Token: tok, CredentialID: id, Fault: fault.From(err)})
 	case *Revoke:
-		if a.revoked {
-			ctx.Respond(&Revoked{Err: fmt.Errorf("client %s: %w", a.cfg.ID, ErrNotFound)})
-			return
-		}
 		n, err := a.revoke()
-		ctx.Respond(&Revoked{Tokens: n, Err: err})
+		ctx.Respond(&Revoked{Tokens: n, Fault: fault.From(err)})
 		if err == nil {
-			a.revoked = true
+			a.behavior.Become(a.revoked)
 			// Poison, not Stop: messages already queued are answered (with
 			// ErrNotFound) before the actor goes.
 			ctx.Poison(ctx.Self())
 		}
 	case *GetGrant:
-		if a.revoked {
-			ctx.Respond(&GrantInfo{Err: fmt.Errorf("client %s: %w", a.cfg.ID, ErrNotFound)})
-			return
-		}
 		g, err := a.cfg.Store.Read().ClientGrant(nil, a.cfg.ID)
-		ctx.Respond(&GrantInfo{Grant: g, Err: err})
+		res := &GrantInfo{Fault: fault.From(err)}
+		if err == nil {
+			res.Grant = *g
+		}
+		ctx.Respond(res)
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	default:
 		a.cfg.Logger.Warn("client actor: unexpected message", "client", a.cfg.ID, "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+// revoked is the grant's behaviour once revoked, until the actor is gone.
+func (a *grantActor) revoked(ctx actor.Context) {
+	if msg, ok := ctx.Message().(Message); ok {
+		ctx.Respond(msg.fail(fault.New(fault.UnknownClient, "client %s: %v", a.cfg.ID, ErrNotFound)))
 	}
 }
 
@@ -98,40 +111,21 @@ func (a *grantActor) issue(revokePrevious bool) (tok, id string, err error) {
 		if err != nil {
 			return err
 		}
-		for _, c := range olds {
-			switch {
-			case c.State != memdb.StateLive:
-			case !c.LiveAt(now):
-				c.State, c.RevokeReason, c.Revoked = memdb.StateRevoked, "expired", now
-			case revokePrevious:
-				c.State, c.RevokeReason, c.Revoked = memdb.StateRevoked, "refreshed", now
-			default:
-				continue
-			}
-			if err := w.PutCredential(c); err != nil {
-				return err
-			}
+		// Expired tokens are marked so in the same go; with revokePrevious
+		// every earlier token goes (an expired one still records expired).
+		if revokePrevious {
+			_, err = credential.RevokeAll(w, olds, credential.ReasonRefreshed, now)
+		} else {
+			err = credential.RevokeExpired(w, olds, now)
 		}
-		var hash string
-		tok, hash = token.New()
-		id = token.NewID("ctok_")
-		c := &memdb.Credential{
-			ID:        id,
-			TokenHash: hash,
-			Kind:      memdb.KindClient,
-			Namespace: Namespace(a.cfg.ID),
-			Client:    a.cfg.ID,
-			Access:    a.cfg.Access,
-			Issued:    now,
-			LastLive:  now,
-			State:     memdb.StateLive,
-		}
-		if a.cfg.TTL > 0 {
-			c.Expires = now.Add(a.cfg.TTL)
-		}
-		if err := w.PutCredential(c); err != nil {
+		if err != nil {
 			return err
 		}
+		c, t, err := credential.IssueClient(w, a.cfg.ID, a.cfg.Access, now, a.cfg.TTL)
+		if err != nil {
+			return err
+		}
+		tok, id = t, c.ID
 		return a.prune(w)
 	})
 	if err != nil {
@@ -146,7 +140,7 @@ func (a *grantActor) prune(w *memdb.Writer) error {
 	if err != nil {
 		return err
 	}
-	return w.PruneRevoked(creds, a.cfg.RevokedKept)
+	return credential.Prune(w, creds, a.cfg.RevokedKept)
 }
 
 // revoke removes every token row and the grant in one transaction: a
@@ -159,13 +153,8 @@ func (a *grantActor) revoke() (int, error) {
 		if err != nil {
 			return err
 		}
-		for _, c := range creds {
-			if c.LiveAt(now) {
-				n++
-			}
-			if err := w.DeleteCredential(c.ID); err != nil {
-				return err
-			}
+		if n, err = credential.Delete(w, creds, now); err != nil {
+			return err
 		}
 		return w.DeleteClientGrant(a.cfg.ID)
 	})

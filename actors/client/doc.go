@@ -4,7 +4,8 @@
 //
 // The grant actor is the only writer of its grant's row and of its tokens,
 // which are rows of the credentials table of kind "client" sharing the
-// namespace "client:<ClientID>". Because every token of a grant has the same
+// namespace "client:<ClientID>"; it changes them only through the ledger
+// (internal/credential), in its own transactions. Because every token of a grant has the same
 // namespace, a refreshed token keeps using the MCP sessions the previous one
 // opened (SPEC §2, "trusted refresh"); a provider credential never shares a
 // namespace with anything.
@@ -14,6 +15,11 @@
 //	IssueToken  → TokenIssued   mint a token; optionally revoke the previous ones
 //	Revoke      → Revoked       revoke every token, remove the grant, stop
 //	GetGrant    → GrantInfo     the grant record (also a mailbox barrier)
+//
+// Every request carries its deadline and every reply its outcome as a
+// fault.Fault (plain data). The grant's phases are behaviours: live, then
+// revoked, when every request is answered ErrNotFound until the actor is
+// gone.
 //
 // Tokens expire a fixed TTL after issue; a refresh does not extend older
 // tokens. Revocation is committed to the store before the reply is sent, so

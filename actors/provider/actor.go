@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,27 +10,24 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
 // Config configures one provider instance actor.
 type Config struct {
-	Instance *memdb.Instance // the instance's record, written when the actor starts
+	Instance memdb.Instance // the instance's record, written when the actor starts
 	Driver   Driver
 	Store    *memdb.Store
 	Now      func() time.Time
 	// OpTimeout bounds every driver call (Open, Attach, Detach), and Close
-	// unless the driver's CloseBudget is longer (see CloseTimeout).
+	// unless the driver's CloseBudget is longer (see CloseTimeout). A call
+	// made for a request is bounded by the request's deadline too.
 	OpTimeout time.Duration
-	// Release revokes the credentials a closing session recorded, except
-	// those another open session holds, and returns once they no longer
-	// authenticate. The instance calls it off its turn, for a session
-	// released by the host, released as idle or dead, after removing the
-	// session's record and before the driver's Close: a token is refused
-	// from the moment its session starts closing, not once its agent is
-	// gone (SPEC §3). Nil: nothing is revoked here (the caller does it).
-	Release func(ctx context.Context, closed *memdb.ProviderSession) error
+	// ActorTimeout bounds what the instance asks of thread actors for a
+	// close no request asked for (its idle timer, a death), and serves as
+	// the deadline of a request that carries none. Zero: a minute.
+	ActorTimeout time.Duration
 	// IdleRelease closes a session once none of its threads has had a turn
 	// (a run started or ended, a touch) for this long and none has a run of
 	// this instance in flight. Zero or negative: never.
@@ -46,18 +42,45 @@ type Config struct {
 
 // Props returns the props of a provider instance actor.
 func Props(cfg Config) *actor.Props {
+	if cfg.ActorTimeout <= 0 {
+		cfg.ActorTimeout = time.Minute
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &instanceActor{cfg: cfg, children: map[string]*child{}}
+		a := &instanceActor{cfg: cfg, children: map[string]*child{}, attaches: map[uint64]*attachOp{}}
+		a.behavior.Become(a.running)
+		return a
 	})
 }
 
+// phase is where a provider session is in its life, as the instance sees
+// it. The session's own actor has the same phases as behaviours.
+type phase uint8
+
+const (
+	opening phase = iota // Open in flight; nothing recorded
+	open                 // recorded in provider_sessions
+	closing              // record removed; releasing, then the driver's Close
+	failed               // Open failed; nothing was recorded, the actor is being stopped
+)
+
 // child is the instance actor's view of one provider session actor.
 type child struct {
-	id        string
-	pid       *actor.PID
-	binding   Binding    // first binding, the one Open got
-	openReply *actor.PID // requester of the OpenSession that created it
-	record    *memdb.ProviderSession
+	id    string
+	pid   *actor.PID
+	phase phase
+	// binding is the first binding, the one Open got.
+	binding Binding
+	// record is the session's provider_sessions row, from phase open.
+	record memdb.ProviderSession
+	// owners maps each credential the session was given to the thread it
+	// was given for: whose actor revokes it when the session is released.
+	owners map[string]string
+	// onOpen answers the OpenSession that started the session; nil once
+	// answered.
+	onOpen func(ctx actor.Context, f fault.Fault)
+	// openFault is why an open that ended before it was answered failed
+	// (it died while opening); zero when it was closed instead.
+	openFault fault.Fault
 	// threadSeq is, per thread, the seq of the last attach or detach sent
 	// to the driver session: an attach that completes after a later detach
 	// was sent must not mark the thread attached again.
@@ -65,152 +88,75 @@ type child struct {
 	// lastActive is when the session was opened or last had a thread
 	// attached or detached; turns on its threads count too (see idleSince).
 	lastActive time.Time
-	closed     bool // closed (or aborted); waiting for the actor to stop
-	// openAnswered: openReply has had its answer (success or failure).
-	openAnswered bool
-	// openErr: why an open that ended before it was answered failed; nil
-	// when it was closed (released, aborted) rather than dying.
-	openErr error
-	// closedRecord and closeReplies: CloseSession is answered once the
-	// child has stopped, that is once the driver session is closed.
-	closedRecord *memdb.ProviderSession
-	closeReplies []*actor.PID
-	// closeCause is the driver's error of a death; releaseErr is what
-	// Config.Release returned, reported to whoever waits for the close.
-	closeCause error
-	releaseErr error
+
+	// From phase closing: the record as it was at close, the driver's
+	// error of a death, and the release's failure.
+	closed       memdb.ProviderSession
+	cause        string
+	releaseFault fault.Fault
+	released     bool // the release step is done (or there was none)
+	stopped      bool // the actor has stopped (Terminated)
 }
 
 type instanceActor struct {
 	cfg      Config
+	behavior actor.Behavior // running, then stopping once CloseAll came
 	children map[string]*child
-	stopping bool
-	// closeAllWaiters are answered once every child has stopped.
-	closeAllWaiters []*actor.PID
-	closedByAll     []*memdb.ProviderSession
-	// seq numbers attach and detach dispatches (see child.threadSeq).
-	seq uint64
+	// seq numbers attach and detach dispatches (see child.threadSeq); an
+	// attach in flight is found in attaches by its seq.
+	seq      uint64
+	attaches map[uint64]*attachOp
+	// waits are requests answered once certain children have stopped
+	// (CloseSession, CloseAll, ReleaseIdle).
+	waits []*childWait
 	// idleTimer, while armed, sends idleTick to the actor.
 	idleTimer *time.Timer
-	// idleWaits are ReleaseIdle requests waiting for their sessions' driver
-	// Close to return.
-	idleWaits []*idleWait
-}
-
-// idleWait is a ReleaseIdle answered once every session it closed stopped.
-type idleWait struct {
-	reply    *actor.PID
-	pending  map[string]bool // session ids not stopped yet
-	sessions []*memdb.ProviderSession
-	errs     []error // of Config.Release, for the sessions that stopped
 }
 
 // idleTick is the idle-release timer firing.
 type idleTick struct{}
 
-// released is Config.Release returning for a closing session: its driver
-// session may be closed now.
-type released struct {
-	id  string
-	err error
-}
+func (a *instanceActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
 
-func (a *instanceActor) Receive(ctx actor.Context) {
+// running is the instance's behaviour until CloseAll.
+func (a *instanceActor) running(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		a.start()
+	case *AcquireSession:
+		a.acquire(ctx, msg.Binding.Clone(), msg.Or(a.cfg.ActorTimeout), ctx.Sender())
 	case *OpenSession:
-		a.open(ctx, msg)
-	case *AttachThread:
-		a.attach(ctx, msg)
+		a.openFor(ctx, msg.SessionID, msg.Binding.Clone(), msg.Or(a.cfg.ActorTimeout), ctx.Sender())
+	case *RebindThread:
+		a.rebind(ctx, msg)
 	case *DetachThread:
-		a.detach(ctx, msg)
+		ctx.Respond(&DetachThreadResult{Sessions: a.detach(ctx, msg.Thread)})
 	case *CloseSession:
-		c := a.children[msg.SessionID]
-		if c == nil || c.closed {
-			ctx.Respond(&CloseSessionResult{Err: fmt.Errorf("close %s: %w", msg.SessionID, ErrUnknownSession)})
-			return
-		}
-		a.close(ctx, c, msg.Reason, nil)
-		if ctx.Sender() != nil {
-			c.closeReplies = append(c.closeReplies, ctx.Sender())
-		}
+		a.closeSession(ctx, msg)
 	case *CloseAll:
-		a.stopping = true
-		for _, id := range a.sortedChildren() {
-			if c := a.children[id]; !c.closed {
-				a.closedByAll = append(a.closedByAll, a.close(ctx, c, msg.Reason, nil))
-			}
-		}
-		a.closeAllWaiters = append(a.closeAllWaiters, ctx.Sender())
-		a.answerCloseAll(ctx)
+		a.closeAll(ctx, msg)
 	case *ReleaseIdle:
-		released := a.releaseIdle(ctx)
-		w := &idleWait{reply: ctx.Sender(), pending: map[string]bool{}, sessions: released}
-		for _, r := range released {
-			w.pending[r.ID] = true
-		}
-		a.idleWaits = append(a.idleWaits, w)
-		a.answerIdleWaits(ctx, "", nil)
+		a.answerReleaseIdle(ctx, msg)
+	case *GetSessions:
+		ctx.Respond(&Sessions{Sessions: a.records()})
 	case *idleTick:
 		a.idleTimer = nil
-		a.releaseIdle(ctx)
+		a.releaseIdle(ctx, time.Now().Add(a.cfg.ActorTimeout))
 		a.armIdle(ctx)
-	case *GetSessions:
-		sessions, err := a.cfg.Store.Read().ProviderSessionsByInstance(nil, a.cfg.Instance.ID)
-		if err != nil {
-			a.cfg.Logger.Error("list provider sessions", "instance", a.cfg.Instance.ID, "err", err)
-		}
-		ctx.Respond(&Sessions{Sessions: sessions})
 	case *childOpened:
 		a.opened(ctx, msg)
 	case *childAttached:
-		a.attached(ctx, msg)
-	case *released:
-		if msg.err != nil {
-			// Reported to whoever waits for the close; an idle timer's
-			// release has nobody waiting, so it is logged too.
-			a.cfg.Logger.Warn("revoke the credentials of a closing provider session", "instance", a.cfg.Instance.ID, "session", msg.id, "err", msg.err)
-		}
-		if c := a.children[msg.id]; c != nil {
-			c.releaseErr = msg.err
-			ctx.Send(c.pid, &opClose{})
-		}
+		a.attached(ctx, msg.seq, msg.id, msg.fault)
 	case *childDied:
-		if c := a.children[msg.id]; c != nil && !c.closed {
-			if c.record == nil {
+		if c := a.children[msg.id]; c != nil && (c.phase == opening || c.phase == open) {
+			if c.phase == opening {
 				// Died before its open was answered: the open failed.
-				c.openErr = fmt.Errorf("open provider session of %s: %w: died while opening: %w", a.cfg.Instance.ID, ErrOpenFailed, msg.err)
+				c.openFault = fault.New(fault.ProviderOpenFailed, "open provider session of %s: %v: died while opening: %s", a.cfg.Instance.ID, ErrOpenFailed, msg.cause)
 			}
-			a.close(ctx, c, ReasonDied, msg.err)
+			a.close(ctx, c, ReasonDied, msg.cause, time.Now().Add(a.cfg.ActorTimeout))
 		}
 	case *actor.Terminated:
-		for id, c := range a.children {
-			if !c.pid.Equal(msg.Who) {
-				continue
-			}
-			if !c.closed {
-				// The child stopped without being closed (it crashed): whatever
-				// it recorded is released.
-				a.close(ctx, c, ReasonDied, errors.New("provider session actor stopped"))
-			}
-			if !c.openAnswered {
-				// Stopped before its open was answered (closed while opening):
-				// Terminated can overtake the child's own report.
-				c.openAnswered = true
-				ctx.Send(c.openReply, &OpenSessionResult{Err: c.closedWhileOpening()})
-			}
-			if c.closedRecord.CloseReason != "" { // closed, not a failed open
-				a.cfg.Logger.Info("provider session closed", "instance", a.cfg.Instance.ID, "session", c.id,
-					"reason", c.closedRecord.CloseReason, "err", c.closeCause)
-			}
-			for _, w := range c.closeReplies {
-				ctx.Send(w, &CloseSessionResult{Session: c.closedRecord.Clone(), Err: c.releaseErr})
-			}
-			delete(a.children, id)
-			a.answerIdleWaits(ctx, id, c.releaseErr)
-		}
-		a.answerCloseAll(ctx)
+		a.terminated(ctx, msg.Who)
 	case *actor.Stopping:
 		if a.idleTimer != nil {
 			a.idleTimer.Stop()
@@ -218,7 +164,23 @@ func (a *instanceActor) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopped, *actor.Restarting:
 	default:
-		a.cfg.Logger.Warn("provider actor: unexpected message", "type", fmt.Sprintf("%T", msg))
+		a.cfg.Logger.Warn("provider actor: unexpected message", "instance", a.cfg.Instance.ID, "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+// stopping is the instance's behaviour once CloseAll came: nothing opens
+// any more; everything else is handled as before.
+func (a *instanceActor) stopping(ctx actor.Context) {
+	stop := fault.New(fault.InstanceStopping, "provider instance %s: %v", a.cfg.Instance.ID, ErrStopping)
+	switch ctx.Message().(type) {
+	case *AcquireSession:
+		ctx.Respond(&SessionAcquired{Fault: stop})
+	case *OpenSession:
+		ctx.Respond(&OpenSessionResult{Fault: stop})
+	case *idleTick:
+		a.idleTimer = nil
+	default:
+		a.running(ctx)
 	}
 }
 
@@ -228,232 +190,71 @@ func (a *instanceActor) start() {
 		if _, err := w.Instance(nil, inst.ID); err == nil {
 			return nil // a restart: the record is already there
 		}
-		return w.PutInstance(inst)
+		return w.PutInstance(&inst)
 	})
 	if err != nil {
 		a.cfg.Logger.Error("write instance", "instance", inst.ID, "err", err)
 	}
 }
 
-func (a *instanceActor) sortedChildren() []string {
-	ids := make([]string, 0, len(a.children))
-	for id := range a.children {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-func (a *instanceActor) open(ctx actor.Context, msg *OpenSession) {
-	a.openFor(ctx, msg, ctx.Sender())
-}
-
-// openFor handles an OpenSession whose answer goes to reply.
-func (a *instanceActor) openFor(ctx actor.Context, msg *OpenSession, reply *actor.PID) {
-	if a.stopping {
-		ctx.Send(reply, &OpenSessionResult{Err: ErrStopping})
-		return
-	}
-	b := msg.Binding.Clone()
-	if a.cfg.Driver.MultiThread() {
-		// One session serves every thread: attach to the oldest live one.
-		for _, id := range a.sortedChildren() {
-			if c := a.children[id]; !c.closed {
-				ctx.Send(c.pid, &opAttach{binding: b, replyTo: reply, fromOpen: true, openID: msg.SessionID, seq: a.dispatched(c, b.Thread)})
-				return
-			}
-		}
-	}
-	id := msg.SessionID
-	if id == "" {
-		id = token.NewID("ps_")
-	}
-	props := actor.PropsFromProducer(func() actor.Actor {
-		return &sessionActor{id: id, instance: a.cfg.Instance.ID, first: b, cfg: a.cfg}
-	})
-	pid, err := ctx.SpawnNamed(props, id)
+// records returns the instance's open sessions as stored.
+func (a *instanceActor) records() []memdb.ProviderSession {
+	sessions, err := a.cfg.Store.Read().ProviderSessionsByInstance(nil, a.cfg.Instance.ID)
 	if err != nil {
-		ctx.Send(reply, &OpenSessionResult{Err: fmt.Errorf("spawn provider session: %w", err)})
-		return
+		a.cfg.Logger.Error("list provider sessions", "instance", a.cfg.Instance.ID, "err", err)
 	}
-	a.children[id] = &child{id: id, pid: pid, binding: b, openReply: reply}
+	out := make([]memdb.ProviderSession, len(sessions))
+	for i, s := range sessions {
+		out[i] = *s
+	}
+	return out
 }
 
-// closedWhileOpening is the answer of an open whose session ended before
-// the open was answered.
-func (c *child) closedWhileOpening() error {
-	if c.openErr != nil {
-		return c.openErr
+// sorted returns the children in phases ps, ordered by id (oldest first,
+// for ids minted in order; stable in any case).
+func (a *instanceActor) sorted(ps ...phase) []*child {
+	var out []*child
+	for _, c := range a.children {
+		if slices.Contains(ps, c.phase) {
+			out = append(out, c)
+		}
 	}
-	return fmt.Errorf("open %s: closed while opening: %w", c.id, ErrUnknownSession)
+	slices.SortFunc(out, func(x, y *child) int {
+		switch {
+		case x.id < y.id:
+			return -1
+		case x.id > y.id:
+			return 1
+		}
+		return 0
+	})
+	return out
 }
 
-func (a *instanceActor) opened(ctx actor.Context, msg *childOpened) {
-	c := a.children[msg.id]
-	if c == nil || c.openAnswered {
-		return
-	}
-	c.openAnswered = true
-	switch {
-	case msg.err != nil:
-		// Nothing was opened or recorded: stop the child quietly. (The child
-		// does not stop itself: its Terminated could overtake this message.)
-		c.closed = true
-		if c.closedRecord == nil { // not closed while it was opening
-			c.closedRecord = &memdb.ProviderSession{ID: c.id, Instance: a.cfg.Instance.ID, State: memdb.SessionClosed}
+// serving returns the open sessions thread is attached to.
+func (a *instanceActor) serving(thread string) []*child {
+	var out []*child
+	for _, c := range a.sorted(open) {
+		if slices.Contains(c.record.Threads, thread) {
+			out = append(out, c)
 		}
-		ctx.Stop(c.pid)
-		ctx.Send(c.openReply, &OpenSessionResult{Err: msg.err})
-	case c.closed:
-		ctx.Send(c.openReply, &OpenSessionResult{Err: c.closedWhileOpening()})
-	default:
-		now := a.cfg.Now()
-		c.record = &memdb.ProviderSession{
-			ID:          c.id,
-			Instance:    a.cfg.Instance.ID,
-			MultiThread: a.cfg.Driver.MultiThread(),
-			Threads:     []string{c.binding.Thread},
-			Credentials: []string{c.binding.CredentialID},
-			State:       memdb.SessionOpen,
-			Opened:      now,
-		}
-		c.lastActive = now
-		a.put(c.record)
-		ctx.Send(c.openReply, &OpenSessionResult{SessionID: c.id})
-		ctx.ActorSystem().EventStream.Publish(&SessionOpened{Session: c.record.Clone()})
-		a.armIdle(ctx)
 	}
+	return out
 }
 
-func (a *instanceActor) attach(ctx actor.Context, msg *AttachThread) {
-	c := a.children[msg.SessionID]
-	if c == nil || c.closed || c.record == nil {
-		ctx.Respond(&AttachThreadResult{Err: fmt.Errorf("attach to %s: %w", msg.SessionID, ErrUnknownSession)})
-		return
-	}
-	if !c.record.MultiThread {
-		for _, t := range c.record.Threads {
-			if t != msg.Binding.Thread {
-				ctx.Respond(&AttachThreadResult{Err: fmt.Errorf("attach %s to %s: %w", msg.Binding.Thread, c.id, ErrExclusive)})
-				return
-			}
-		}
-	}
-	if msg.Replaces != "" && !slices.Contains(c.record.Threads, msg.Binding.Thread) {
-		// A rotation's re-bind that a detach overtook: the session no
-		// longer serves the thread, so it does not get the new credential.
-		ctx.Respond(&AttachThreadResult{})
-		return
-	}
-	ctx.Send(c.pid, &opAttach{binding: msg.Binding.Clone(), replaces: msg.Replaces, replyTo: ctx.Sender(), seq: a.dispatched(c, msg.Binding.Thread)})
-}
-
-func (a *instanceActor) attached(ctx actor.Context, msg *childAttached) {
-	c := a.children[msg.id]
-	err := msg.err
-	if err == nil && (c == nil || c.closed || c.record == nil) {
-		if msg.fromOpen {
-			// The session an open joined was closed meanwhile (released,
-			// died): open again, as if the open had come after the close.
-			a.openFor(ctx, &OpenSession{SessionID: msg.openID, Binding: msg.binding}, msg.replyTo)
-			return
-		}
-		err = fmt.Errorf("attach to %s: %w", msg.id, ErrUnknownSession)
-	}
-	if err == nil {
-		r := c.record
-		// A detach of the thread dispatched after this attach was queued
-		// behind it on the driver, so the thread ends detached: only the
-		// credential the attach handed over is recorded.
-		if c.threadSeq[msg.binding.Thread] == msg.seq && !slices.Contains(r.Threads, msg.binding.Thread) {
-			r.Threads = append(r.Threads, msg.binding.Thread)
-		}
-		if msg.replaces != "" {
-			r.Credentials = slices.DeleteFunc(r.Credentials, func(id string) bool { return id == msg.replaces })
-		}
-		if !slices.Contains(r.Credentials, msg.binding.CredentialID) {
-			r.Credentials = append(r.Credentials, msg.binding.CredentialID)
-		}
-		c.lastActive = a.cfg.Now()
-		a.put(r)
-		ctx.ActorSystem().EventStream.Publish(&ThreadAttached{
-			Instance: a.cfg.Instance.ID, SessionID: c.id,
-			Thread: msg.binding.Thread, CredentialID: msg.binding.CredentialID,
-		})
-	}
-	if msg.fromOpen {
-		res := &OpenSessionResult{Err: err}
-		if err == nil {
-			res.SessionID = msg.id
-		}
-		ctx.Send(msg.replyTo, res)
-		return
-	}
-	ctx.Send(msg.replyTo, &AttachThreadResult{Err: err})
-}
-
-func (a *instanceActor) detach(ctx actor.Context, msg *DetachThread) {
+// detach unbinds thread from every open session and returns their ids.
+func (a *instanceActor) detach(ctx actor.Context, thread string) []string {
 	var from []string
-	for _, id := range a.sortedChildren() {
-		c := a.children[id]
-		if c.closed || c.record == nil || !slices.Contains(c.record.Threads, msg.Thread) {
-			continue
-		}
-		c.record.Threads = slices.DeleteFunc(c.record.Threads, func(t string) bool { return t == msg.Thread })
-		a.dispatched(c, msg.Thread)
+	for _, c := range a.serving(thread) {
+		c.record.Threads = slices.DeleteFunc(c.record.Threads, func(t string) bool { return t == thread })
+		a.dispatched(c, thread)
 		c.lastActive = a.cfg.Now()
 		a.put(c.record)
-		ctx.Send(c.pid, &opDetach{thread: msg.Thread})
-		ctx.ActorSystem().EventStream.Publish(&ThreadDetached{Instance: a.cfg.Instance.ID, SessionID: c.id, Thread: msg.Thread})
-		from = append(from, id)
+		ctx.Send(c.pid, &opDetach{thread: thread})
+		ctx.ActorSystem().EventStream.Publish(&ThreadDetached{Instance: a.cfg.Instance.ID, SessionID: c.id, Thread: thread})
+		from = append(from, c.id)
 	}
-	ctx.Respond(&DetachThreadResult{Sessions: from})
-}
-
-// close removes the session's record, tells the world, revokes what the
-// session held (Config.Release, for a release, idle release or death), and
-// then has the child close the driver session and stop. It returns the
-// record as it was. Callers waiting for the driver to be closed wait for
-// the child's Terminated, where "provider session closed" is logged.
-func (a *instanceActor) close(ctx actor.Context, c *child, reason string, cause error) *memdb.ProviderSession {
-	c.closed = true
-	rec := c.record
-	if rec == nil {
-		// Still opening: nothing was recorded yet, but the open's binding
-		// is what it will hold.
-		rec = &memdb.ProviderSession{
-			ID:          c.id,
-			Instance:    a.cfg.Instance.ID,
-			Threads:     []string{c.binding.Thread},
-			Credentials: []string{c.binding.CredentialID},
-		}
-	} else if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteProviderSession(c.id) }); err != nil {
-		a.cfg.Logger.Error("delete provider session", "session", c.id, "err", err)
-	}
-	rec = rec.Clone()
-	rec.State = memdb.SessionClosed
-	rec.Closed = a.cfg.Now()
-	rec.CloseReason = reason
-	c.closedRecord, c.closeCause = rec, cause
-	ctx.ActorSystem().EventStream.Publish(&SessionClosed{Session: rec.Clone(), Reason: reason, Err: cause})
-	a.cfg.Logger.Info("provider session closing", "instance", a.cfg.Instance.ID, "session", c.id, "reason", reason, "err", cause)
-	switch {
-	case c.record == nil, a.cfg.Release == nil, reason != ReasonReleased && reason != ReasonIdle && reason != ReasonDied:
-		// Nothing to release here: a session still opening recorded
-		// nothing (its failed open revokes the credential it minted), an
-		// aborted open is undone by the thread that abandoned it, and
-		// shutdown revoked everything first.
-		ctx.Send(c.pid, &opClose{})
-		return rec
-	}
-	root, self, release, work, base := ctx.ActorSystem().Root, ctx.Self(), a.cfg.Release, a.cfg.Work, a.cfg.Base
-	closed := rec.Clone()
-	work.Add(1)
-	go func() {
-		defer work.Done()
-		root.Send(self, &released{id: closed.ID, err: release(base, closed)})
-	}()
-	return rec
+	return from
 }
 
 // dispatched notes that an attach or detach of thread is being sent to c's
@@ -467,106 +268,33 @@ func (a *instanceActor) dispatched(c *child, thread string) uint64 {
 	return a.seq
 }
 
-// releaseIdle closes every open session idle for at least IdleRelease and
-// returns their records as they were at close.
-func (a *instanceActor) releaseIdle(ctx actor.Context) []*memdb.ProviderSession {
-	if a.cfg.IdleRelease <= 0 {
-		return nil
-	}
-	rd := a.cfg.Store.Read()
-	now := a.cfg.Now()
-	var released []*memdb.ProviderSession
-	for _, id := range a.sortedChildren() {
-		c := a.children[id]
-		if c.closed || c.record == nil {
-			continue
-		}
-		since, busy := a.idleSince(rd, c)
-		if busy || now.Sub(since) < a.cfg.IdleRelease {
-			continue
-		}
-		released = append(released, a.close(ctx, c, ReasonIdle, nil))
-	}
-	return released
-}
-
-// idleSince returns when the session last had something to do: its own
-// last open/attach/detach, or the last turn of a thread it serves. busy
-// reports a run of this instance in flight on one of its threads: an
-// in-flight turn defers idle release.
-func (a *instanceActor) idleSince(rd *memdb.Reader, c *child) (since time.Time, busy bool) {
-	since = c.lastActive
-	for _, id := range c.record.Threads {
-		t, err := rd.Thread(nil, id)
-		if err != nil {
-			continue // deleted: no turns any more
-		}
-		if t.Run != nil && t.Run.Instance == a.cfg.Instance.ID {
-			return since, true
-		}
-		if t.LastTurn.After(since) {
-			since = t.LastTurn
-		}
-	}
-	return since, false
-}
-
-// armIdle starts the idle-release timer if it is off and a session is open.
-// It ticks at a quarter of IdleRelease (at most once a minute), so a
-// session is released at most that late.
-func (a *instanceActor) armIdle(ctx actor.Context) {
-	if a.cfg.IdleRelease <= 0 || a.idleTimer != nil || a.stopping {
-		return
-	}
-	open := false
-	for _, c := range a.children {
-		if !c.closed && c.record != nil {
-			open = true
-			break
-		}
-	}
-	if !open {
-		return
-	}
-	every := min(max(a.cfg.IdleRelease/4, 5*time.Millisecond), time.Minute)
-	root, self := ctx.ActorSystem().Root, ctx.Self()
-	a.idleTimer = time.AfterFunc(every, func() { root.Send(self, &idleTick{}) })
-}
-
-// answerIdleWaits notes that session stopped ("" for none), with the error
-// of its release, and answers the ReleaseIdle requests with nothing left
-// pending.
-func (a *instanceActor) answerIdleWaits(ctx actor.Context, stopped string, err error) {
-	waits := a.idleWaits[:0]
-	for _, w := range a.idleWaits {
-		if w.pending[stopped] && err != nil {
-			w.errs = append(w.errs, err)
-		}
-		delete(w.pending, stopped)
-		if len(w.pending) > 0 {
-			waits = append(waits, w)
-			continue
-		}
-		if w.reply != nil {
-			ctx.Send(w.reply, &ReleaseIdleResult{Sessions: w.sessions, Err: errors.Join(w.errs...)})
-		}
-	}
-	clear(a.idleWaits[len(waits):])
-	a.idleWaits = waits
-}
-
-func (a *instanceActor) answerCloseAll(ctx actor.Context) {
-	if len(a.closeAllWaiters) == 0 || len(a.children) > 0 {
-		return
-	}
-	for _, w := range a.closeAllWaiters {
-		ctx.Send(w, &CloseAllResult{Sessions: a.closedByAll})
-	}
-	a.closeAllWaiters, a.closedByAll = nil, nil
-}
-
-func (a *instanceActor) put(r *memdb.ProviderSession) {
-	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.PutProviderSession(r) }); err != nil {
+func (a *instanceActor) put(r memdb.ProviderSession) {
+	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.PutProviderSession(&r) }); err != nil {
 		a.cfg.Logger.Error("write provider session", "session", r.ID, "err", err)
 	}
+}
+
+// gather waits for every future without blocking the actor, then calls
+// done on the actor's turn with their answers, in order.
+func gather(ctx actor.Context, fs []*actor.Future, done func(results []any, errs []error)) {
+	results, errs := make([]any, len(fs)), make([]error, len(fs))
+	if len(fs) == 0 {
+		done(results, errs)
+		return
+	}
+	left := len(fs)
+	for i, f := range fs {
+		ctx.ReenterAfter(f, func(res any, err error) {
+			results[i], errs[i] = res, err
+			if left--; left == 0 {
+				done(results, errs)
+			}
+		})
+	}
+}
+
+// timeoutFault is the fault of a request whose deadline passed before it
+// was served.
+func timeoutFault(what string) fault.Fault {
+	return fault.New(fault.Timeout, "%s: deadline passed: %v", what, fault.ErrTimeout)
 }

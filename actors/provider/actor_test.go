@@ -4,282 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/agenthost/mcpruntime/internal/actortest"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"go.uber.org/goleak"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
+	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
-
-// TestMain fails the package if a test leaves a goroutine behind: actors,
-// driver calls and the actor system must all be gone after cleanup.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
-// timeout bounds every request a test makes, and the driver calls of the
-// instances a test spawns (OpTimeout); it is never a threshold that a
-// correct implementation could exceed, however busy the machine.
-const timeout = 30 * time.Second
-
-var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// env is one test's actor system, store and driver.
-type env struct {
-	t      *testing.T
-	sys    *actor.ActorSystem
-	root   *actor.RootContext
-	store  *memdb.Store
-	inproc *provider.Inproc
-	clock  *actortest.Clock
-	base   context.Context
-	work   *sync.WaitGroup
-
-	opTimeout time.Duration
-	// idleRelease is the IdleRelease of the instances spawned from now on.
-	idleRelease time.Duration
-	// release is the Release of the instances spawned from now on.
-	release func(context.Context, *memdb.ProviderSession) error
-	pids    []*actor.PID
-
-	mu        sync.Mutex // guards events and allEvents
-	events    []*provider.SessionClosed
-	allEvents []provider.Event // every provider event, in publication order
-	notify    chan struct{}    // receives a value after each event, never blocks
-}
-
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	store, err := memdb.New()
-	if err != nil {
-		t.Fatalf("memdb.New() = %v", err)
-	}
-	discard := slog.New(slog.DiscardHandler)
-	sys := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }),
-		actor.WithDeadLetterThrottleInterval(100*time.Millisecond),
-		actor.WithDeadLetterRequestLogging(false),
-	)
-	base, cancel := context.WithCancel(context.Background())
-	e := &env{
-		t:         t,
-		sys:       sys,
-		root:      sys.Root,
-		store:     store,
-		inproc:    &provider.Inproc{},
-		clock:     actortest.NewClock(t0),
-		base:      base,
-		work:      &sync.WaitGroup{},
-		opTimeout: timeout,
-		notify:    make(chan struct{}, 1),
-	}
-	sub := sys.EventStream.Subscribe(func(evt any) {
-		pe, ok := evt.(provider.Event)
-		if !ok {
-			return
-		}
-		e.mu.Lock()
-		e.allEvents = append(e.allEvents, pe)
-		if ev, ok := pe.(*provider.SessionClosed); ok {
-			e.events = append(e.events, ev)
-		}
-		e.mu.Unlock()
-		select {
-		case e.notify <- struct{}{}:
-		default:
-		}
-	})
-	t.Cleanup(func() {
-		for _, pid := range slices.Backward(e.pids) {
-			if err := e.root.StopFuture(pid).Wait(); err != nil {
-				t.Errorf("stop %s: %v", pid.Id, err)
-			}
-		}
-		cancel()
-		e.work.Wait()
-		sys.EventStream.Unsubscribe(sub)
-		sys.Shutdown()
-	})
-	return e
-}
-
-// spawn starts the actor of instance id with driver d.
-func (e *env) spawn(id string, d provider.Driver, caps ...string) *actor.PID {
-	e.t.Helper()
-	props := provider.Props(provider.Config{
-		Instance:    &memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
-		Driver:      d,
-		Store:       e.store,
-		Now:         e.clock.Now,
-		OpTimeout:   e.opTimeout,
-		Release:     e.release,
-		IdleRelease: e.idleRelease,
-		Work:        e.work,
-		Base:        e.base,
-		Logger:      slog.New(slog.DiscardHandler),
-	})
-	pid, err := e.root.SpawnNamed(props, "provider/"+id)
-	if err != nil {
-		e.t.Fatalf("spawn provider/%s: %v", id, err)
-	}
-	e.pids = append(e.pids, pid)
-	e.sessions(pid) // barrier: the instance record is written
-	return pid
-}
-
-// spawnInproc starts instance id on the in-process driver with config.
-func (e *env) spawnInproc(id string, config json.RawMessage) *actor.PID {
-	e.t.Helper()
-	d, err := e.inproc.Factory()(id, config)
-	if err != nil {
-		e.t.Fatalf("inproc factory(%q, %s) = %v", id, config, err)
-	}
-	return e.spawn(id, d)
-}
-
-func (e *env) open(pid *actor.PID, sessionID string, b provider.Binding) *provider.OpenSessionResult {
-	e.t.Helper()
-	return actortest.Ask[*provider.OpenSessionResult](e.t, e.root, pid, &provider.OpenSession{SessionID: sessionID, Binding: b})
-}
-
-func (e *env) mustOpen(pid *actor.PID, sessionID string, b provider.Binding) string {
-	e.t.Helper()
-	res := e.open(pid, sessionID, b)
-	if res.Err != nil {
-		e.t.Fatalf("OpenSession(%q, %s) = %v", sessionID, b.Thread, res.Err)
-	}
-	return res.SessionID
-}
-
-func (e *env) sessions(pid *actor.PID) []*memdb.ProviderSession {
-	e.t.Helper()
-	return actortest.Ask[*provider.Sessions](e.t, e.root, pid, &provider.GetSessions{}).Sessions
-}
-
-func (e *env) record(id string) (*memdb.ProviderSession, error) {
-	return e.store.Read().ProviderSession(nil, id)
-}
-
-// eventually polls cond until it holds, for at most timeout. It is only
-// used for effects that are asynchronous by design (driver calls, death).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// waitEvents waits until n SessionClosed events were published and returns
-// them.
-func (e *env) waitEvents(n int) []*provider.SessionClosed {
-	e.t.Helper()
-	deadline := time.After(timeout)
-	for {
-		e.mu.Lock()
-		got := slices.Clone(e.events)
-		e.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		select {
-		case <-e.notify:
-		case <-deadline:
-			e.t.Fatalf("got %d SessionClosed events, want %d", len(got), n)
-		}
-	}
-}
-
-// suspend holds pid's user messages (system messages still run) until
-// resume.
-func suspend(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
-	t.Helper()
-	proc, ok := sys.ProcessRegistry.Get(pid)
-	if !ok {
-		t.Fatalf("no process %s", pid.Id)
-	}
-	proc.SendSystemMessage(pid, &actor.SuspendMailbox{})
-}
-
-func resume(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
-	t.Helper()
-	proc, ok := sys.ProcessRegistry.Get(pid)
-	if !ok {
-		t.Fatalf("no process %s", pid.Id)
-	}
-	proc.SendSystemMessage(pid, &actor.ResumeMailbox{})
-}
-
-func binding(thread, cred string) provider.Binding {
-	return provider.Binding{
-		Thread:        thread,
-		Instance:      "a",
-		CredentialID:  cred,
-		Endpoint:      "http://127.0.0.1:7331/mcp",
-		Authorization: "Bearer tok-" + cred,
-		Capabilities:  []string{"thread.read", "thread.post"},
-	}
-}
-
-// gatedDriver wraps a driver: Open signals opening and then waits for
-// openGate (if set), Close waits for closeGate (if set); both give up when
-// their ctx is done.
-type gatedDriver struct {
-	inner     provider.Driver
-	opening   chan string // buffered; receives the session id of every Open
-	openGate  chan struct{}
-	closeGate chan struct{}
-}
-
-func (d *gatedDriver) MultiThread() bool { return d.inner.MultiThread() }
-
-func (d *gatedDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
-	if d.opening != nil {
-		d.opening <- req.SessionID
-	}
-	if d.openGate != nil {
-		select {
-		case <-d.openGate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	s, err := d.inner.Open(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return &gatedSession{Session: s, closeGate: d.closeGate}, nil
-}
-
-type gatedSession struct {
-	provider.Session
-	closeGate chan struct{}
-}
-
-func (s *gatedSession) Close(ctx context.Context) error {
-	if s.closeGate != nil {
-		select {
-		case <-s.closeGate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return s.Session.Close(ctx)
-}
 
 func TestInstanceRecordWrittenOnStart(t *testing.T) {
 	e := newEnv(t)
@@ -324,7 +63,7 @@ func TestOpenSession(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("record (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]*memdb.ProviderSession{want}, e.sessions(pid)); diff != "" {
+	if diff := cmp.Diff([]memdb.ProviderSession{*want}, e.sessions(pid)); diff != "" {
 		t.Errorf("GetSessions (-want +got):\n%s", diff)
 	}
 
@@ -393,7 +132,7 @@ func TestOpenSessionMultiThreadWhileOpening(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open %d: %v", i+1, err)
 		}
-		if r := res.(*provider.OpenSessionResult); r.Err != nil || r.SessionID != "ps_1" {
+		if r := res.(*provider.OpenSessionResult); r.Err() != nil || r.SessionID != "ps_1" {
 			t.Errorf("open %d = %+v, want session ps_1", i+1, r)
 		}
 	}
@@ -409,77 +148,127 @@ func TestOpenSessionMultiThreadWhileOpening(t *testing.T) {
 	}
 }
 
-func TestAttachThread(t *testing.T) {
+// TestAcquireSession: the instance answers, from its own sessions, whether
+// one serves the thread with the credential asked about (Reused), can take
+// the thread back (Attached: the driver's Attach gets the binding without a
+// token), or neither (NeedsCredential) — the one question of the open
+// protocol.
+func TestAcquireSession(t *testing.T) {
 	tests := []struct {
 		name        string
-		attach      provider.AttachThread
-		wantErr     error
-		wantRecord  *memdb.ProviderSession // nil: unchanged
-		wantBinding bool                   // the driver got attach.Binding
+		multi       bool
+		detach      bool // t1 is detached from ps_1 first
+		ask         provider.Binding
+		wantOutcome provider.Outcome
+		wantThreads []string // ps_1's threads after
 	}{
-		{
-			name:    "exclusive session serving another thread",
-			attach:  provider.AttachThread{SessionID: "ps_1", Binding: binding("t2", "c2")},
-			wantErr: provider.ErrExclusive,
-		},
-		{
-			name:    "unknown session",
-			attach:  provider.AttachThread{SessionID: "ps_nope", Binding: binding("t1", "c2")},
-			wantErr: provider.ErrUnknownSession,
-		},
-		{
-			name:   "rebind with a new credential replaces the old one",
-			attach: provider.AttachThread{SessionID: "ps_1", Binding: binding("t1", "c2"), Replaces: "c1"},
-			wantRecord: &memdb.ProviderSession{
-				ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c2"},
-				State: memdb.SessionOpen, Opened: t0,
-			},
-			wantBinding: true,
-		},
-		{
-			name:   "attach without replaces adds the credential",
-			attach: provider.AttachThread{SessionID: "ps_1", Binding: binding("t1", "c2")},
-			wantRecord: &memdb.ProviderSession{
-				ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1", "c2"},
-				State: memdb.SessionOpen, Opened: t0,
-			},
-			wantBinding: true,
-		},
+		{name: "the pair's session", ask: binding("t1", "c1"), wantOutcome: provider.Reused, wantThreads: []string{"t1"}},
+		{name: "no live credential", ask: binding("t1", ""), wantOutcome: provider.NeedsCredential, wantThreads: []string{"t1"}},
+		{name: "a credential no session holds", ask: binding("t1", "c9"), wantOutcome: provider.NeedsCredential, wantThreads: []string{"t1"}},
+		{name: "exclusive session serving another thread", ask: binding("t2", "c1"), wantOutcome: provider.NeedsCredential, wantThreads: []string{"t1"}},
+		{name: "plainly detached: re-attached", detach: true, ask: binding("t1", "c1"), wantOutcome: provider.Attached, wantThreads: []string{"t1"}},
+		{name: "multi-thread session holding it", multi: true, ask: binding("t2", "c1"), wantOutcome: provider.Attached, wantThreads: []string{"t1", "t2"}},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
 			e := newEnv(t)
-			pid := e.spawnInproc("a", nil)
-			b1 := binding("t1", "c1")
-			e.mustOpen(pid, "ps_1", b1)
-			before, err := e.record("ps_1")
-			if err != nil {
-				t.Fatal(err)
+			var cfg json.RawMessage
+			if test.multi {
+				cfg = json.RawMessage(`{"multiThread":true}`)
 			}
-
-			res := actortest.Ask[*provider.AttachThreadResult](t, e.root, pid, &test.attach)
-			if !errors.Is(res.Err, test.wantErr) {
-				t.Fatalf("AttachThread(%+v) = %v, want %v", test.attach, res.Err, test.wantErr)
+			pid := e.spawnInproc("a", cfg)
+			e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+			if test.detach {
+				actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"})
 			}
-			want := test.wantRecord
-			if want == nil {
-				want = before
+			res := e.acquire(pid, test.ask)
+			if res.Err() != nil || res.Outcome != test.wantOutcome {
+				t.Fatalf("AcquireSession(%s, %s) = %+v, want outcome %d", test.ask.Thread, test.ask.CredentialID, res, test.wantOutcome)
+			}
+			if test.wantOutcome != provider.NeedsCredential && res.SessionID != "ps_1" {
+				t.Errorf("AcquireSession session = %q, want ps_1", res.SessionID)
 			}
 			got, err := e.record("ps_1")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("record (-want +got):\n%s", diff)
+			if diff := cmp.Diff(test.wantThreads, got.Threads); diff != "" {
+				t.Errorf("threads (-want +got):\n%s", diff)
 			}
-			wantBindings := []provider.Binding{b1}
-			if test.wantBinding {
-				wantBindings = append(wantBindings, test.attach.Binding)
+			wantBindings := []provider.Binding{binding("t1", "c1")}
+			if test.wantOutcome == provider.Attached {
+				re := test.ask
+				re.Authorization = ""
+				wantBindings = append(wantBindings, re)
 			}
 			if diff := cmp.Diff(wantBindings, e.inproc.Session("ps_1").Bindings()); diff != "" {
 				t.Errorf("driver bindings (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestOpenSessionRebindsAttachedThread: an open with a new credential for a
+// thread still attached to a session (its credential expired) re-binds that
+// session instead of starting a second one.
+func TestOpenSessionRebindsAttachedThread(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawnInproc("a", nil)
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+	res := e.open(pid, "ps_2", binding("t1", "c2"))
+	if res.Err() != nil || res.SessionID != "ps_1" || res.New {
+		t.Fatalf("OpenSession(t1, c2) = %+v, want ps_1 re-bound, not new", res)
+	}
+	want := &memdb.ProviderSession{
+		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1", "c2"},
+		State: memdb.SessionOpen, Opened: t0,
+	}
+	got, err := e.record("ps_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("record (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]provider.Binding{binding("t1", "c1"), binding("t1", "c2")}, e.inproc.Session("ps_1").Bindings()); diff != "" {
+		t.Errorf("driver bindings (-want +got):\n%s", diff)
+	}
+	if n := len(e.inproc.Sessions("a")); n != 1 {
+		t.Errorf("driver opened %d sessions, want 1", n)
+	}
+}
+
+// TestRebindThread: a rotation's new credential replaces the old one in
+// every session serving the thread, and the driver gets the new binding.
+func TestRebindThread(t *testing.T) {
+	e := newEnv(t)
+	pid := e.spawnInproc("a", nil)
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+	e.mustOpen(pid, "ps_2", binding("t2", "c3"))
+	res := e.rebind(pid, binding("t1", "c2"), "c1")
+	if res.Err() != nil || !slices.Equal(res.Sessions, []string{"ps_1"}) {
+		t.Fatalf("RebindThread = %+v, want ps_1 re-bound", res)
+	}
+	want := &memdb.ProviderSession{
+		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c2"},
+		State: memdb.SessionOpen, Opened: t0,
+	}
+	got, err := e.record("ps_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("record (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]provider.Binding{binding("t1", "c1"), binding("t1", "c2")}, e.inproc.Session("ps_1").Bindings()); diff != "" {
+		t.Errorf("driver bindings (-want +got):\n%s", diff)
+	}
+	if n := len(e.inproc.Session("ps_2").Bindings()); n != 1 {
+		t.Errorf("the other thread's session got %d bindings, want 1", n)
+	}
+	// A thread no session serves: nothing to re-bind.
+	if res := e.rebind(pid, binding("t9", "c9"), "c8"); res.Err() != nil || len(res.Sessions) != 0 {
+		t.Errorf("RebindThread(t9) = %+v, want nothing re-bound", res)
 	}
 }
 
@@ -513,8 +302,8 @@ func TestDetachThreadKeepsCredentials(t *testing.T) {
 
 	// A detached exclusive session can take the thread back.
 	re := provider.Binding{Thread: "t1", Instance: "a", CredentialID: "c1"}
-	if r := actortest.Ask[*provider.AttachThreadResult](t, e.root, pid, &provider.AttachThread{SessionID: "ps_1", Binding: re}); r.Err != nil {
-		t.Fatalf("re-attach = %v", r.Err)
+	if r := e.acquire(pid, re); r.Err() != nil || r.Outcome != provider.Attached {
+		t.Fatalf("re-attach = %+v, want Attached", r)
 	}
 	got, err = e.record("ps_1")
 	if err != nil {
@@ -532,14 +321,14 @@ func TestCloseSession(t *testing.T) {
 	e.clock.Advance(time.Minute)
 
 	res := actortest.Ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
-	if res.Err != nil {
-		t.Fatalf("CloseSession(ps_1) = %v", res.Err)
+	if res.Err() != nil {
+		t.Fatalf("CloseSession(ps_1) = %v", res.Err())
 	}
 	want := &memdb.ProviderSession{
 		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
 		State: memdb.SessionClosed, Opened: t0, Closed: t0.Add(time.Minute), CloseReason: provider.ReasonReleased,
 	}
-	if diff := cmp.Diff(want, res.Session); diff != "" {
+	if diff := cmp.Diff(*want, res.Session); diff != "" {
 		t.Errorf("CloseSession result (-want +got):\n%s", diff)
 	}
 	if _, err := e.record("ps_1"); !errors.Is(err, memdb.ErrNotFound) {
@@ -549,14 +338,14 @@ func TestCloseSession(t *testing.T) {
 	eventually(t, "the driver session is closed", s.Closed)
 
 	evs := e.waitEvents(1)
-	wantEv := []*provider.SessionClosed{{Session: want, Reason: provider.ReasonReleased}}
+	wantEv := []*provider.SessionClosed{{Session: *want, Reason: provider.ReasonReleased}}
 	if diff := cmp.Diff(wantEv, evs, cmpopts.EquateErrors()); diff != "" {
 		t.Errorf("SessionClosed events (-want +got):\n%s", diff)
 	}
 
 	again := actortest.Ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
-	if !errors.Is(again.Err, provider.ErrUnknownSession) {
-		t.Errorf("second CloseSession(ps_1) = %v, want ErrUnknownSession", again.Err)
+	if !errors.Is(again.Err(), provider.ErrUnknownSession) {
+		t.Errorf("second CloseSession(ps_1) = %v, want ErrUnknownSession", again.Err())
 	}
 }
 
@@ -571,7 +360,7 @@ func TestKillReportsDied(t *testing.T) {
 
 	evs := e.waitEvents(1)
 	ev := evs[0]
-	if ev.Reason != provider.ReasonDied || !errors.Is(ev.Err, boom) || ev.Session.ID != "ps_1" {
+	if ev.Reason != provider.ReasonDied || ev.Cause != boom.Error() || ev.Session.ID != "ps_1" {
 		t.Errorf("event = %+v, want ps_1 died with %v", ev, boom)
 	}
 	if diff := cmp.Diff([]string{"c1"}, ev.Session.Credentials); diff != "" {
@@ -604,7 +393,7 @@ func TestFailNextOpen(t *testing.T) {
 	e.inproc.FailNextOpen("a", boom)
 
 	res := e.open(pid, "ps_1", binding("t1", "c1"))
-	if !errors.Is(res.Err, boom) {
+	if !actortest.OpenFailed(res.Err(), boom) {
 		t.Fatalf("OpenSession after FailNextOpen = %+v, want %v", res, boom)
 	}
 	if _, err := e.record("ps_1"); !errors.Is(err, memdb.ErrNotFound) {
@@ -647,7 +436,7 @@ func TestFailedMultiThreadOpenFailsQueuedAttach(t *testing.T) {
 			t.Errorf("open request to %s: %v", f.PID().Id, err)
 			continue
 		}
-		if r := res.(*provider.OpenSessionResult); !errors.Is(r.Err, boom) {
+		if r := res.(*provider.OpenSessionResult); !actortest.OpenFailed(r.Err(), boom) {
 			t.Errorf("open = %+v, want %v", r, boom)
 		}
 	}
@@ -692,8 +481,8 @@ func TestCloseAll(t *testing.T) {
 	if n := len(e.waitEvents(3)); n != 3 {
 		t.Errorf("%d SessionClosed events, want 3", n)
 	}
-	if r := e.open(pid, "ps_4", binding("t4", "c4")); !errors.Is(r.Err, provider.ErrStopping) {
-		t.Errorf("OpenSession after CloseAll = %v, want ErrStopping", r.Err)
+	if r := e.open(pid, "ps_4", binding("t4", "c4")); !errors.Is(r.Err(), provider.ErrStopping) {
+		t.Errorf("OpenSession after CloseAll = %v, want ErrStopping", r.Err())
 	}
 	// Nothing left: answered at once.
 	if r := actortest.Ask[*provider.CloseAllResult](t, e.root, pid, &provider.CloseAll{Reason: provider.ReasonShutdown}); len(r.Sessions) != 0 {
@@ -777,7 +566,7 @@ func TestReceiveNeverBlocksOnDriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := res.(*provider.OpenSessionResult); r.Err != nil || r.SessionID != "ps_1" {
+	if r := res.(*provider.OpenSessionResult); r.Err() != nil || r.SessionID != "ps_1" {
 		t.Fatalf("OpenSession = %+v, want ps_1", r)
 	}
 	if got := e.sessions(pid); len(got) != 1 {
@@ -795,7 +584,7 @@ func TestOpenBoundedByOpTimeout(t *testing.T) {
 	pid := e.spawn("a", &gatedDriver{inner: inner, openGate: make(chan struct{})}) // never opens
 
 	res := e.open(pid, "ps_1", binding("t1", "c1"))
-	if !errors.Is(res.Err, context.DeadlineExceeded) {
+	if !actortest.OpenFailed(res.Err(), context.DeadlineExceeded) {
 		t.Fatalf("OpenSession on a stuck driver = %+v, want DeadlineExceeded", res)
 	}
 	if got := e.sessions(pid); len(got) != 0 {
@@ -837,7 +626,7 @@ func TestCloseSessionWhileOpening(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenSession: %v", err)
 	}
-	if r := res.(*provider.OpenSessionResult); !errors.Is(r.Err, provider.ErrUnknownSession) {
+	if r := res.(*provider.OpenSessionResult); !errors.Is(r.Err(), provider.ErrUnknownSession) {
 		t.Errorf("OpenSession of an aborted session = %+v, want ErrUnknownSession", r)
 	}
 	res, err = fClose.Result()
@@ -845,14 +634,14 @@ func TestCloseSessionWhileOpening(t *testing.T) {
 		t.Fatalf("CloseSession: %v", err)
 	}
 	closed := res.(*provider.CloseSessionResult)
-	if closed.Err != nil {
-		t.Fatalf("CloseSession while opening = %v", closed.Err)
+	if closed.Err() != nil {
+		t.Fatalf("CloseSession while opening = %v", closed.Err())
 	}
 	want := &memdb.ProviderSession{
 		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
 		State: memdb.SessionClosed, Closed: t0, CloseReason: provider.ReasonAborted,
 	}
-	if diff := cmp.Diff(want, closed.Session); diff != "" {
+	if diff := cmp.Diff(*want, closed.Session); diff != "" {
 		t.Errorf("closed record (-want +got):\n%s", diff)
 	}
 	eventually(t, "the aborted driver session is closed", func() bool {
@@ -863,7 +652,7 @@ func TestCloseSessionWhileOpening(t *testing.T) {
 		t.Errorf("ProviderSession(ps_1) = %v, want ErrNotFound", err)
 	}
 	evs := e.waitEvents(1)
-	if diff := cmp.Diff([]*provider.SessionClosed{{Session: want, Reason: provider.ReasonAborted}}, evs, cmpopts.EquateErrors()); diff != "" {
+	if diff := cmp.Diff([]*provider.SessionClosed{{Session: *want, Reason: provider.ReasonAborted}}, evs, cmpopts.EquateErrors()); diff != "" {
 		t.Errorf("SessionClosed events (-want +got):\n%s", diff)
 	}
 }
@@ -893,7 +682,7 @@ func TestCloseSessionWhileOpeningThenOpenFails(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenSession: %v", err)
 	}
-	if r := res.(*provider.OpenSessionResult); r.Err == nil {
+	if r := res.(*provider.OpenSessionResult); r.Err() == nil {
 		t.Errorf("OpenSession = %+v, want an error", r)
 	}
 	res, err = fClose.Result()
@@ -905,13 +694,13 @@ func TestCloseSessionWhileOpeningThenOpenFails(t *testing.T) {
 		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
 		State: memdb.SessionClosed, Closed: t0, CloseReason: provider.ReasonAborted,
 	}
-	if diff := cmp.Diff(want, closed.Session); closed.Err != nil || diff != "" {
-		t.Errorf("CloseSession = %v, record (-want +got):\n%s", closed.Err, diff)
+	if diff := cmp.Diff(*want, closed.Session); closed.Err() != nil || diff != "" {
+		t.Errorf("CloseSession = %v, record (-want +got):\n%s", closed.Err(), diff)
 	}
 }
 
 func TestRegistry(t *testing.T) {
-	var in provider.Inproc
+	var in providertest.Inproc
 	bad := errors.New("bad config")
 	var r provider.Registry
 	if got := r.Kinds(); len(got) != 0 {
@@ -970,7 +759,7 @@ func TestInprocConfig(t *testing.T) {
 		{name: "wrong type", config: `{"multiThread":"yes"}`, wantErr: true},
 		{name: "not an object", config: `[1]`, wantErr: true},
 	}
-	var in provider.Inproc
+	var in providertest.Inproc
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
 			d, err := in.Factory()("a", json.RawMessage(test.config))
@@ -986,7 +775,7 @@ func TestInprocConfig(t *testing.T) {
 
 // releaseIdle asks pid to release its idle sessions and returns the ids
 // of the records it answered with.
-func (e *env) releaseIdle(pid *actor.PID) ([]string, []*memdb.ProviderSession) {
+func (e *env) releaseIdle(pid *actor.PID) ([]string, []memdb.ProviderSession) {
 	e.t.Helper()
 	res := actortest.Ask[*provider.ReleaseIdleResult](e.t, e.root, pid, &provider.ReleaseIdle{})
 	var ids []string
@@ -1043,14 +832,14 @@ func TestReleaseIdle(t *testing.T) {
 		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
 		State: memdb.SessionClosed, Opened: t0, Closed: t0.Add(time.Minute), CloseReason: provider.ReasonIdle,
 	}
-	if diff := cmp.Diff([]*memdb.ProviderSession{want}, recs); diff != "" {
+	if diff := cmp.Diff([]memdb.ProviderSession{*want}, recs); diff != "" {
 		t.Errorf("ReleaseIdle records (-want +got):\n%s", diff)
 	}
 	if _, err := e.record("ps_1"); !errors.Is(err, memdb.ErrNotFound) {
 		t.Errorf("ProviderSession(ps_1) after idle release = %v, want ErrNotFound", err)
 	}
 	eventually(t, "the idle driver session is closed", e.inproc.Session("ps_1").Closed)
-	if diff := cmp.Diff([]*provider.SessionClosed{{Session: want, Reason: provider.ReasonIdle}}, e.waitEvents(1), cmpopts.EquateErrors()); diff != "" {
+	if diff := cmp.Diff([]*provider.SessionClosed{{Session: *want, Reason: provider.ReasonIdle}}, e.waitEvents(1), cmpopts.EquateErrors()); diff != "" {
 		t.Errorf("SessionClosed events (-want +got):\n%s", diff)
 	}
 	if got := e.sessions(pid); len(got) != 1 || got[0].ID != "ps_2" {
@@ -1174,7 +963,7 @@ func TestReleaseIdleSkipsOpening(t *testing.T) {
 	e.clock.Advance(time.Hour)
 	e.wantReleased("while opening", pid)
 	close(gate)
-	if res, err := f.Result(); err != nil || res.(*provider.OpenSessionResult).Err != nil {
+	if res, err := f.Result(); err != nil || res.(*provider.OpenSessionResult).Err() != nil {
 		t.Fatalf("OpenSession = %v, %v", res, err)
 	}
 	e.clock.Advance(59 * time.Second)
@@ -1231,32 +1020,32 @@ func TestSessionEvents(t *testing.T) {
 	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
 	actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"})
 	re := provider.Binding{Thread: "t1", Instance: "a", CredentialID: "c1"}
-	if r := actortest.Ask[*provider.AttachThreadResult](t, e.root, pid, &provider.AttachThread{SessionID: "ps_1", Binding: re}); r.Err != nil {
-		t.Fatal(r.Err)
+	if r := e.acquire(pid, re); r.Err() != nil || r.Outcome != provider.Attached {
+		t.Fatalf("re-attach = %+v", r)
 	}
-	if r := actortest.Ask[*provider.AttachThreadResult](t, e.root, pid, &provider.AttachThread{SessionID: "ps_1", Binding: binding("t1", "c2"), Replaces: "c1"}); r.Err != nil {
-		t.Fatal(r.Err)
+	if r := e.rebind(pid, binding("t1", "c2"), "c1"); r.Err() != nil || len(r.Sessions) != 1 {
+		t.Fatalf("rebind = %+v", r)
 	}
 	// A refused attach and a failed open publish nothing.
-	if r := actortest.Ask[*provider.AttachThreadResult](t, e.root, pid, &provider.AttachThread{SessionID: "ps_1", Binding: binding("t2", "c3")}); !errors.Is(r.Err, provider.ErrExclusive) {
-		t.Fatalf("attach of another thread = %v, want ErrExclusive", r.Err)
+	if r := e.acquire(pid, binding("t2", "c2")); r.Err() != nil || r.Outcome != provider.NeedsCredential {
+		t.Fatalf("acquire for another thread = %+v, want NeedsCredential", r)
 	}
 	e.inproc.FailNextOpen("a", errors.New("boom"))
-	if r := e.open(pid, "ps_2", binding("t2", "c3")); r.Err == nil {
+	if r := e.open(pid, "ps_2", binding("t2", "c3")); r.Err() == nil {
 		t.Fatal("open after FailNextOpen succeeded")
 	}
 	e.clock.Advance(time.Minute)
 	actortest.Ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
 
 	want := []provider.Event{
-		&provider.SessionOpened{Session: &memdb.ProviderSession{
+		&provider.SessionOpened{Session: memdb.ProviderSession{
 			ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
 			State: memdb.SessionOpen, Opened: t0,
 		}},
 		&provider.ThreadDetached{Instance: "a", SessionID: "ps_1", Thread: "t1"},
 		&provider.ThreadAttached{Instance: "a", SessionID: "ps_1", Thread: "t1", CredentialID: "c1"},
 		&provider.ThreadAttached{Instance: "a", SessionID: "ps_1", Thread: "t1", CredentialID: "c2"},
-		&provider.SessionClosed{Session: &memdb.ProviderSession{
+		&provider.SessionClosed{Session: memdb.ProviderSession{
 			ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c2"},
 			State: memdb.SessionClosed, Opened: t0, Closed: t0.Add(time.Minute), CloseReason: provider.ReasonReleased,
 		}, Reason: provider.ReasonReleased},
@@ -1279,15 +1068,15 @@ func TestSessionEventsMultiThread(t *testing.T) {
 	e.waitEvents(1)
 
 	want := []provider.Event{
-		&provider.SessionOpened{Session: &memdb.ProviderSession{
+		&provider.SessionOpened{Session: memdb.ProviderSession{
 			ID: "ps_1", Instance: "a", MultiThread: true, Threads: []string{"t1"}, Credentials: []string{"c1"},
 			State: memdb.SessionOpen, Opened: t0,
 		}},
 		&provider.ThreadAttached{Instance: "a", SessionID: "ps_1", Thread: "t2", CredentialID: "c2"},
-		&provider.SessionClosed{Session: &memdb.ProviderSession{
+		&provider.SessionClosed{Session: memdb.ProviderSession{
 			ID: "ps_1", Instance: "a", MultiThread: true, Threads: []string{"t1", "t2"}, Credentials: []string{"c1", "c2"},
 			State: memdb.SessionClosed, Opened: t0, Closed: t0, CloseReason: provider.ReasonDied,
-		}, Reason: provider.ReasonDied, Err: boom},
+		}, Reason: provider.ReasonDied, Cause: boom.Error()},
 	}
 	if diff := cmp.Diff(want, e.providerEvents(), cmpopts.EquateErrors()); diff != "" {
 		t.Errorf("provider events (-want +got):\n%s", diff)
@@ -1318,7 +1107,7 @@ func TestDiedWhileOpening(t *testing.T) {
 	}
 	pid := e.spawn("a", diesInOpenDriver{inner})
 	res := e.open(pid, "ps_1", binding("t1", "c1"))
-	if !errors.Is(res.Err, provider.ErrOpenFailed) {
+	if !errors.Is(res.Err(), provider.ErrOpenFailed) {
 		t.Errorf("OpenSession of a session that died while opening = %+v, want ErrOpenFailed", res)
 	}
 	eventually(t, "the driver session is closed", e.inproc.Session("ps_1").Closed)

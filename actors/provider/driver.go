@@ -3,11 +3,12 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/agenthost/mcpruntime/internal/fault"
 )
 
 // Binding is what a provider session needs to call back into the runtime on
@@ -108,13 +109,13 @@ type Factory func(instance string, config json.RawMessage) (Driver, error)
 
 // ErrUnknownDriver is returned when an instance names a driver kind that is
 // not registered.
-var ErrUnknownDriver = errors.New("unknown driver kind")
+var ErrUnknownDriver = fault.ErrUnknownDriver
 
 // ErrInvalidConfig wraps a Factory's refusal of an instance configuration.
-var ErrInvalidConfig = errors.New("invalid driver config")
+var ErrInvalidConfig = fault.ErrInvalidDriverConfig
 
 // ErrOpenFailed wraps a driver's failure to open a provider session.
-var ErrOpenFailed = errors.New("provider session open failed")
+var ErrOpenFailed = fault.ErrProviderOpenFailed
 
 // Registry maps driver kind names ("inproc", "exec", …) to factories. The
 // zero value is empty and ready to use; it is safe for concurrent use.

@@ -1,21 +1,22 @@
 package provider
 
 import (
-	"errors"
-
+	"github.com/agenthost/mcpruntime/internal/deadline"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// Errors returned in the provider actor's replies.
+// Errors returned in the provider actor's replies, defined once in
+// internal/fault.
 var (
 	// ErrUnknownSession is returned for a provider session id that is not
 	// open on this instance.
-	ErrUnknownSession = errors.New("unknown provider session")
+	ErrUnknownSession = fault.ErrUnknownProviderSession
 	// ErrExclusive is returned when a thread is attached to an exclusive
 	// session that already serves another thread.
-	ErrExclusive = errors.New("provider session serves another thread")
+	ErrExclusive = fault.ErrExclusiveSession
 	// ErrStopping is returned once the instance is shutting down.
-	ErrStopping = errors.New("provider instance stopping")
+	ErrStopping = fault.ErrInstanceStopping
 )
 
 // Close reasons, in SessionClosed events and memdb.ProviderSession.CloseReason.
@@ -27,100 +28,165 @@ const (
 	ReasonIdle     = "idle"     // no turn on its threads for the idle-release time
 )
 
-// Message is the provider actor's protocol.
+// Message is the provider instance actor's protocol. Every request carries
+// its deadline (deadline.Request) and is answered by one reply whose
+// outcome is a fault.Fault.
 type Message interface{ providerMessage() }
 
-// OpenSession asks for a provider session serving b.Thread with b's
-// credential: a new session, or, for a multi-thread driver, the instance's
-// open session with the thread attached. Answered by *OpenSessionResult.
+// Outcome is how an AcquireSession was served.
+type Outcome uint8
+
+const (
+	// NeedsCredential: no open session can serve the thread with the
+	// credential asked about (there is none, or none holds it); the thread
+	// mints one and sends OpenSession.
+	NeedsCredential Outcome = iota
+	// Reused: a session holding the credential serves the thread already.
+	Reused
+	// Attached: a session holding the credential took the thread back (it
+	// was plainly detached from it, or the session serves several
+	// threads); the driver's Attach got a Binding without Authorization.
+	Attached
+)
+
+// AcquireSession asks for an open session serving Binding.Thread with the
+// pair's live credential Binding.CredentialID ("" when the pair has none).
+// Binding.Authorization is empty: the runtime keeps no tokens. The
+// instance, the owner of provider_sessions, decides and retries its own
+// races. Answered by *SessionAcquired.
+type AcquireSession struct {
+	deadline.Request
+	Binding Binding
+}
+
+// SessionAcquired answers AcquireSession: SessionID is the session that
+// serves the thread, unless Outcome is NeedsCredential.
+type SessionAcquired struct {
+	SessionID string
+	Outcome   Outcome
+	Fault     fault.Fault
+}
+
+// OpenSession asks for an open session serving Binding.Thread with
+// Binding's newly minted credential. The instance decides how: a session
+// the thread is attached to is re-bound to it; else, for a multi-thread
+// driver, its open session takes the thread; else a new session is opened.
+// Answered by *OpenSessionResult.
 type OpenSession struct {
+	deadline.Request
 	// SessionID is the id a new session gets, chosen by the requester so it
 	// can abort an open whose answer it gave up on. Empty: the actor picks.
 	SessionID string
 	Binding   Binding
 }
 
-// OpenSessionResult answers OpenSession.
+// OpenSessionResult answers OpenSession. New reports that a new session
+// was opened (SessionID is then the one proposed); otherwise the thread was
+// bound to a session that was already open. (Not "SessionOpened": that is
+// the event.)
 type OpenSessionResult struct {
 	SessionID string
-	Err       error
+	New       bool
+	Fault     fault.Fault
 }
 
-// AttachThread binds a thread to an open session: a re-attach after a plain
-// detach, or a re-bind with a new credential after a rotation (Replaces
-// names the credential it supersedes). A re-bind of a thread the session no
-// longer serves (a detach overtook it) does nothing. Answered by
-// *AttachThreadResult.
-type AttachThread struct {
-	SessionID string
-	Binding   Binding
-	Replaces  string
+// RebindThread gives every open session that serves Binding.Thread the
+// pair's new credential (a rotation: Binding.Authorization is the new
+// token), in place of the credentials in Replaces. Answered by
+// *ThreadRebound.
+type RebindThread struct {
+	deadline.Request
+	Binding  Binding
+	Replaces []string
 }
 
-// AttachThreadResult answers AttachThread.
-type AttachThreadResult struct {
-	Err error
+// ThreadRebound answers RebindThread with the sessions re-bound; Fault is
+// the first driver failure, if any (the rotation stands regardless).
+type ThreadRebound struct {
+	Sessions []string
+	Fault    fault.Fault
 }
 
 // DetachThread unbinds a thread from every open session of the instance.
 // Credentials stay recorded (handoff). Answered by *DetachThreadResult.
 type DetachThread struct {
+	deadline.Request
 	Thread string
 }
 
 // DetachThreadResult answers DetachThread.
 type DetachThreadResult struct {
 	Sessions []string // sessions the thread was detached from
+	Fault    fault.Fault
 }
 
-// CloseSession ends a provider session. The reply carries the record as it
-// was at close, so the caller can revoke what it held. Answered by
-// *CloseSessionResult.
+// CloseSession ends a provider session. Answered by *CloseSessionResult.
 type CloseSession struct {
+	deadline.Request
 	SessionID string
 	Reason    string
 }
 
 // CloseSessionResult answers CloseSession, once the driver's Close
-// returned. Err is an unknown session, or the failure of Config.Release to
-// revoke what the session held.
+// returned, with the record as it was at close. Fault is an unknown
+// session, or a failure to revoke what the session held.
 type CloseSessionResult struct {
-	Session *memdb.ProviderSession
-	Err     error
+	Session memdb.ProviderSession
+	Fault   fault.Fault
 }
 
 // CloseAll ends every session of the instance (shutdown). Answered by
-// *CloseAllResult.
+// *CloseAllResult, once every session's driver Close returned.
 type CloseAll struct {
+	deadline.Request
 	Reason string
 }
 
-// CloseAllResult answers CloseAll.
+// CloseAllResult answers CloseAll with the records of the sessions closed.
 type CloseAllResult struct {
-	Sessions []*memdb.ProviderSession
+	Sessions []memdb.ProviderSession
 }
 
 // GetSessions asks for the instance's open sessions. Answered by *Sessions.
 // Mailboxes are FIFO per sender, so the answer also means every earlier
 // message from the same sender was handled.
-type GetSessions struct{}
+type GetSessions struct{ deadline.Request }
 
 // Sessions answers GetSessions.
 type Sessions struct {
-	Sessions []*memdb.ProviderSession
+	Sessions []memdb.ProviderSession
 }
 
 // ReleaseIdle asks the instance to release, now, every session that has been
 // idle for at least the idle-release time (see Config.IdleRelease). The
 // instance also does this on its own timer. Answered by *ReleaseIdleResult.
-type ReleaseIdle struct{}
+type ReleaseIdle struct{ deadline.Request }
 
 // ReleaseIdleResult answers ReleaseIdle, once the driver sessions are
 // closed, with the records of the sessions it closed, as they were at
-// close. Err joins the failures of Config.Release for them.
+// close. Fault is a failure to revoke what one of them held.
 type ReleaseIdleResult struct {
-	Sessions []*memdb.ProviderSession
-	Err      error
+	Sessions []memdb.ProviderSession
+	Fault    fault.Fault
+}
+
+// ReleaseCredentials is what an instance actor sends the actor of a thread
+// (addressed by names.Thread) when a session it served is released, idled
+// or died: revoke Credentials, the session's credentials of that thread
+// that no other open session of the instance holds. It is this package's
+// message although a thread actor handles it, because arrows point one way
+// (thread imports provider). Answered by *CredentialsReleased.
+type ReleaseCredentials struct {
+	deadline.Request
+	SessionID   string
+	Credentials []string
+}
+
+// CredentialsReleased answers ReleaseCredentials with the ids it revoked
+// (an id already revoked or gone is skipped).
+type CredentialsReleased struct {
+	Revoked []string
+	Fault   fault.Fault
 }
 
 // Event is what an instance actor publishes on the actor system's event
@@ -130,7 +196,7 @@ type Event interface{ providerEvent() }
 
 // SessionOpened: the driver started a session (its Open returned).
 type SessionOpened struct {
-	Session *memdb.ProviderSession
+	Session memdb.ProviderSession
 }
 
 // ThreadAttached: a thread was bound to an open session (a multi-thread
@@ -145,24 +211,54 @@ type ThreadDetached struct {
 	Instance, SessionID, Thread string
 }
 
-// SessionClosed: a provider session ended, for whatever reason: its record
-// is removed and its credentials are being revoked (see Config.Release);
-// the driver's Close follows.
+// SessionClosed: a provider session ended, for whatever reason, and is
+// gone: its record was removed, the credentials it alone held were revoked
+// (for a release, an idle release and a death), and the driver's Close
+// returned.
 type SessionClosed struct {
-	Session *memdb.ProviderSession
+	Session memdb.ProviderSession
 	Reason  string
-	Err     error // the driver's error for ReasonDied, else nil
+	Cause   string // the driver's error for ReasonDied, else ""
 }
+
+// Err returns the reply's fault as an error (nil on success).
+func (r *SessionAcquired) Err() error { return r.Fault.Err() }
+
+// Err returns the reply's fault as an error (nil on success).
+func (r *OpenSessionResult) Err() error { return r.Fault.Err() }
+
+// Err returns the reply's fault as an error (nil on success).
+func (r *ThreadRebound) Err() error { return r.Fault.Err() }
+
+// Err returns the reply's fault as an error (nil on success).
+func (r *DetachThreadResult) Err() error { return r.Fault.Err() }
+
+// Err returns the reply's fault as an error (nil on success).
+func (r *CloseSessionResult) Err() error { return r.Fault.Err() }
+
+// Err returns the reply's fault as an error (nil on success).
+func (r *ReleaseIdleResult) Err() error { return r.Fault.Err() }
+
+// Err returns the reply's fault as an error (nil on success).
+func (r *CredentialsReleased) Err() error { return r.Fault.Err() }
+
+// Err is nil: CloseAll cannot fail.
+func (r *CloseAllResult) Err() error { return nil }
+
+// Err is nil: GetSessions cannot fail.
+func (r *Sessions) Err() error { return nil }
 
 func (*SessionOpened) providerEvent()  {}
 func (*ThreadAttached) providerEvent() {}
 func (*ThreadDetached) providerEvent() {}
 func (*SessionClosed) providerEvent()  {}
 
-func (*OpenSession) providerMessage()  {}
-func (*AttachThread) providerMessage() {}
-func (*DetachThread) providerMessage() {}
-func (*CloseSession) providerMessage() {}
-func (*CloseAll) providerMessage()     {}
-func (*GetSessions) providerMessage()  {}
-func (*ReleaseIdle) providerMessage()  {}
+func (*AcquireSession) providerMessage()     {}
+func (*OpenSession) providerMessage()        {}
+func (*RebindThread) providerMessage()       {}
+func (*DetachThread) providerMessage()       {}
+func (*CloseSession) providerMessage()       {}
+func (*CloseAll) providerMessage()           {}
+func (*GetSessions) providerMessage()        {}
+func (*ReleaseIdle) providerMessage()        {}
+func (*ReleaseCredentials) providerMessage() {}

@@ -74,7 +74,7 @@ func TestRebindOvertakenByDetach(t *testing.T) {
 	e := newEnv(t)
 	pid, d := e.spawnGated("a", nil)
 	sid := e.mustOpen(pid, "", binding("t1", "c1"))
-	rebind := e.root.RequestFuture(pid, &provider.AttachThread{SessionID: sid, Binding: binding("t1", "c2"), Replaces: "c1"}, actortest.Timeout)
+	rebind := e.root.RequestFuture(pid, &provider.RebindThread{Binding: binding("t1", "c2"), Replaces: []string{"c1"}}, actortest.Timeout)
 	waitAttaching(t, d)
 	det := actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"})
 	if !slices.Equal(det.Sessions, []string{sid}) {
@@ -82,7 +82,7 @@ func TestRebindOvertakenByDetach(t *testing.T) {
 	}
 	close(d.gate)
 	res, err := rebind.Result()
-	if err != nil || res.(*provider.AttachThreadResult).Err != nil {
+	if err != nil || res.(*provider.ThreadRebound).Err() != nil {
 		t.Fatalf("re-bind = %v, %v", res, err)
 	}
 	rec, err := e.record(sid)
@@ -111,9 +111,9 @@ func TestRebindOfDetachedThreadDoesNothing(t *testing.T) {
 	pid := e.spawnInproc("a", nil)
 	sid := e.mustOpen(pid, "", binding("t1", "c1"))
 	actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"})
-	res := actortest.Ask[*provider.AttachThreadResult](t, e.root, pid, &provider.AttachThread{SessionID: sid, Binding: binding("t1", "c2"), Replaces: "c1"})
-	if res.Err != nil {
-		t.Fatalf("re-bind of a detached thread = %v, want nil (nothing to do)", res.Err)
+	res := e.rebind(pid, binding("t1", "c2"), "c1")
+	if res.Err() != nil || len(res.Sessions) != 0 {
+		t.Fatalf("re-bind of a detached thread = %+v, want nothing re-bound", res)
 	}
 	rec, err := e.record(sid)
 	if err != nil {
@@ -144,7 +144,7 @@ func TestMultiThreadOpenJoiningAClosingSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := res.(*provider.OpenSessionResult)
-	if r.Err != nil || r.SessionID != "ps_second" {
+	if r.Err() != nil || r.SessionID != "ps_second" {
 		t.Fatalf("open joining a closing session = %+v, want a new session ps_second", r)
 	}
 	if _, err := closing.Result(); err != nil {

@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -9,9 +10,12 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -73,42 +77,43 @@ type budgetDriver struct{ *loggedDriver }
 func (d budgetDriver) CloseBudget() time.Duration { return d.budget }
 
 // TestReleaseBeforeClose: a session released by the host, released as
-// idle, or dead has its record removed and Config.Release called (its
-// credentials revoked) before the driver's Close; CloseSession answers
-// after both, with Release's error. Shutdown and an aborted open do not
-// call Release (issue 11, item 2).
+// idle, or dead has its record removed and its thread's actor asked to
+// revoke its credentials before the driver's Close; CloseSession answers
+// after both, with the revocation's failure. Shutdown and an aborted open
+// do not ask (issue 11, item 2).
 func TestReleaseBeforeClose(t *testing.T) {
+	revokeFailed := fault.New(fault.Internal, "revoke failed")
 	tests := []struct {
 		name        string
 		reason      string
-		release     bool // Release is called
+		release     bool // the thread is asked to release
 		close       func(e *env, pid *actor.PID, id string)
 		releaseFail bool
 	}{
 		{name: "released", reason: provider.ReasonReleased, release: true, close: func(e *env, pid *actor.PID, id string) {
 			res := actortest.Ask[*provider.CloseSessionResult](e.t, e.root, pid, &provider.CloseSession{SessionID: id, Reason: provider.ReasonReleased})
-			if res.Err != nil {
-				e.t.Errorf("CloseSession = %v", res.Err)
+			if res.Err() != nil {
+				e.t.Errorf("CloseSession = %v", res.Err())
 			}
 		}},
-		{name: "released, Release fails", reason: provider.ReasonReleased, release: true, releaseFail: true, close: func(e *env, pid *actor.PID, id string) {
+		{name: "released, revocation fails", reason: provider.ReasonReleased, release: true, releaseFail: true, close: func(e *env, pid *actor.PID, id string) {
 			res := actortest.Ask[*provider.CloseSessionResult](e.t, e.root, pid, &provider.CloseSession{SessionID: id, Reason: provider.ReasonReleased})
-			if !errors.Is(res.Err, errRevokeFailed) {
-				e.t.Errorf("CloseSession = %v, want the Release error", res.Err)
+			if res.Fault != revokeFailed {
+				e.t.Errorf("CloseSession = %+v, want the revocation's fault", res.Fault)
 			}
 		}},
 		{name: "idle", reason: provider.ReasonIdle, release: true, close: func(e *env, pid *actor.PID, id string) {
 			e.clock.Advance(2 * time.Minute)
 			res := actortest.Ask[*provider.ReleaseIdleResult](e.t, e.root, pid, &provider.ReleaseIdle{})
-			if len(res.Sessions) != 1 || res.Err != nil {
+			if len(res.Sessions) != 1 || res.Err() != nil {
 				e.t.Errorf("ReleaseIdle = %+v, want one session and no error", res)
 			}
 		}},
-		{name: "idle, Release fails", reason: provider.ReasonIdle, release: true, releaseFail: true, close: func(e *env, pid *actor.PID, id string) {
+		{name: "idle, revocation fails", reason: provider.ReasonIdle, release: true, releaseFail: true, close: func(e *env, pid *actor.PID, id string) {
 			e.clock.Advance(2 * time.Minute)
 			res := actortest.Ask[*provider.ReleaseIdleResult](e.t, e.root, pid, &provider.ReleaseIdle{})
-			if len(res.Sessions) != 1 || !errors.Is(res.Err, errRevokeFailed) {
-				e.t.Errorf("ReleaseIdle = %+v, want one session and the Release error", res)
+			if len(res.Sessions) != 1 || res.Fault != revokeFailed {
+				e.t.Errorf("ReleaseIdle = %+v, want one session and the revocation's fault", res)
 			}
 		}},
 		{name: "died", reason: provider.ReasonDied, release: true, close: func(e *env, pid *actor.PID, id string) {
@@ -127,20 +132,18 @@ func TestReleaseBeforeClose(t *testing.T) {
 			e := newEnv(t)
 			e.idleRelease = time.Minute
 			log := &orderLog{}
-			var got []*memdb.ProviderSession
-			e.release = func(_ context.Context, closed *memdb.ProviderSession) error {
+			stub := &threadStub{onRelease: func(m *provider.ReleaseCredentials) {
 				// The record is gone already: another session's release
 				// sees this one as no longer holding its credentials.
-				if _, err := e.record(closed.ID); !errors.Is(err, memdb.ErrNotFound) {
-					t.Errorf("record of %s at Release: %v, want ErrNotFound", closed.ID, err)
+				if _, err := e.record(m.SessionID); !errors.Is(err, memdb.ErrNotFound) {
+					t.Errorf("record of %s at the release: %v, want ErrNotFound", m.SessionID, err)
 				}
-				log.add("release " + closed.ID)
-				got = append(got, closed)
-				if test.releaseFail {
-					return errRevokeFailed
-				}
-				return nil
+				log.add("release " + m.SessionID)
+			}}
+			if test.releaseFail {
+				stub.fault = revokeFailed
 			}
+			e.stubThread("t1", stub)
 			inner, err := e.inproc.Factory()("a", nil)
 			if err != nil {
 				t.Fatal(err)
@@ -150,13 +153,19 @@ func TestReleaseBeforeClose(t *testing.T) {
 			test.close(e, pid, id)
 			e.sessions(pid) // barrier
 			eventually(t, "the driver session closed", func() bool { return e.inproc.Session(id).Closed() })
+			if ev := e.waitEvents(1)[0]; ev.Reason != test.reason {
+				t.Errorf("SessionClosed reason %q, want %q", ev.Reason, test.reason)
+			}
 
 			want := []string{"close ps_1"}
 			if test.release {
 				want = []string{"release ps_1", "close ps_1"}
-				if len(got) != 1 || got[0].CloseReason != test.reason || !slices.Equal(got[0].Credentials, []string{"c1"}) {
-					t.Errorf("Release got %+v, want ps_1 closed for %s holding [c1]", got, test.reason)
+				got := stub.releases()
+				if len(got) != 1 || got[0].SessionID != "ps_1" || !slices.Equal(got[0].Credentials, []string{"c1"}) {
+					t.Errorf("thread t1 was asked %+v, want to release ps_1's [c1] once", got)
 				}
+			} else if got := stub.releases(); len(got) != 0 {
+				t.Errorf("thread t1 was asked %+v, want nothing", got)
 			}
 			if steps := log.get(); !slices.Equal(steps, want) {
 				t.Errorf("steps %v, want %v", steps, want)
@@ -165,19 +174,13 @@ func TestReleaseBeforeClose(t *testing.T) {
 	}
 }
 
-var errRevokeFailed = errors.New("revoke failed")
-
-// TestCloseAnsweredAfterDriverClose: with Release taking its time, the
-// driver's Close waits for it, and CloseSession is answered only once the
-// driver's Close returned.
+// TestCloseAnsweredAfterDriverClose: with the thread taking its time to
+// revoke, the driver's Close waits for it, and CloseSession is answered
+// only once the driver's Close returned.
 func TestCloseAnsweredAfterDriverClose(t *testing.T) {
 	e := newEnv(t)
-	releasing, releaseGate := make(chan struct{}), make(chan struct{})
-	e.release = func(context.Context, *memdb.ProviderSession) error {
-		close(releasing)
-		<-releaseGate
-		return nil
-	}
+	releasing := make(chan struct{}, 1)
+	stubPID := e.stubThread("t1", &threadStub{hold: true, onRelease: func(*provider.ReleaseCredentials) { releasing <- struct{}{} }})
 	inner, err := e.inproc.Factory()("a", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -192,20 +195,20 @@ func TestCloseAnsweredAfterDriverClose(t *testing.T) {
 	select {
 	case <-releasing:
 	case <-time.After(timeout): // detects a hang only
-		t.Fatal("Release was not called")
+		t.Fatal("the thread was not asked to release")
 	}
 	e.sessions(pid) // barrier: the instance keeps answering meanwhile
 	if e.inproc.Session(id).Closed() {
-		t.Fatal("driver session closed while Release runs")
+		t.Fatal("driver session closed while the thread revokes")
 	}
-	close(releaseGate)
+	e.root.Send(stubPID, &stubAnswer{})
 	select {
 	case res := <-done:
 		t.Fatalf("CloseSession answered (%+v) while the driver's Close is blocked", res)
 	default:
 	}
 	close(closeGate)
-	if res := <-done; res.Err != nil || res.Session.ID != id {
+	if res := <-done; res.Err() != nil || res.Session.ID != id {
 		t.Fatalf("CloseSession = %+v", res)
 	}
 	if !e.inproc.Session(id).Closed() {
@@ -242,5 +245,120 @@ func TestCloseBudget(t *testing.T) {
 		case budget > 0 && left <= e.opTimeout:
 			t.Errorf("budget %v: Close had %v left, no more than the bound on driver calls (%v)", budget, left, e.opTimeout)
 		}
+	}
+}
+
+// TestReleaseKeepsCredentialsHeldElsewhere: a released session's
+// credential that another open session of the instance holds is not
+// released; one that none holds is (SPEC §3.2 release).
+func TestReleaseKeepsCredentialsHeldElsewhere(t *testing.T) {
+	e := newEnv(t)
+	stub := e.stubThread("t1", &threadStub{})
+	pid := e.spawnInproc("a", nil)
+	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+	actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"})
+	// A second session given the same credential.
+	e.mustOpen(pid, "ps_2", binding("t1", "c1"))
+	if r := e.rebind(pid, binding("t1", "c2")); r.Err() != nil || !slices.Equal(r.Sessions, []string{"ps_2"}) {
+		t.Fatalf("rebind = %+v", r)
+	}
+	actortest.Ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
+	if got := e.releasesOf(stub); len(got) != 0 {
+		t.Errorf("releasing ps_1, whose c1 ps_2 holds, asked %+v, want nothing", got)
+	}
+	actortest.Ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_2", Reason: provider.ReasonReleased})
+	want := []provider.ReleaseCredentials{{SessionID: "ps_2", Credentials: []string{"c1", "c2"}}}
+	if diff := cmp.Diff(want, e.releasesOf(stub), cmpopts.IgnoreFields(provider.ReleaseCredentials{}, "Request")); diff != "" {
+		t.Errorf("releasing ps_2 asked (-want +got):\n%s", diff)
+	}
+}
+
+// TestReleaseAsksEachThreadOnce: however a session ends — released, idle
+// (asked, or on the timer, or both), dead, dead while its release runs,
+// released again meanwhile — each thread it served is asked exactly once,
+// by the instance that closed it, to release the session's credentials of
+// that thread (issue 12: one path; the runtime also released, a second
+// time, what the instance's close had released).
+func TestReleaseAsksEachThreadOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		hold bool // the threads answer only when told
+		end  func(e *env, pid *actor.PID, answer func())
+	}{
+		{name: "released", end: func(e *env, pid *actor.PID, _ func()) {
+			actortest.Ask[*provider.CloseSessionResult](e.t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
+		}},
+		{name: "released twice", hold: true, end: func(e *env, pid *actor.PID, answer func()) {
+			first := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased}, timeout)
+			again := actortest.Ask[*provider.CloseSessionResult](e.t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
+			if !errors.Is(again.Err(), provider.ErrUnknownSession) {
+				e.t.Errorf("second release = %v, want ErrUnknownSession", again.Err())
+			}
+			answer()
+			if _, err := first.Result(); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+		{name: "idle", end: func(e *env, pid *actor.PID, _ func()) {
+			e.clock.Advance(2 * time.Minute)
+			if res := actortest.Ask[*provider.ReleaseIdleResult](e.t, e.root, pid, &provider.ReleaseIdle{}); len(res.Sessions) != 1 {
+				e.t.Errorf("ReleaseIdle = %+v, want ps_1", res)
+			}
+		}},
+		{name: "idle, asked twice", hold: true, end: func(e *env, pid *actor.PID, answer func()) {
+			e.clock.Advance(2 * time.Minute)
+			first := e.root.RequestFuture(pid, &provider.ReleaseIdle{}, timeout)
+			second := actortest.Ask[*provider.ReleaseIdleResult](e.t, e.root, pid, &provider.ReleaseIdle{})
+			if len(second.Sessions) != 0 {
+				e.t.Errorf("second ReleaseIdle = %+v, want nothing (ps_1 is closing)", second)
+			}
+			answer()
+			if _, err := first.Result(); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+		{name: "died", end: func(e *env, pid *actor.PID, _ func()) {
+			e.inproc.Session("ps_1").Kill(errors.New("exit status 1"))
+		}},
+		{name: "died while releasing", hold: true, end: func(e *env, pid *actor.PID, answer func()) {
+			f := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased}, timeout)
+			e.inproc.Session("ps_1").Kill(errors.New("exit status 1"))
+			e.sessions(pid) // barrier: the death was handled
+			answer()
+			if _, err := f.Result(); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.idleRelease = time.Minute
+			t1 := e.stubThread("t1", &threadStub{hold: test.hold})
+			t2 := e.stubThread("t2", &threadStub{hold: test.hold})
+			pid := e.spawnInproc("a", json.RawMessage(`{"multiThread":true}`))
+			e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+			e.mustOpen(pid, "ps_x", binding("t2", "c2"))
+			answer := func() {
+				for _, p := range []*actor.PID{t1, t2} {
+					e.root.Send(p, &stubAnswer{})
+				}
+			}
+			test.end(e, pid, answer)
+			if test.name == "died" {
+				e.waitEvents(1)
+			}
+			e.sessions(pid) // barrier
+			ignore := cmpopts.IgnoreFields(provider.ReleaseCredentials{}, "Request")
+			for _, th := range []struct {
+				pid  *actor.PID
+				cred string
+			}{{t1, "c1"}, {t2, "c2"}} {
+				want := []provider.ReleaseCredentials{{SessionID: "ps_1", Credentials: []string{th.cred}}}
+				if diff := cmp.Diff(want, e.releasesOf(th.pid), ignore); diff != "" {
+					t.Errorf("releases asked of the thread holding %s (-want +got):\n%s", th.cred, diff)
+				}
+			}
+		})
 	}
 }

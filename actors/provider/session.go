@@ -7,21 +7,45 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agenthost/mcpruntime/internal/deadline"
+	"github.com/agenthost/mcpruntime/internal/fault"
 )
 
-// Messages between the instance actor and its session children.
+// Messages between the instance actor and its session children. They
+// never leave the process (a child lives where its parent does), and carry
+// no PID: the instance keeps who waits for what (attachOp, child.onOpen).
 type (
+	// opAttach asks for the driver's Attach of binding, bounded by
+	// deadline; seq is the instance's number of the dispatch.
 	opAttach struct {
+		seq      uint64
 		binding  Binding
-		replaces string
-		replyTo  *actor.PID
-		fromOpen bool
-		openID   string // fromOpen: the id the open proposed for a new session
-		seq      uint64 // the instance's order of attach/detach dispatches for the thread
+		deadline time.Time
 	}
 	opDetach struct{ thread string }
 	opClose  struct{}
 
+	// childOpened: the driver's Open returned (fault: it failed).
+	childOpened struct {
+		id    string
+		fault fault.Fault
+	}
+	// childAttached: the Attach dispatched as seq returned.
+	childAttached struct {
+		id    string
+		seq   uint64
+		fault fault.Fault
+	}
+	// childDied: the driver reported that the session ended by itself.
+	childDied struct {
+		id    string
+		cause string
+	}
+)
+
+// The session actor's own messages: its driver calls reporting back.
+type (
 	openDone struct {
 		handle Session
 		err    error
@@ -31,69 +55,78 @@ type (
 		err error
 	}
 	died struct{ err error }
-
-	childOpened struct {
-		id  string
-		err error
-	}
-	childAttached struct {
-		id       string
-		binding  Binding
-		replaces string
-		replyTo  *actor.PID
-		fromOpen bool
-		openID   string
-		seq      uint64
-		err      error
-	}
-	childDied struct {
-		id  string
-		err error
-	}
 )
 
-// sessionActor owns one driver session. Driver calls are I/O, so each runs
-// in a goroutine that reports back; the actor runs them one at a time, in
-// the order they arrived, which is the serialization the driver contract
-// promises.
-type sessionActor struct {
+// providerSessionActor owns one driver session. Driver calls are I/O, so
+// each runs in a goroutine that reports back; the actor runs them one at a
+// time, in the order they arrived, which is the serialization the driver
+// contract promises. Its phases are behaviours: opening (Open in flight,
+// operations queue), open (operations run one at a time), closing (Close
+// in flight, then the actor stops) and failed (Open failed; the instance
+// stops the actor).
+type providerSessionActor struct {
 	id       string
-	instance string
 	first    Binding
+	openBy   time.Time // the deadline of the open that started the session
 	cfg      Config
+	behavior actor.Behavior
 
 	handle Session
 	queue  []any
 	busy   bool
-	closed bool // opClose has been taken off the queue
 }
 
-func (s *sessionActor) Receive(ctx actor.Context) {
+func newProviderSession(id string, cfg Config, first Binding, openBy time.Time) *providerSessionActor {
+	s := &providerSessionActor{id: id, first: first, openBy: openBy, cfg: cfg}
+	s.behavior.Become(s.opening)
+	return s
+}
+
+func (s *providerSessionActor) Receive(ctx actor.Context) { s.behavior.Receive(ctx) }
+
+func (s *providerSessionActor) opening(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.busy = true
 		req := OpenRequest{
 			SessionID: s.id,
-			Instance:  s.instance,
+			Instance:  s.cfg.Instance.ID,
 			Binding:   s.first.Clone(),
 			Events:    &events{root: ctx.ActorSystem().Root, self: ctx.Self()},
 		}
 		drv := s.cfg.Driver
-		s.run(ctx, func(c context.Context) any {
+		s.run(ctx, min(s.cfg.OpTimeout, deadline.Left(s.openBy)), func(c context.Context) any {
 			h, err := drv.Open(c, req)
 			return &openDone{handle: h, err: err}
 		})
 	case *openDone:
 		s.busy = false
 		if msg.err != nil {
-			// The parent answers the open and stops this actor.
-			ctx.Send(ctx.Parent(), &childOpened{id: s.id, err: fmt.Errorf("open provider session of %s: %w: %w", s.instance, ErrOpenFailed, msg.err)})
-			s.failQueued(ctx, msg.err)
+			f := fault.New(fault.ProviderOpenFailed, "open provider session of %s: %v: %v", s.cfg.Instance.ID, ErrOpenFailed, msg.err)
+			// The instance answers the open and stops this actor.
+			ctx.Send(ctx.Parent(), &childOpened{id: s.id, fault: f})
+			for _, op := range s.queue {
+				if a, ok := op.(*opAttach); ok {
+					ctx.Send(ctx.Parent(), &childAttached{id: s.id, seq: a.seq, fault: f})
+				}
+			}
+			s.queue = nil
+			s.behavior.Become(s.failed)
 			return
 		}
 		s.handle = msg.handle
+		s.behavior.Become(s.open)
 		ctx.Send(ctx.Parent(), &childOpened{id: s.id})
 		s.next(ctx)
+	case *opAttach, *opDetach, *opClose:
+		s.queue = append(s.queue, msg)
+	case *died:
+		ctx.Send(ctx.Parent(), &childDied{id: s.id, cause: msg.err.Error()})
+	}
+}
+
+func (s *providerSessionActor) open(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
 	case *opAttach, *opDetach, *opClose:
 		s.queue = append(s.queue, msg)
 		s.next(ctx)
@@ -101,29 +134,38 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		s.busy = false
 		switch op := msg.op.(type) {
 		case *opAttach:
-			ctx.Send(ctx.Parent(), &childAttached{id: s.id, binding: op.binding, replaces: op.replaces, replyTo: op.replyTo, fromOpen: op.fromOpen, openID: op.openID, seq: op.seq, err: msg.err})
+			var f fault.Fault
+			if msg.err != nil {
+				f = fault.New(fault.Internal, "attach %s to %s: %v", op.binding.Thread, s.id, msg.err)
+			}
+			ctx.Send(ctx.Parent(), &childAttached{id: s.id, seq: op.seq, fault: f})
 		case *opDetach:
 			if msg.err != nil {
 				s.cfg.Logger.Warn("detach provider session", "session", s.id, "thread", op.thread, "err", msg.err)
 			}
-		case *opClose:
-			if msg.err != nil {
-				s.cfg.Logger.Warn("close provider session", "session", s.id, "err", msg.err)
-			}
-			ctx.Stop(ctx.Self())
-			return
 		}
 		s.next(ctx)
 	case *died:
-		if !s.closed {
-			ctx.Send(ctx.Parent(), &childDied{id: s.id, err: msg.err})
-		}
+		ctx.Send(ctx.Parent(), &childDied{id: s.id, cause: msg.err.Error()})
 	}
 }
 
+// closing: the driver's Close runs; a death reported now is the close.
+func (s *providerSessionActor) closing(ctx actor.Context) {
+	if msg, ok := ctx.Message().(*opDone); ok {
+		if msg.err != nil {
+			s.cfg.Logger.Warn("close provider session", "session", s.id, "err", msg.err)
+		}
+		ctx.Stop(ctx.Self())
+	}
+}
+
+// failed: Open failed; the instance stops the actor.
+func (s *providerSessionActor) failed(actor.Context) {}
+
 // next starts the oldest queued operation, if none is running.
-func (s *sessionActor) next(ctx actor.Context) {
-	if s.busy || s.handle == nil || len(s.queue) == 0 {
+func (s *providerSessionActor) next(ctx actor.Context) {
+	if s.busy || len(s.queue) == 0 {
 		return
 	}
 	op := s.queue[0]
@@ -133,34 +175,19 @@ func (s *sessionActor) next(ctx actor.Context) {
 	switch op := op.(type) {
 	case *opAttach:
 		b := op.binding.Clone()
-		s.run(ctx, func(c context.Context) any { return &opDone{op: op, err: h.Attach(c, b)} })
+		s.run(ctx, min(s.cfg.OpTimeout, deadline.Left(op.deadline)), func(c context.Context) any { return &opDone{op: op, err: h.Attach(c, b)} })
 	case *opDetach:
-		s.run(ctx, func(c context.Context) any { return &opDone{op: op, err: h.Detach(c, op.thread)} })
+		s.run(ctx, s.cfg.OpTimeout, func(c context.Context) any { return &opDone{op: op, err: h.Detach(c, op.thread)} })
 	case *opClose:
-		s.closed = true
-		s.runFor(ctx, CloseTimeout(s.cfg.Driver, s.cfg.OpTimeout), func(c context.Context) any { return &opDone{op: op, err: h.Close(c)} })
+		s.behavior.Become(s.closing)
+		s.queue = nil
+		s.run(ctx, CloseTimeout(s.cfg.Driver, s.cfg.OpTimeout), func(c context.Context) any { return &opDone{op: op, err: h.Close(c)} })
 	}
 }
 
-// failQueued answers the operations that will never run because the open
-// failed.
-func (s *sessionActor) failQueued(ctx actor.Context, err error) {
-	for _, op := range s.queue {
-		if a, ok := op.(*opAttach); ok {
-			ctx.Send(ctx.Parent(), &childAttached{id: s.id, binding: a.binding, replyTo: a.replyTo, fromOpen: a.fromOpen, seq: a.seq, err: err})
-		}
-	}
-	s.queue = nil
-}
-
-// run calls fn in a goroutine bounded by the op timeout and sends its
-// result to the actor. The goroutine touches no actor field.
-func (s *sessionActor) run(ctx actor.Context, fn func(context.Context) any) {
-	s.runFor(ctx, s.cfg.OpTimeout, fn)
-}
-
-// runFor is run bounded by timeout.
-func (s *sessionActor) runFor(ctx actor.Context, timeout time.Duration, fn func(context.Context) any) {
+// run calls fn in a goroutine bounded by timeout and sends its result to
+// the actor. The goroutine touches no actor field.
+func (s *providerSessionActor) run(ctx actor.Context, timeout time.Duration, fn func(context.Context) any) {
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	base, work := s.cfg.Base, s.cfg.Work
 	work.Add(1)
@@ -180,5 +207,8 @@ type events struct {
 }
 
 func (e *events) Died(err error) {
+	if err == nil {
+		err = fmt.Errorf("session ended")
+	}
 	e.once.Do(func() { e.root.Send(e.self, &died{err: err}) })
 }

@@ -1,370 +1,26 @@
 package thread_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"github.com/agenthost/mcpruntime/internal/actortest"
-	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/go-cmp/cmp"
-	"go.uber.org/goleak"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/thread"
+	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/names"
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
-
-// TestMain fails the package if a test leaves a goroutine behind: actors,
-// driver calls and the actor system must all be gone after cleanup.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
-// timeout bounds every request a test makes, and the actors' own waits
-// (OpenTimeout, ActorTimeout, OpTimeout); it is never a threshold that a
-// correct implementation could exceed, however busy the machine. (At 2 s,
-// TestDeleteAnswersNotFoundWhileFinishing failed when the test was delayed
-// past the thread's ActorTimeout while it held a detach.)
-const timeout = 30 * time.Second
-
-const endpoint = "http://127.0.0.1:7331/mcp"
-
-var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// env is one test's actor system, store, driver and clock.
-type env struct {
-	t      *testing.T
-	sys    *actor.ActorSystem
-	root   *actor.RootContext
-	store  *memdb.Store
-	inproc *provider.Inproc
-	clock  *actortest.Clock
-	base   context.Context
-	work   *sync.WaitGroup
-	cfg    thread.Config // template of every thread actor's config
-	pids   []*actor.PID  // stopped in reverse order on cleanup
-}
-
-func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
-	t.Helper()
-	store, err := memdb.New()
-	if err != nil {
-		t.Fatalf("memdb.New() = %v", err)
-	}
-	discard := slog.New(slog.DiscardHandler)
-	sys := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }),
-		actor.WithDeadLetterThrottleInterval(100*time.Millisecond),
-		actor.WithDeadLetterRequestLogging(false),
-	)
-	base, cancel := context.WithCancel(context.Background())
-	e := &env{
-		t:      t,
-		sys:    sys,
-		root:   sys.Root,
-		store:  store,
-		inproc: &provider.Inproc{},
-		clock:  actortest.NewClock(t0),
-		base:   base,
-		work:   &sync.WaitGroup{},
-	}
-	e.cfg = thread.Config{
-		Store:        store,
-		Now:          e.clock.Now,
-		Window:       time.Hour,
-		Endpoint:     endpoint,
-		MessageLog:   8,
-		RevokedKept:  16,
-		OpenTimeout:  timeout,
-		ActorTimeout: timeout,
-		Provider:     func(id string) *actor.PID { return sys.NewLocalPID("provider/" + id) },
-		Logger:       discard,
-	}
-	for _, o := range opts {
-		o(&e.cfg)
-	}
-	t.Cleanup(func() {
-		for _, pid := range slices.Backward(e.pids) {
-			if err := e.root.StopFuture(pid).Wait(); err != nil {
-				t.Errorf("stop %s: %v", pid.Id, err)
-			}
-		}
-		cancel()
-		e.work.Wait()
-		sys.Shutdown()
-	})
-	return e
-}
-
-// addInstance starts the actor of provider instance id with driver d.
-func (e *env) addInstance(id string, d provider.Driver, caps ...string) *actor.PID {
-	e.t.Helper()
-	props := provider.Props(provider.Config{
-		Instance:  &memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
-		Driver:    d,
-		Store:     e.store,
-		Now:       e.clock.Now,
-		OpTimeout: timeout,
-		Work:      e.work,
-		Base:      e.base,
-		Logger:    slog.New(slog.DiscardHandler),
-	})
-	pid, err := e.root.SpawnNamed(props, "provider/"+id)
-	if err != nil {
-		e.t.Fatalf("spawn provider/%s: %v", id, err)
-	}
-	e.pids = append(e.pids, pid)
-	actortest.Ask[*provider.Sessions](e.t, e.root, pid, &provider.GetSessions{}) // its record is written
-	return pid
-}
-
-// addInproc starts instance id on the in-process driver; config "" is none.
-func (e *env) addInproc(id, config string, caps ...string) *actor.PID {
-	e.t.Helper()
-	return e.addInstance(id, e.inprocDriver(id, config), caps...)
-}
-
-func (e *env) inprocDriver(id, config string) provider.Driver {
-	e.t.Helper()
-	var raw []byte
-	if config != "" {
-		raw = []byte(config)
-	}
-	d, err := e.inproc.Factory()(id, raw)
-	if err != nil {
-		e.t.Fatalf("inproc factory(%q, %q) = %v", id, config, err)
-	}
-	return d
-}
-
-// spawnThread starts the actor of thread id with initial instance.
-func (e *env) spawnThread(id, instance string) *actor.PID {
-	e.t.Helper()
-	cfg := e.cfg
-	cfg.ID, cfg.Instance = id, instance
-	pid, err := e.root.SpawnNamed(thread.Props(cfg), "thread/"+id)
-	if err != nil {
-		e.t.Fatalf("spawn thread/%s: %v", id, err)
-	}
-	e.pids = append(e.pids, pid)
-	e.thread(pid) // its record is written
-	return pid
-}
-
-func (e *env) thread(pid *actor.PID) *memdb.Thread {
-	e.t.Helper()
-	info := actortest.Ask[*thread.ThreadInfo](e.t, e.root, pid, &thread.GetThread{})
-	if info.Err != nil {
-		e.t.Fatalf("GetThread(%s) = %v", pid.Id, info.Err)
-	}
-	return info.Thread
-}
-
-func (e *env) open(pid *actor.PID, instance string) *thread.OpenProviderSessionResult {
-	e.t.Helper()
-	return actortest.Ask[*thread.OpenProviderSessionResult](e.t, e.root, pid, &thread.OpenProviderSession{Instance: instance})
-}
-
-func (e *env) mustOpen(pid *actor.PID, instance string) *thread.OpenProviderSessionResult {
-	e.t.Helper()
-	res := e.open(pid, instance)
-	if res.Err != nil {
-		e.t.Fatalf("OpenProviderSession(%s, %s) = %v", pid.Id, instance, res.Err)
-	}
-	return res
-}
-
-func (e *env) rotate(pid *actor.PID, instance string) *thread.RotateResult {
-	e.t.Helper()
-	res := actortest.Ask[*thread.RotateResult](e.t, e.root, pid, &thread.Rotate{Instance: instance})
-	if res.Err != nil {
-		e.t.Fatalf("Rotate(%s, %s) = %v", pid.Id, instance, res.Err)
-	}
-	return res
-}
-
-func (e *env) startRun(pid *actor.PID, instance string) string {
-	e.t.Helper()
-	res := actortest.Ask[*thread.StartRunResult](e.t, e.root, pid, &thread.StartRun{Instance: instance})
-	if res.Err != nil {
-		e.t.Fatalf("StartRun(%s, %s) = %v", pid.Id, instance, res.Err)
-	}
-	return res.RunID
-}
-
-func (e *env) cred(id string) *memdb.Credential {
-	e.t.Helper()
-	c, err := e.store.Read().Credential(nil, id)
-	if err != nil {
-		e.t.Fatalf("Credential(%s) = %v", id, err)
-	}
-	return c
-}
-
-func (e *env) creds(threadID string) []*memdb.Credential {
-	e.t.Helper()
-	cs, err := e.store.Read().CredentialsByThread(nil, threadID)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return cs
-}
-
-func (e *env) pairCreds(threadID, instance string) []*memdb.Credential {
-	e.t.Helper()
-	cs, err := e.store.Read().CredentialsByThreadInstance(nil, threadID, instance)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return cs
-}
-
-func (e *env) record(id string) *memdb.ProviderSession {
-	e.t.Helper()
-	r, err := e.store.Read().ProviderSession(nil, id)
-	if err != nil {
-		e.t.Fatalf("ProviderSession(%s) = %v", id, err)
-	}
-	return r
-}
-
-func (e *env) write(fn func(w *memdb.Writer) error) {
-	e.t.Helper()
-	if err := e.store.Write(fn); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// eventually polls cond until it holds, for at most timeout. It is only
-// used for effects that are asynchronous by design (driver calls).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// sendSystem sends a system message to pid: actor.SuspendMailbox holds its
-// user messages until actor.ResumeMailbox.
-func sendSystem(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, msg any) {
-	t.Helper()
-	proc, ok := sys.ProcessRegistry.Get(pid)
-	if !ok {
-		t.Fatalf("no process %s", pid.Id)
-	}
-	proc.SendSystemMessage(pid, msg)
-}
-
-func bearer(t *testing.T, authorization string) string {
-	t.Helper()
-	tok, ok := strings.CutPrefix(authorization, "Bearer ")
-	if !ok || !token.Valid(tok) {
-		t.Fatalf("Authorization %q is not a bearer token", authorization)
-	}
-	return tok
-}
-
-// errOf returns the error a thread actor reply carries.
-func errOf(res any) error {
-	switch r := res.(type) {
-	case *thread.ThreadInfo:
-		return r.Err
-	case *thread.OpenProviderSessionResult:
-		return r.Err
-	case *thread.ReleaseCredentialsResult:
-		return r.Err
-	case *thread.SwitchProviderResult:
-		return r.Err
-	case *thread.RotateResult:
-		return r.Err
-	case *thread.StartRunResult:
-		return r.Err
-	case *thread.EndRunResult:
-		return r.Err
-	case *thread.TouchResult:
-		return r.Err
-	case *thread.MutateResult:
-		return r.Err
-	case *thread.DetachResult:
-		return r.Err
-	case *thread.ArchiveResult:
-		return r.Err
-	case *thread.DeleteResult:
-		return r.Err
-	case *thread.RevokeAllResult:
-		return r.Err
-	}
-	return fmt.Errorf("unexpected reply %T", res)
-}
-
-// everyMessage is one of each thread actor message.
-func everyMessage() []thread.Message {
-	return []thread.Message{
-		&thread.GetThread{},
-		&thread.OpenProviderSession{Instance: "a"},
-		&thread.ReleaseCredentials{SessionID: "ps_x", Credentials: []string{"cred_x"}},
-		&thread.SwitchProvider{Instance: "a"},
-		&thread.Rotate{Instance: "a"},
-		&thread.StartRun{Instance: "a"},
-		&thread.EndRun{},
-		&thread.Touch{},
-		&thread.Mutate{Caller: thread.Caller{CredentialID: "cred_x"}, Effect: &thread.AppendMessage{Text: "x"}},
-		&thread.Detach{},
-		&thread.Archive{},
-		&thread.Delete{},
-		&thread.RevokeAll{Reason: thread.ReasonShutdown},
-	}
-}
-
-// gatedDriver wraps a driver: Open waits for gate (if set) and Attach fails
-// while failAttach is set.
-type gatedDriver struct {
-	inner      provider.Driver
-	gate       chan struct{}
-	failAttach *atomic.Bool
-}
-
-func (d *gatedDriver) MultiThread() bool { return d.inner.MultiThread() }
-
-func (d *gatedDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
-	if d.gate != nil {
-		select {
-		case <-d.gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	s, err := d.inner.Open(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return &gatedSession{Session: s, failAttach: d.failAttach}, nil
-}
-
-type gatedSession struct {
-	provider.Session
-	failAttach *atomic.Bool
-}
-
-func (s *gatedSession) Attach(ctx context.Context, b provider.Binding) error {
-	if s.failAttach != nil && s.failAttach.Load() {
-		return errors.New("attach refused")
-	}
-	return s.Session.Attach(ctx, b)
-}
 
 func TestOpenProviderSessionMints(t *testing.T) {
 	e := newEnv(t)
@@ -424,8 +80,8 @@ func TestOpenProviderSessionReuse(t *testing.T) {
 		{
 			name: "after a plain detach",
 			between: func(e *env, pid *actor.PID) {
-				if r := actortest.Ask[*thread.DetachResult](e.t, e.root, pid, &thread.Detach{}); r.Err != nil {
-					e.t.Fatalf("Detach = %v", r.Err)
+				if r := actortest.Ask[*thread.DetachResult](e.t, e.root, pid, &thread.Detach{}); r.Err() != nil {
+					e.t.Fatalf("Detach = %v", r.Err())
 				}
 			},
 			wantReattach: true,
@@ -486,8 +142,8 @@ func TestOpenProviderSessionMultiThread(t *testing.T) {
 		t.Errorf("record = %+v, want both threads and credentials", rec)
 	}
 	// T1 leaves and comes back: the session still holds its token.
-	if r := actortest.Ask[*thread.DetachResult](t, e.root, t1, &thread.Detach{}); r.Err != nil {
-		t.Fatal(r.Err)
+	if r := actortest.Ask[*thread.DetachResult](t, e.root, t1, &thread.Detach{}); r.Err() != nil {
+		t.Fatal(r.Err())
 	}
 	back := e.mustOpen(t1, "m")
 	if !back.Reused || back.Authorization != "" || back.SessionID != r1.SessionID || back.CredentialID != r1.CredentialID {
@@ -517,8 +173,8 @@ func TestOpenProviderSessionConcurrentDuplicates(t *testing.T) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 		r := res.(*thread.OpenProviderSessionResult)
-		if r.Err != nil {
-			t.Fatalf("open %d = %v", i, r.Err)
+		if r.Err() != nil {
+			t.Fatalf("open %d = %v", i, r.Err())
 		}
 		sessions, creds = append(sessions, r.SessionID), append(creds, r.CredentialID)
 		if r.Authorization != "" {
@@ -560,12 +216,12 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 		before := e.cred(rb.CredentialID)
 
 		e.inproc.FailNextOpen("a", boom)
-		if res := e.open(pid, "a"); !errors.Is(res.Err, boom) {
+		if res := e.open(pid, "a"); !actortest.OpenFailed(res.Err(), boom) {
 			t.Fatalf("OpenProviderSession(a) = %+v, want %v", res, boom)
 		}
 		got := e.pairCreds("T", "a")
-		if len(got) != 1 || got[0].State != memdb.StateRevoked || got[0].RevokeReason != thread.ReasonOpenFailed {
-			t.Errorf("(T, a) credentials after a failed open = %+v, want one revoked %q", got, thread.ReasonOpenFailed)
+		if len(got) != 1 || got[0].State != memdb.StateRevoked || got[0].RevokeReason != credential.ReasonOpenFailed {
+			t.Errorf("(T, a) credentials after a failed open = %+v, want one revoked %q", got, credential.ReasonOpenFailed)
 		}
 		if diff := cmp.Diff(before, e.cred(rb.CredentialID)); diff != "" {
 			t.Errorf("(T, b) credential changed (-before +after):\n%s", diff)
@@ -584,15 +240,15 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 		before := e.cred(prev.CredentialID)
 
 		e.inproc.FailNextOpen("a", boom)
-		if res := e.open(pid, "a"); !errors.Is(res.Err, boom) {
+		if res := e.open(pid, "a"); !actortest.OpenFailed(res.Err(), boom) {
 			t.Fatalf("OpenProviderSession(a) = %+v, want %v", res, boom)
 		}
 		if diff := cmp.Diff(before, e.cred(prev.CredentialID)); diff != "" {
 			t.Errorf("credential minted before the failed open changed (-before +after):\n%s", diff)
 		}
 		for _, c := range e.pairCreds("T", "a") {
-			if c.ID != prev.CredentialID && (c.State != memdb.StateRevoked || c.RevokeReason != thread.ReasonOpenFailed) {
-				t.Errorf("credential minted by the failed open = %+v, want revoked %q", c, thread.ReasonOpenFailed)
+			if c.ID != prev.CredentialID && (c.State != memdb.StateRevoked || c.RevokeReason != credential.ReasonOpenFailed) {
+				t.Errorf("credential minted by the failed open = %+v, want revoked %q", c, credential.ReasonOpenFailed)
 			}
 		}
 	})
@@ -603,13 +259,13 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 		e.addInstance("a", &gatedDriver{inner: e.inprocDriver("a", ""), failAttach: &failAttach})
 		pid := e.spawnThread("T", "")
 		first := e.mustOpen(pid, "a")
-		if r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err != nil {
-			t.Fatal(r.Err)
+		if r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err() != nil {
+			t.Fatal(r.Err())
 		}
 		before := e.cred(first.CredentialID)
 
 		failAttach.Store(true)
-		if res := e.open(pid, "a"); res.Err == nil {
+		if res := e.open(pid, "a"); res.Err() == nil {
 			t.Fatalf("OpenProviderSession(a) with a failing attach = %+v, want an error", res)
 		}
 		if diff := cmp.Diff(before, e.cred(first.CredentialID)); diff != "" {
@@ -625,7 +281,7 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 		e.addInproc("a", "")
 		pid := e.spawnThread("T", "")
 		e.inproc.FailNextOpen("a", boom)
-		if res := e.open(pid, "a"); !errors.Is(res.Err, boom) {
+		if res := e.open(pid, "a"); !actortest.OpenFailed(res.Err(), boom) {
 			t.Fatalf("OpenProviderSession(a) = %+v, want %v", res, boom)
 		}
 		if got := e.thread(pid).Instance; got != "" {
@@ -646,8 +302,8 @@ func TestOpenProviderSessionReplacesUnheldCredential(t *testing.T) {
 		t.Fatalf("OpenProviderSession = %+v, want a new credential", res)
 	}
 	old := e.cred(prev.CredentialID)
-	if old.State != memdb.StateRevoked || old.RevokeReason != thread.ReasonReplaced {
-		t.Errorf("previous credential = %+v, want revoked %q", old, thread.ReasonReplaced)
+	if old.State != memdb.StateRevoked || old.RevokeReason != credential.ReasonReplaced {
+		t.Errorf("previous credential = %+v, want revoked %q", old, credential.ReasonReplaced)
 	}
 	if c := e.cred(res.CredentialID); c.State != memdb.StateLive {
 		t.Errorf("new credential state = %q, want live", c.State)
@@ -670,11 +326,11 @@ func TestOpenProviderSessionRefused(t *testing.T) {
 			e.addInproc("a", "")
 			pid := e.spawnThread("T", "")
 			if test.archive {
-				if r := actortest.Ask[*thread.ArchiveResult](t, e.root, pid, &thread.Archive{}); r.Err != nil {
-					t.Fatal(r.Err)
+				if r := actortest.Ask[*thread.ArchiveResult](t, e.root, pid, &thread.Archive{}); r.Err() != nil {
+					t.Fatal(r.Err())
 				}
 			}
-			if res := e.open(pid, test.instance); !errors.Is(res.Err, test.wantErr) {
+			if res := e.open(pid, test.instance); !errors.Is(res.Err(), test.wantErr) {
 				t.Errorf("OpenProviderSession(%s) = %+v, want %v", test.instance, res, test.wantErr)
 			}
 			if n := len(e.creds("T")); n != 0 {
@@ -687,6 +343,10 @@ func TestOpenProviderSessionRefused(t *testing.T) {
 	}
 }
 
+// TestReleaseCredentials: a provider session released by its instance has
+// the thread revoke the credentials it alone held, before the instance
+// answers; a ReleaseCredentials revokes only the thread's own live
+// credentials among those it names (SPEC §3.2 release).
 func TestReleaseCredentials(t *testing.T) {
 	e := newEnv(t)
 	prov := e.addInproc("a", "")
@@ -696,48 +356,30 @@ func TestReleaseCredentials(t *testing.T) {
 	credU := e.mustOpen(other, "a").CredentialID
 	cred := res.CredentialID
 
+	e.clock.Advance(time.Minute)
 	closed := actortest.Ask[*provider.CloseSessionResult](t, e.root, prov, &provider.CloseSession{SessionID: res.SessionID, Reason: provider.ReasonReleased})
-	if closed.Err != nil || !slices.Equal(closed.Session.Credentials, []string{cred}) {
+	if closed.Err() != nil || !slices.Equal(closed.Session.Credentials, []string{cred}) {
 		t.Fatalf("CloseSession = %+v, want the record of %s", closed, cred)
 	}
-	release := &thread.ReleaseCredentials{SessionID: res.SessionID, Credentials: []string{cred, credU, "cred_unknown"}}
-
-	// Another open provider session still records the credential.
-	e.write(func(w *memdb.Writer) error {
-		return w.PutProviderSession(&memdb.ProviderSession{
-			ID: "ps_other", Instance: "a", Credentials: []string{cred}, State: memdb.SessionOpen, Opened: t0,
-		})
-	})
-	r := actortest.Ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
-	if r.Err != nil || len(r.Revoked) != 0 {
-		t.Errorf("ReleaseCredentials while another session holds %s = %+v, want nothing revoked", cred, r)
-	}
-	if c := e.cred(cred); c.State != memdb.StateLive {
-		t.Errorf("held credential state = %q, want live", c.State)
-	}
-
-	// A closed session does not hold it.
-	e.write(func(w *memdb.Writer) error {
-		return w.PutProviderSession(&memdb.ProviderSession{
-			ID: "ps_other", Instance: "a", Credentials: []string{cred}, State: memdb.SessionClosed, Opened: t0,
-		})
-	})
-	e.clock.Advance(time.Minute)
-	r = actortest.Ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
-	if r.Err != nil || !slices.Equal(r.Revoked, []string{cred}) {
-		t.Errorf("ReleaseCredentials = %+v, want %s revoked", r, cred)
-	}
 	c := e.cred(cred)
-	if c.State != memdb.StateRevoked || c.RevokeReason != thread.ReasonReleased || !c.Revoked.Equal(t0.Add(time.Minute)) {
-		t.Errorf("released credential = %+v, want revoked %q at %v", c, thread.ReasonReleased, t0.Add(time.Minute))
+	if c.State != memdb.StateRevoked || c.RevokeReason != credential.ReasonReleased || !c.Revoked.Equal(t0.Add(time.Minute)) {
+		t.Errorf("released credential = %+v, want revoked %q at %v", c, credential.ReasonReleased, t0.Add(time.Minute))
 	}
-	// Another thread's credential is not this thread's to release.
+
+	// Asked directly: another thread's credential is not this thread's to
+	// release, an unknown one is skipped, a revoked one stays as it is.
+	other2 := e.mustOpen(pid, "a").CredentialID
+	release := &provider.ReleaseCredentials{SessionID: "ps_x", Credentials: []string{other2, credU, "cred_unknown", cred}}
+	r := actortest.Ask[*provider.CredentialsReleased](t, e.root, pid, release)
+	if r.Err() != nil || !slices.Equal(r.Revoked, []string{other2}) {
+		t.Errorf("ReleaseCredentials = %+v, want %s revoked", r, other2)
+	}
 	if c := e.cred(credU); c.State != memdb.StateLive {
 		t.Errorf("credential of thread U state = %q, want live", c.State)
 	}
 	// Releasing again revokes nothing more.
-	r = actortest.Ask[*thread.ReleaseCredentialsResult](t, e.root, pid, release)
-	if r.Err != nil || len(r.Revoked) != 0 {
+	r = actortest.Ask[*provider.CredentialsReleased](t, e.root, pid, release)
+	if r.Err() != nil || len(r.Revoked) != 0 {
 		t.Errorf("second ReleaseCredentials = %+v, want nothing revoked", r)
 	}
 }
@@ -767,7 +409,7 @@ func TestSwitchProvider(t *testing.T) {
 	// A run of the new current instance survives a switch to itself.
 	runB := e.startRun(pid, "b")
 	res = actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"})
-	if res.Err != nil || res.EndedRun != "" || res.Previous != "b" {
+	if res.Err() != nil || res.EndedRun != "" || res.Previous != "b" {
 		t.Errorf("SwitchProvider(b) again = %+v, want no run ended", res)
 	}
 	if th := e.thread(pid); th.Run == nil || th.Run.ID != runB {
@@ -776,8 +418,8 @@ func TestSwitchProvider(t *testing.T) {
 
 	// An unknown instance changes nothing.
 	res = actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "nope"})
-	if !errors.Is(res.Err, thread.ErrUnknownInstance) {
-		t.Errorf("SwitchProvider(nope) = %v, want ErrUnknownInstance", res.Err)
+	if !errors.Is(res.Err(), thread.ErrUnknownInstance) {
+		t.Errorf("SwitchProvider(nope) = %v, want ErrUnknownInstance", res.Err())
 	}
 	if th := e.thread(pid); th.Instance != "b" || th.Run == nil {
 		t.Errorf("thread after a refused switch = %+v, want b with its run", th)
@@ -802,8 +444,8 @@ func TestRotate(t *testing.T) {
 	if c := e.cred(res.CredentialID); c.TokenHash != token.Hash(tok) || c.State != memdb.StateLive || c.Instance != "a" {
 		t.Errorf("rotated credential = %+v, want live, for a, hashing the returned token", c)
 	}
-	if old := e.cred(ra.CredentialID); old.State != memdb.StateRevoked || old.RevokeReason != thread.ReasonRotated {
-		t.Errorf("previous credential = %+v, want revoked %q", old, thread.ReasonRotated)
+	if old := e.cred(ra.CredentialID); old.State != memdb.StateRevoked || old.RevokeReason != credential.ReasonRotated {
+		t.Errorf("previous credential = %+v, want revoked %q", old, credential.ReasonRotated)
 	}
 	if diff := cmp.Diff(beforeB, e.cred(rb.CredentialID)); diff != "" {
 		t.Errorf("(T, b) credential changed by rotating a (-before +after):\n%s", diff)
@@ -830,8 +472,8 @@ func TestRotate(t *testing.T) {
 		t.Errorf("open after rotate = %+v, want reuse of %s with %s", again, ra.SessionID, res.CredentialID)
 	}
 
-	if r := actortest.Ask[*thread.RotateResult](t, e.root, pid, &thread.Rotate{Instance: "nope"}); !errors.Is(r.Err, thread.ErrUnknownInstance) {
-		t.Errorf("Rotate(nope) = %v, want ErrUnknownInstance", r.Err)
+	if r := actortest.Ask[*thread.RotateResult](t, e.root, pid, &thread.Rotate{Instance: "nope"}); !errors.Is(r.Err(), thread.ErrUnknownInstance) {
+		t.Errorf("Rotate(nope) = %v, want ErrUnknownInstance", r.Err())
 	}
 }
 
@@ -872,14 +514,14 @@ func TestStartRunEndRun(t *testing.T) {
 		}
 		switch r := res.(type) {
 		case *thread.StartRunResult:
-			if r.Err == nil {
+			if r.Err() == nil {
 				if !strings.HasPrefix(r.RunID, "run_") || slices.Contains(runs, r.RunID) {
 					t.Errorf("%s: run id %q, want a fresh run_ id", step.name, r.RunID)
 				}
 				runs = append(runs, r.RunID)
 			}
 		case *thread.EndRunResult:
-			if r.Err == nil && r.RunID != runs[len(runs)-1] {
+			if r.Err() == nil && r.RunID != runs[len(runs)-1] {
 				t.Errorf("%s: ended %q, want %q", step.name, r.RunID, runs[len(runs)-1])
 			}
 		}
@@ -908,7 +550,7 @@ func TestTouchAndExpiry(t *testing.T) {
 	check("after mint", t0, t0.Add(time.Hour))
 
 	e.clock.Advance(40 * time.Minute)
-	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 1 {
+	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err() != nil || r.Refreshed != 1 {
 		t.Errorf("Touch = %+v, want 1 refreshed", r)
 	}
 	check("after touch", t0.Add(40*time.Minute), t0.Add(100*time.Minute))
@@ -921,15 +563,15 @@ func TestTouchAndExpiry(t *testing.T) {
 	if c := e.cred(first.CredentialID); c.LiveAt(e.clock.Now()) {
 		t.Fatalf("credential %+v still live past its window", c)
 	}
-	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 0 {
+	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err() != nil || r.Refreshed != 0 {
 		t.Errorf("Touch after expiry = %+v, want nothing refreshed", r)
 	}
 	check("after touching an expired credential", t0.Add(80*time.Minute), t0.Add(140*time.Minute))
 
-	caller := thread.Caller{Kind: memdb.KindProvider, CredentialID: first.CredentialID, Namespace: "cred:" + first.CredentialID, Thread: "T", Instance: "a"}
+	caller := principal.Principal{Kind: memdb.KindProvider, CredentialID: first.CredentialID, Namespace: "cred:" + first.CredentialID, Thread: "T", Instance: "a"}
 	r := actortest.Ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: "late"}})
-	if !errors.Is(r.Err, thread.ErrNotLive) {
-		t.Errorf("Mutate with an expired credential during run %s = %v, want ErrNotLive", run, r.Err)
+	if !errors.Is(r.Err(), thread.ErrNotLive) {
+		t.Errorf("Mutate with an expired credential during run %s = %v, want ErrNotLive", run, r.Err())
 	}
 
 	// An expired credential is not reused: the next open mints.
@@ -937,8 +579,8 @@ func TestTouchAndExpiry(t *testing.T) {
 	if again.Reused || again.CredentialID == first.CredentialID || again.Authorization == "" {
 		t.Errorf("open after expiry = %+v, want a new credential", again)
 	}
-	if old := e.cred(first.CredentialID); old.State != memdb.StateRevoked || old.RevokeReason != thread.ReasonExpired {
-		t.Errorf("expired credential = %+v, want revoked %q", old, thread.ReasonExpired)
+	if old := e.cred(first.CredentialID); old.State != memdb.StateRevoked || old.RevokeReason != credential.ReasonExpired {
+		t.Errorf("expired credential = %+v, want revoked %q", old, credential.ReasonExpired)
 	}
 	if c := e.cred(again.CredentialID); !c.Expires.Equal(e.clock.Now().Add(time.Hour)) {
 		t.Errorf("new credential expires %v, want %v", c.Expires, e.clock.Now().Add(time.Hour))
@@ -955,7 +597,7 @@ func TestNoExpiryWindow(t *testing.T) {
 	if !c.Expires.IsZero() || !c.LiveAt(e.clock.Now()) {
 		t.Errorf("credential with no window = %+v, want no expiry and live", c)
 	}
-	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err != nil || r.Refreshed != 1 {
+	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err() != nil || r.Refreshed != 1 {
 		t.Errorf("Touch = %+v, want 1 refreshed", r)
 	}
 	if c := e.cred(res.CredentialID); !c.Expires.IsZero() || !c.LastLive.Equal(e.clock.Now()) {
@@ -981,7 +623,7 @@ func TestMutate(t *testing.T) {
 	e.write(func(w *memdb.Writer) error {
 		revoked := &memdb.Credential{
 			ID: "cred_revoked", TokenHash: token.Hash("revoked"), Kind: memdb.KindProvider, Namespace: "cred:cred_revoked",
-			Thread: "T", Instance: "a", Issued: t0, State: memdb.StateRevoked, RevokeReason: thread.ReasonRotated, Revoked: t0,
+			Thread: "T", Instance: "a", Issued: t0, State: memdb.StateRevoked, RevokeReason: credential.ReasonRotated, Revoked: t0,
 		}
 		for _, c := range []*memdb.Credential{clientCred("ro", memdb.AccessReadOnly), clientCred("rw", memdb.AccessReadWrite), revoked} {
 			if err := w.PutCredential(c); err != nil {
@@ -990,18 +632,18 @@ func TestMutate(t *testing.T) {
 		}
 		return nil
 	})
-	providerCaller := func(cred, instance string) thread.Caller {
-		return thread.Caller{Kind: memdb.KindProvider, CredentialID: cred, Namespace: "cred:" + cred, Thread: "T", Instance: instance}
+	providerCaller := func(cred, instance string) principal.Principal {
+		return principal.Principal{Kind: memdb.KindProvider, CredentialID: cred, Namespace: "cred:" + cred, Thread: "T", Instance: instance}
 	}
-	clientCaller := func(id, access string) thread.Caller {
-		return thread.Caller{Kind: memdb.KindClient, CredentialID: id, Namespace: "client:g_" + id, Access: access}
+	clientCaller := func(id, access string) principal.Principal {
+		return principal.Principal{Kind: memdb.KindClient, CredentialID: id, Namespace: "client:g_" + id, Access: access}
 	}
 	live := providerCaller(ra.CredentialID, "a")
 
 	tests := []struct {
 		name    string
 		target  *actor.PID
-		caller  thread.Caller
+		caller  principal.Principal
 		text    string
 		wantErr error
 	}{
@@ -1024,8 +666,8 @@ func TestMutate(t *testing.T) {
 			before := e.thread(test.target)
 			e.clock.Advance(time.Second)
 			res := actortest.Ask[*thread.MutateResult](t, e.root, test.target, &thread.Mutate{Caller: test.caller, Effect: &thread.AppendMessage{Text: test.text}})
-			if !errors.Is(res.Err, test.wantErr) {
-				t.Fatalf("Mutate(%s) = %v, want %v", test.name, res.Err, test.wantErr)
+			if !errors.Is(res.Err(), test.wantErr) {
+				t.Fatalf("Mutate(%s) = %v, want %v", test.name, res.Err(), test.wantErr)
 			}
 			after := e.thread(test.target)
 			if test.wantErr != nil {
@@ -1044,13 +686,13 @@ func TestMutate(t *testing.T) {
 		})
 	}
 
-	post := func(target *actor.PID, c thread.Caller) error {
+	post := func(target *actor.PID, c principal.Principal) error {
 		t.Helper()
-		return actortest.Ask[*thread.MutateResult](t, e.root, target, &thread.Mutate{Caller: c, Effect: &thread.AppendMessage{Text: "x"}}).Err
+		return actortest.Ask[*thread.MutateResult](t, e.root, target, &thread.Mutate{Caller: c, Effect: &thread.AppendMessage{Text: "x"}}).Err()
 	}
 	t.Run("caller without an active run", func(t *testing.T) {
-		if r := actortest.Ask[*thread.EndRunResult](t, e.root, pid, &thread.EndRun{}); r.Err != nil {
-			t.Fatal(r.Err)
+		if r := actortest.Ask[*thread.EndRunResult](t, e.root, pid, &thread.EndRun{}); r.Err() != nil {
+			t.Fatal(r.Err())
 		}
 		if err := post(pid, live); !errors.Is(err, thread.ErrNotLive) {
 			t.Errorf("Mutate after the run ended = %v, want ErrNotLive", err)
@@ -1061,8 +703,8 @@ func TestMutate(t *testing.T) {
 	})
 	t.Run("caller after a switch away", func(t *testing.T) {
 		e.startRun(pid, "a")
-		if r := actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"}); r.Err != nil {
-			t.Fatal(r.Err)
+		if r := actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"}); r.Err() != nil {
+			t.Fatal(r.Err())
 		}
 		if err := post(pid, live); !errors.Is(err, thread.ErrNotLive) {
 			t.Errorf("Mutate by a after switching to b = %v, want ErrNotLive", err)
@@ -1073,8 +715,8 @@ func TestMutate(t *testing.T) {
 		}
 	})
 	t.Run("archived target", func(t *testing.T) {
-		if r := actortest.Ask[*thread.ArchiveResult](t, e.root, other, &thread.Archive{}); r.Err != nil {
-			t.Fatal(r.Err)
+		if r := actortest.Ask[*thread.ArchiveResult](t, e.root, other, &thread.Archive{}); r.Err() != nil {
+			t.Fatal(r.Err())
 		}
 		if err := post(other, providerCaller(rb.CredentialID, "b")); !errors.Is(err, thread.ErrArchived) {
 			t.Errorf("Mutate on an archived thread = %v, want ErrArchived", err)
@@ -1088,12 +730,12 @@ func TestMutateMessageLogBounded(t *testing.T) {
 	pid := e.spawnThread("T", "a")
 	res := e.mustOpen(pid, "a")
 	e.startRun(pid, "a")
-	caller := thread.Caller{Kind: memdb.KindProvider, CredentialID: res.CredentialID, Namespace: "cred:" + res.CredentialID, Thread: "T", Instance: "a"}
+	caller := principal.Principal{Kind: memdb.KindProvider, CredentialID: res.CredentialID, Namespace: "cred:" + res.CredentialID, Thread: "T", Instance: "a"}
 
 	for i := range 5 {
 		r := actortest.Ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: fmt.Sprint("m", i)}})
-		if r.Err != nil {
-			t.Fatalf("post %d = %v", i, r.Err)
+		if r.Err() != nil {
+			t.Fatalf("post %d = %v", i, r.Err())
 		}
 		if m := r.Value.(memdb.Message); m.Seq != uint64(i) {
 			t.Errorf("post %d: seq %d, want %d", i, m.Seq, i)
@@ -1116,14 +758,14 @@ func TestDetach(t *testing.T) {
 	e := newEnv(t)
 	e.addInproc("a", "")
 	pid := e.spawnThread("T", "")
-	if r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err != nil || len(r.Sessions) != 0 {
+	if r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err() != nil || len(r.Sessions) != 0 {
 		t.Errorf("Detach with no sessions = %+v, want none", r)
 	}
 	res := e.mustOpen(pid, "a")
 	before := e.cred(res.CredentialID)
 
 	r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{})
-	if r.Err != nil || !slices.Equal(r.Sessions, []string{res.SessionID}) {
+	if r.Err() != nil || !slices.Equal(r.Sessions, []string{res.SessionID}) {
 		t.Errorf("Detach = %+v, want [%s]", r, res.SessionID)
 	}
 	if diff := cmp.Diff(before, e.cred(res.CredentialID)); diff != "" {
@@ -1152,12 +794,12 @@ func TestArchive(t *testing.T) {
 	e.clock.Advance(time.Minute)
 
 	r := actortest.Ask[*thread.ArchiveResult](t, e.root, pid, &thread.Archive{})
-	if r.Err != nil || r.Revoked != 3 {
+	if r.Err() != nil || r.Revoked != 3 {
 		t.Errorf("Archive = %+v, want 3 revoked", r)
 	}
 	for _, c := range e.creds("T") {
-		if c.State != memdb.StateRevoked || c.RevokeReason != thread.ReasonArchived {
-			t.Errorf("credential of (T, %s) after archive = %s %q, want revoked %q", c.Instance, c.State, c.RevokeReason, thread.ReasonArchived)
+		if c.State != memdb.StateRevoked || c.RevokeReason != credential.ReasonArchived {
+			t.Errorf("credential of (T, %s) after archive = %s %q, want revoked %q", c.Instance, c.State, c.RevokeReason, credential.ReasonArchived)
 		}
 	}
 	th := e.thread(pid)
@@ -1178,7 +820,7 @@ func TestArchive(t *testing.T) {
 		&thread.StartRun{Instance: "a"},
 		&thread.EndRun{},
 		&thread.Touch{},
-		&thread.Mutate{Caller: thread.Caller{CredentialID: ra.CredentialID}, Effect: &thread.AppendMessage{Text: "x"}},
+		&thread.Mutate{Caller: principal.Principal{CredentialID: ra.CredentialID}, Effect: &thread.AppendMessage{Text: "x"}},
 	}
 	for _, msg := range refused {
 		res, err := e.root.RequestFuture(pid, msg, timeout).Result()
@@ -1202,20 +844,20 @@ func TestRevokeAll(t *testing.T) {
 	e.mustOpen(pid, "a")
 	e.mustOpen(pid, "b")
 
-	r := actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: thread.ReasonShutdown})
-	if r.Err != nil || r.Revoked != 2 {
+	r := actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: credential.ReasonShutdown})
+	if r.Err() != nil || r.Revoked != 2 {
 		t.Errorf("RevokeAll = %+v, want 2 revoked", r)
 	}
 	for _, c := range e.creds("T") {
-		if c.State != memdb.StateRevoked || c.RevokeReason != thread.ReasonShutdown {
-			t.Errorf("credential of (T, %s) = %s %q, want revoked %q", c.Instance, c.State, c.RevokeReason, thread.ReasonShutdown)
+		if c.State != memdb.StateRevoked || c.RevokeReason != credential.ReasonShutdown {
+			t.Errorf("credential of (T, %s) = %s %q, want revoked %q", c.Instance, c.State, c.RevokeReason, credential.ReasonShutdown)
 		}
 	}
 	if th := e.thread(pid); th.Status != memdb.ThreadActive {
 		t.Errorf("thread status after RevokeAll = %q, want active", th.Status)
 	}
-	r = actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: thread.ReasonShutdown})
-	if r.Err != nil || r.Revoked != 0 {
+	r = actortest.Ask[*thread.RevokeAllResult](t, e.root, pid, &thread.RevokeAll{Reason: credential.ReasonShutdown})
+	if r.Err() != nil || r.Revoked != 0 {
 		t.Errorf("second RevokeAll = %+v, want nothing revoked", r)
 	}
 }
@@ -1255,7 +897,7 @@ func TestDelete(t *testing.T) {
 	e.startRun(pid, "a")
 
 	r := actortest.Ask[*thread.DeleteResult](t, e.root, pid, &thread.Delete{})
-	if r.Err != nil || r.Revoked != 1 {
+	if r.Err() != nil || r.Revoked != 1 {
 		t.Errorf("Delete = %+v, want 1 live credential revoked", r)
 	}
 	rd := e.store.Read()
@@ -1314,15 +956,16 @@ func TestDeleteAnswersNotFoundWhileFinishing(t *testing.T) {
 	e := newEnv(t)
 	e.addInproc("a", "")
 	hold := &holdingProvider{got: make(chan struct{}, 1)}
-	fake, err := e.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return hold }), "provider/held")
+	fake, err := e.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return hold }), names.Instance("held"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.pids = append(e.pids, fake)
 	pid := e.spawnThread("T", "a")
 	e.mustOpen(pid, "a")
+	// A registered instance: the thread asks every one to detach it.
 	e.write(func(w *memdb.Writer) error {
-		return w.PutProviderSession(&memdb.ProviderSession{ID: "ps_held", Instance: "held", Threads: []string{"T"}, State: memdb.SessionOpen})
+		return w.PutInstance(&memdb.Instance{ID: "held", Driver: provider.InprocKind, Created: t0})
 	})
 
 	fDelete := e.root.RequestFuture(pid, &thread.Delete{}, timeout)
@@ -1346,7 +989,7 @@ func TestDeleteAnswersNotFoundWhileFinishing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
-	if r := res.(*thread.DeleteResult); r.Err != nil || r.Revoked != 1 {
+	if r := res.(*thread.DeleteResult); r.Err() != nil || r.Revoked != 1 {
 		t.Errorf("Delete = %+v, want 1 revoked", r)
 	}
 }

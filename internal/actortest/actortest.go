@@ -1,19 +1,56 @@
 // Package actortest holds what the tests of the actor packages, the
-// liveness monitor and the property suite share: a fake clock and a typed
-// request helper. It is imported by tests only.
+// liveness monitor, the module root and the property suite share: an actor
+// system and a store that end with the test, a fake clock, a typed request
+// helper, and a poll for effects that are asynchronous by design. It is
+// imported by tests only.
 package actortest
 
 import (
+	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// Timeout bounds every request a test makes to an actor. It only detects a
-// hang: a correct actor answers long before it, however busy the machine.
+// Timeout bounds every request a test makes to an actor, and every wait of
+// Eventually. It is never a threshold a correct implementation could
+// exceed, however busy the machine: it only turns a hang into a failure.
 const Timeout = 30 * time.Second
+
+// T0 is the time the tests' fake clocks start at.
+var T0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// NewSystem returns an actor system that logs nothing and is shut down when
+// the test ends, after the cleanups registered later (which stop its
+// actors) have run.
+func NewSystem(t testing.TB) *actor.ActorSystem {
+	t.Helper()
+	discard := slog.New(slog.DiscardHandler)
+	sys := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }),
+		actor.WithDeadLetterThrottleInterval(100*time.Millisecond),
+		actor.WithDeadLetterRequestLogging(false),
+	)
+	t.Cleanup(sys.Shutdown)
+	return sys
+}
+
+// NewStore returns an empty store.
+func NewStore(t testing.TB) *memdb.Store {
+	t.Helper()
+	store, err := memdb.New()
+	if err != nil {
+		t.Fatalf("memdb.New() = %v", err)
+	}
+	return store
+}
 
 // Clock is a fake clock that only moves when told to. Safe for concurrent use.
 type Clock struct {
@@ -40,7 +77,7 @@ func (c *Clock) Advance(d time.Duration) {
 
 // Ask sends msg to pid and returns its reply as an R, failing the test on a
 // timeout or a reply of another type.
-func Ask[R any](t *testing.T, root *actor.RootContext, pid *actor.PID, msg any) R {
+func Ask[R any](t testing.TB, root *actor.RootContext, pid *actor.PID, msg any) R {
 	t.Helper()
 	res, err := root.RequestFuture(pid, msg, Timeout).Result()
 	if err != nil {
@@ -51,4 +88,40 @@ func Ask[R any](t *testing.T, root *actor.RootContext, pid *actor.PID, msg any) 
 		t.Fatalf("request %T to %s: reply %T, want %T", msg, pid.Id, res, *new(R))
 	}
 	return r
+}
+
+// Eventually polls cond until it holds, for at most Timeout. It is only for
+// effects that are asynchronous by design (driver calls, deaths, timers),
+// where no message can serve as a barrier.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(Timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Futures counts the futures of sys still waiting for an answer: requests
+// in flight, whoever made them.
+func Futures(sys *actor.ActorSystem) int {
+	n := 0
+	for _, bucket := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
+		for _, id := range bucket.Keys() {
+			if strings.HasPrefix(id, "future") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// OpenFailed reports whether err is the failure of a provider session's
+// open caused by the driver's error cause: it matches
+// fault.ErrProviderOpenFailed and says what cause said. (A reply crosses a
+// mailbox as plain data, so the driver's error arrives as its text.)
+func OpenFailed(err, cause error) bool {
+	return errors.Is(err, fault.ErrProviderOpenFailed) && strings.Contains(err.Error(), cause.Error())
 }

@@ -49,6 +49,7 @@ const (
 	CredentialRequired
 	UnknownClient
 	InvalidMessage
+	Unauthenticated
 	codeCount // keep last
 )
 
@@ -116,6 +117,9 @@ var (
 	ErrUnknownClient = errors.New("unknown client grant")
 	// ErrInvalidMessage: an empty, non-UTF-8 or oversized message text.
 	ErrInvalidMessage = errors.New("invalid message text")
+	// ErrUnauthenticated: a token that is malformed, unknown, revoked or
+	// expired.
+	ErrUnauthenticated = errors.New("unauthenticated")
 )
 
 var sentinels = [codeCount]error{
@@ -147,6 +151,7 @@ var sentinels = [codeCount]error{
 	CredentialRequired:     ErrCredentialRequired,
 	UnknownClient:          ErrUnknownClient,
 	InvalidMessage:         ErrInvalidMessage,
+	Unauthenticated:        ErrUnauthenticated,
 }
 
 // Sentinel returns the sentinel of c; nil for OK, ErrInternal for a code

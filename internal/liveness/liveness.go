@@ -18,10 +18,10 @@ package liveness
 
 import (
 	"container/heap"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -204,40 +204,9 @@ func (m *Monitor) evaluateLocked(r *memdb.Reader, k *key) []func() {
 func (m *Monitor) liveLocked(r *memdb.Reader, id keyID) (bool, time.Time) {
 	now := m.now()
 	if id.kind == kindCredential {
-		c, err := r.Credential(nil, id.name)
-		if err != nil || !c.LiveAt(now) {
-			return false, time.Time{}
-		}
-		return true, c.Expires
+		return credential.Live(r, id.name, now)
 	}
-	return NamespaceLive(r, id.name, now)
-}
-
-// NamespaceLive reports whether namespace has a live credential at now and
-// when the last one expires (zero: never).
-func NamespaceLive(r *memdb.Reader, namespace string, now time.Time) (bool, time.Time) {
-	var creds []*memdb.Credential
-	if id, ok := strings.CutPrefix(namespace, "cred:"); ok {
-		if c, err := r.Credential(nil, id); err == nil {
-			creds = []*memdb.Credential{c}
-		}
-	} else {
-		creds, _ = r.CredentialsByNamespace(nil, namespace)
-	}
-	live, last := false, time.Time{}
-	for _, c := range creds {
-		if !c.LiveAt(now) {
-			continue
-		}
-		if c.Expires.IsZero() {
-			return true, time.Time{}
-		}
-		live = true
-		if c.Expires.After(last) {
-			last = c.Expires
-		}
-	}
-	return live, last
+	return credential.NamespaceLive(r, id.name, now)
 }
 
 // armLocked sets the timer to the earliest scheduled expiry. The clock may

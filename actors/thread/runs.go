@@ -1,0 +1,143 @@
+package thread
+
+import (
+	"fmt"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/principal"
+	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+func (a *threadActor) switchProvider(instance string) (prev, ended string, err error) {
+	err = a.cfg.Store.Write(func(w *memdb.Writer) error {
+		t, err := a.loadActive(w)
+		if err != nil {
+			return err
+		}
+		if _, err := a.instance(&w.Reader, instance); err != nil {
+			return err
+		}
+		prev = t.Instance
+		if t.Run != nil && t.Run.Instance != instance {
+			ended, t.Run = t.Run.ID, nil
+			t.LastTurn = a.cfg.Now()
+		}
+		t.Instance = instance
+		return w.PutThread(t)
+	})
+	return prev, ended, err
+}
+
+func (a *threadActor) startRun(instance string) (string, error) {
+	var id string
+	now := a.cfg.Now()
+	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		t, err := a.loadActive(w)
+		if err != nil {
+			return err
+		}
+		if t.Instance != instance {
+			return fmt.Errorf("start run for %q on %s (current %q): %w", instance, a.cfg.ID, t.Instance, ErrNotCurrent)
+		}
+		if t.Run != nil {
+			return fmt.Errorf("start run on %s: %w", a.cfg.ID, ErrRunActive)
+		}
+		id = token.NewID("run_")
+		t.Run = &memdb.Run{ID: id, Instance: instance, Started: now}
+		t.LastTurn = now
+		if _, err := credential.Touch(w, a.cfg.ID, now, a.cfg.Window); err != nil {
+			return err
+		}
+		return w.PutThread(t)
+	})
+	return id, err
+}
+
+func (a *threadActor) endRun(runID string) (string, error) {
+	var id string
+	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		t, err := a.loadActive(w)
+		if err != nil {
+			return err
+		}
+		if t.Run == nil || (runID != "" && t.Run.ID != runID) {
+			return fmt.Errorf("end run %q on %s: %w", runID, a.cfg.ID, ErrNoRun)
+		}
+		id, t.Run = t.Run.ID, nil
+		t.LastTurn = a.cfg.Now()
+		return w.PutThread(t)
+	})
+	return id, err
+}
+
+func (a *threadActor) touch() (int, error) {
+	var n int
+	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		t, err := a.loadActive(w)
+		if err != nil {
+			return err
+		}
+		now := a.cfg.Now()
+		if n, err = credential.Touch(w, a.cfg.ID, now, a.cfg.Window); err != nil {
+			return err
+		}
+		t.LastTurn = now
+		return w.PutThread(t)
+	})
+	return n, err
+}
+
+// mutate implements SPEC §4's atomic "check live caller and apply".
+func (a *threadActor) mutate(msg *Mutate) (any, error) {
+	var val any
+	now := a.cfg.Now()
+	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		t, err := a.loadActive(w)
+		if err != nil {
+			return err
+		}
+		if err := credential.CheckLive(&w.Reader, msg.Caller, now); err != nil {
+			return err
+		}
+		val, err = msg.Effect.Apply(txn{t: t, now: now, caller: msg.Caller})
+		if err != nil {
+			return err
+		}
+		if over := len(t.Messages) - a.cfg.MessageLog; over > 0 {
+			t.Messages = slices.Delete(t.Messages, 0, over)
+		}
+		return w.PutThread(t)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val, nil
+}
+
+// txn is the Txn an Effect is given: the thread's record, the time and
+// the caller, and nothing else of the transaction.
+type txn struct {
+	t      *memdb.Thread
+	now    time.Time
+	caller principal.Principal
+}
+
+func (x txn) Thread() *memdb.Thread       { return x.t }
+func (x txn) Now() time.Time              { return x.now }
+func (x txn) Caller() principal.Principal { return x.caller }
+
+// Apply appends the message to the thread's log.
+func (m AppendMessage) Apply(tx Txn) (any, error) {
+	if m.Text == "" || len(m.Text) > MaxMessageBytes || !utf8.ValidString(m.Text) {
+		return nil, fmt.Errorf("message of %d bytes: %w", len(m.Text), ErrInvalidMessage)
+	}
+	t, c := tx.Thread(), tx.Caller()
+	msg := memdb.Message{Seq: t.NextSeq, Text: m.Text, Author: c.Namespace, Instance: c.Instance, At: tx.Now()}
+	t.NextSeq++
+	t.Messages = append(t.Messages, msg)
+	return msg, nil
+}

@@ -1,0 +1,333 @@
+// Package credential is the credential ledger: the only code that changes
+// a row of the credentials table, and the one place that decides whether a
+// credential, a namespace or a caller is live (SPEC §2, §3, §4).
+//
+// A row changes shape only here: minted (a provider credential of a
+// (thread, instance) pair, or a client grant's token), refreshed by a turn
+// start, revoked with a reason, deleted with its owner, pruned. The
+// functions that write take the *memdb.Writer of the owning actor's
+// transaction — the thread actor for provider credentials, the client-grant
+// actor for its tokens — so the table keeps one writer per row and every
+// change commits with the state change that caused it. The functions that
+// read take a *memdb.Reader: authentication, the live-caller check of a
+// mutation, and the liveness monitor's namespace check.
+//
+// Tokens leave this package once, as the return value of the call that
+// minted them; only their SHA-256 is stored.
+package credential
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/internal/principal"
+	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// Revocation reasons, recorded on a revoked row (memdb.Credential.RevokeReason).
+const (
+	ReasonReplaced   = "replaced"    // a new credential of the pair went into use
+	ReasonRotated    = "rotated"     // rotate
+	ReasonReleased   = "released"    // its provider session was released, idled or died
+	ReasonOpenFailed = "open_failed" // the open that minted it failed
+	ReasonArchived   = "archived"    // its thread was archived
+	ReasonDeleted    = "deleted"     // its thread was deleted
+	ReasonExpired    = "expired"     // its expiry passed before it was revoked
+	ReasonShutdown   = "shutdown"    // the runtime closed
+	ReasonRefreshed  = "refreshed"   // a client grant's refresh revoked its earlier tokens
+)
+
+// MintProvider writes a new live credential of the pair (thread, instance)
+// with caps, and returns its row and its token. The pair's earlier
+// credentials are not touched: the caller revokes them (RevokePair) when
+// the new one is in use. window > 0 sets the expiry to now + window; else
+// it never expires by the clock.
+func MintProvider(w *memdb.Writer, thread, instance string, caps []string, now time.Time, window time.Duration) (*memdb.Credential, string, error) {
+	tok, hash := token.New()
+	id := token.NewID("cred_")
+	c := &memdb.Credential{
+		ID:           id,
+		TokenHash:    hash,
+		Kind:         memdb.KindProvider,
+		Namespace:    principal.ProviderNamespace(id),
+		Thread:       thread,
+		Instance:     instance,
+		Capabilities: slices.Clone(caps),
+		Issued:       now,
+		LastLive:     now,
+		State:        memdb.StateLive,
+	}
+	if window > 0 {
+		c.Expires = now.Add(window)
+	}
+	if err := w.PutCredential(c); err != nil {
+		return nil, "", err
+	}
+	return c, tok, nil
+}
+
+// IssueClient writes a new live token of client grant grant with access,
+// and returns its row and its token. ttl > 0 sets the expiry to now + ttl;
+// else it never expires by the clock.
+func IssueClient(w *memdb.Writer, grant, access string, now time.Time, ttl time.Duration) (*memdb.Credential, string, error) {
+	tok, hash := token.New()
+	c := &memdb.Credential{
+		ID:        token.NewID("ctok_"),
+		TokenHash: hash,
+		Kind:      memdb.KindClient,
+		Namespace: principal.ClientNamespace(grant),
+		Client:    grant,
+		Access:    access,
+		Issued:    now,
+		LastLive:  now,
+		State:     memdb.StateLive,
+	}
+	if ttl > 0 {
+		c.Expires = now.Add(ttl)
+	}
+	if err := w.PutCredential(c); err != nil {
+		return nil, "", err
+	}
+	return c, tok, nil
+}
+
+// Revoke marks c revoked at now with reason, in place and in the store, and
+// reports whether it did. A row already revoked keeps its reason; a row
+// whose expiry has passed records ReasonExpired, whatever reason was asked.
+// Rows read from the store are copies: changing c changes nothing else.
+func Revoke(w *memdb.Writer, c *memdb.Credential, reason string, now time.Time) (bool, error) {
+	if c.State != memdb.StateLive {
+		return false, nil
+	}
+	if !c.LiveAt(now) {
+		reason = ReasonExpired
+	}
+	c.State, c.RevokeReason, c.Revoked = memdb.StateRevoked, reason, now
+	return true, w.PutCredential(c)
+}
+
+// RevokeAll revokes every row of rows still in state live (see Revoke) and
+// returns their ids.
+func RevokeAll(w *memdb.Writer, rows []*memdb.Credential, reason string, now time.Time) ([]string, error) {
+	var revoked []string
+	for _, c := range rows {
+		ok, err := Revoke(w, c, reason, now)
+		if err != nil {
+			return revoked, err
+		}
+		if ok {
+			revoked = append(revoked, c.ID)
+		}
+	}
+	return revoked, nil
+}
+
+// RevokeThread revokes every credential of thread, across all instances,
+// and returns how many it revoked.
+func RevokeThread(w *memdb.Writer, thread, reason string, now time.Time) (int, error) {
+	rows, err := w.CredentialsByThread(nil, thread)
+	if err != nil {
+		return 0, err
+	}
+	revoked, err := RevokeAll(w, rows, reason, now)
+	return len(revoked), err
+}
+
+// RevokePair revokes the credentials of the pair (thread, instance) other
+// than keep, and returns their ids. No credential of another pair is
+// touched (SPEC §6.4).
+func RevokePair(w *memdb.Writer, thread, instance, keep, reason string, now time.Time) ([]string, error) {
+	rows, err := w.CredentialsByThreadInstance(nil, thread, instance)
+	if err != nil {
+		return nil, err
+	}
+	rows = slices.DeleteFunc(rows, func(c *memdb.Credential) bool { return c.ID == keep })
+	return RevokeAll(w, rows, reason, now)
+}
+
+// RevokeExpired revokes, with ReasonExpired, the rows still in state live
+// whose expiry has passed, so a listing shows them for what they are.
+func RevokeExpired(w *memdb.Writer, rows []*memdb.Credential, now time.Time) error {
+	for _, c := range rows {
+		if c.State == memdb.StateLive && !c.LiveAt(now) {
+			if _, err := Revoke(w, c, ReasonExpired, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Touch slides the expiry of every live credential of thread to now +
+// window (a turn started) and returns how many it refreshed. An expired
+// credential stays expired.
+func Touch(w *memdb.Writer, thread string, now time.Time, window time.Duration) (int, error) {
+	rows, err := w.CredentialsByThread(nil, thread)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range rows {
+		if !c.LiveAt(now) {
+			continue
+		}
+		c.LastLive = now
+		if window > 0 {
+			c.Expires = now.Add(window)
+		}
+		if err := w.PutCredential(c); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// Prune removes the oldest revoked rows of rows beyond keep: the rows of
+// one thread or one grant, kept for inspection.
+func Prune(w *memdb.Writer, rows []*memdb.Credential, keep int) error {
+	return w.PruneRevoked(rows, keep)
+}
+
+// Delete removes every row of rows (its owner is deleted: a removed token
+// fails like a revoked one) and returns how many were live at now.
+func Delete(w *memdb.Writer, rows []*memdb.Credential, now time.Time) (int, error) {
+	live := 0
+	for _, c := range rows {
+		if c.LiveAt(now) {
+			live++
+		}
+		if err := w.DeleteCredential(c.ID); err != nil {
+			return live, err
+		}
+	}
+	return live, nil
+}
+
+// Live reports whether the credential with id authenticates at now and,
+// if it does, until when (zero: no expiry).
+func Live(r *memdb.Reader, id string, now time.Time) (bool, time.Time) {
+	c, err := r.Credential(nil, id)
+	if err != nil || !c.LiveAt(now) {
+		return false, time.Time{}
+	}
+	return true, c.Expires
+}
+
+// NamespaceLive reports whether namespace has a live credential at now and
+// when the last one expires (zero: never). A provider namespace is one
+// credential; a client namespace is every token of its grant.
+func NamespaceLive(r *memdb.Reader, namespace string, now time.Time) (bool, time.Time) {
+	kind, id, ok := principal.ParseNamespace(namespace)
+	if !ok {
+		return false, time.Time{}
+	}
+	if kind == principal.KindProvider {
+		return Live(r, id, now)
+	}
+	rows, _ := r.CredentialsByNamespace(nil, namespace)
+	live, last := false, time.Time{}
+	for _, c := range rows {
+		if !c.LiveAt(now) {
+			continue
+		}
+		if c.Expires.IsZero() {
+			return true, time.Time{}
+		}
+		live = true
+		if c.Expires.After(last) {
+			last = c.Expires
+		}
+	}
+	return live, last
+}
+
+// CheckLive decides whether caller is a live caller at now (SPEC §4.1):
+// from the store, not from what the caller claims. A provider credential is
+// live while it authenticates and its thread is active with an active run
+// of the credential's instance; a client token while it authenticates and
+// its grant is read-write. Inside a write transaction (pass &w.Reader) the
+// answer holds until the commit. The errors match ErrNotLive or
+// ErrReadOnly.
+func CheckLive(r *memdb.Reader, caller principal.Principal, now time.Time) error {
+	cred, err := r.Credential(nil, caller.CredentialID)
+	if err != nil || !cred.LiveAt(now) {
+		return fmt.Errorf("credential %s: %w", caller.CredentialID, fault.ErrNotLive)
+	}
+	switch cred.Kind {
+	case memdb.KindClient:
+		if cred.Access != memdb.AccessReadWrite {
+			return fmt.Errorf("client %s: %w", cred.Client, fault.ErrReadOnly)
+		}
+		return nil
+	case memdb.KindProvider:
+		own, err := r.Thread(nil, cred.Thread)
+		if err != nil || own.Status != memdb.ThreadActive || own.Run == nil || own.Run.Instance != cred.Instance {
+			return fmt.Errorf("caller (%s, %s): %w", cred.Thread, cred.Instance, fault.ErrNotLive)
+		}
+		return nil
+	}
+	return fmt.Errorf("credential kind %q: %w", cred.Kind, fault.ErrNotLive)
+}
+
+// Authentication failure reasons, in AuthError.Reason.
+const (
+	AuthMalformed = "malformed" // not shaped like a token this runtime mints
+	AuthUnknown   = "unknown"   // no credential has this token
+	AuthRevoked   = "revoked"   // revoked for any reason but its expiry
+	AuthExpired   = "expired"   // past its expiry, or revoked because it was
+)
+
+// AuthError is a failed authentication. It matches fault.ErrUnauthenticated.
+type AuthError struct {
+	Reason string
+}
+
+func (e *AuthError) Error() string { return "unauthenticated: " + e.Reason + " token" }
+
+// AuthReason returns Reason, for the transport's metrics.
+func (e *AuthError) AuthReason() string { return e.Reason }
+
+// Is makes errors.Is(err, fault.ErrUnauthenticated) true.
+func (e *AuthError) Is(target error) bool { return target == fault.ErrUnauthenticated }
+
+// Authenticate resolves a bearer token to its principal at now: a shape
+// check, one hash, one lookup by hash, and the liveness of the row. A
+// failure is an *AuthError.
+func Authenticate(r *memdb.Reader, tok string, now time.Time) (principal.Principal, error) {
+	if !token.Valid(tok) {
+		return principal.Principal{}, &AuthError{Reason: AuthMalformed}
+	}
+	c, err := r.CredentialByTokenHash(nil, token.Hash(tok))
+	if err != nil {
+		return principal.Principal{}, &AuthError{Reason: AuthUnknown}
+	}
+	if c.State != memdb.StateLive {
+		if c.RevokeReason == ReasonExpired {
+			return principal.Principal{}, &AuthError{Reason: AuthExpired}
+		}
+		return principal.Principal{}, &AuthError{Reason: AuthRevoked}
+	}
+	if !c.LiveAt(now) {
+		return principal.Principal{}, &AuthError{Reason: AuthExpired}
+	}
+	return Principal(c), nil
+}
+
+// Principal is the principal row c authenticates as.
+func Principal(c *memdb.Credential) principal.Principal {
+	return principal.Principal{
+		Kind:         c.Kind,
+		Namespace:    c.Namespace,
+		CredentialID: c.ID,
+		Thread:       c.Thread,
+		Instance:     c.Instance,
+		Client:       c.Client,
+		Access:       c.Access,
+		Capabilities: slices.Clone(c.Capabilities),
+		Expires:      c.Expires,
+	}
+}
