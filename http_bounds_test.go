@@ -15,8 +15,8 @@ import (
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/memdb"
-	"github.com/agenthost/mcpruntime/transport"
 )
 
 // heldPost is a POST written by hand on a connection of its own: its
@@ -142,9 +142,9 @@ func awaitIndex(t *testing.T, what string, ch <-chan int) int {
 }
 
 // waitInFlight waits until the endpoint holds exactly want.
-func (e *mcpEnv) waitInFlight(what string, want transport.InFlight) {
+func (e *mcpEnv) waitInFlight(what string, want mcphttp.InFlight) {
 	e.t.Helper()
-	var got transport.InFlight
+	var got mcphttp.InFlight
 	deadline := time.Now().Add(5 * time.Second)
 	for got = e.srv.InFlight(); got != want; got = e.srv.InFlight() {
 		if time.Now().After(deadline) {
@@ -200,7 +200,7 @@ func TestHTTPBoundsRequestsPerNamespace(t *testing.T) {
 		refused[i] = true
 		wantRetryLater(t, "request past the namespace's limit", results[i], http.StatusTooManyRequests, "2")
 	}
-	e.waitInFlight("held bodies", transport.InFlight{Requests: limit, BodyBytes: limit * int64(len(pingBody))})
+	e.waitInFlight("held bodies", mcphttp.InFlight{Requests: limit, BodyBytes: limit * int64(len(pingBody))})
 	wantRetryLater(t, "one more", e.post(tok, sid, pingBody), http.StatusTooManyRequests, "2")
 	e.wantPing("another namespace", other, otherSid)
 
@@ -215,7 +215,7 @@ func TestHTTPBoundsRequestsPerNamespace(t *testing.T) {
 			t.Fatalf("held ping %d = %v, want 200", i, res)
 		}
 	}
-	e.waitInFlight("after completion", transport.InFlight{})
+	e.waitInFlight("after completion", mcphttp.InFlight{})
 	for range limit + 1 {
 		e.wantPing("after the held requests completed", tok, sid)
 	}
@@ -235,11 +235,11 @@ func TestHTTPBoundsRequestsGlobal(t *testing.T) {
 		e.holdPost(mcpHeaders(other, otherSid), pingBody, 1),
 		e.holdPost(mcpHeaders(other, otherSid), pingBody, 1),
 	}
-	e.waitInFlight("four held", transport.InFlight{Requests: 4, BodyBytes: 4 * int64(len(pingBody))})
+	e.waitInFlight("four held", mcphttp.InFlight{Requests: 4, BodyBytes: 4 * int64(len(pingBody))})
 	wantRetryLater(t, "a third namespace", e.post(ct.Token, clientSid, pingBody), http.StatusServiceUnavailable, "1")
 	wantRetryLater(t, "initialize", e.post(ct.Token, "", initBody(latestVersion)), http.StatusServiceUnavailable, "1")
 	held[0].finish()
-	e.waitInFlight("one done", transport.InFlight{Requests: 3, BodyBytes: 3 * int64(len(pingBody))})
+	e.waitInFlight("one done", mcphttp.InFlight{Requests: 3, BodyBytes: 3 * int64(len(pingBody))})
 	e.wantPing("with a slot free", ct.Token, clientSid)
 }
 
@@ -259,35 +259,35 @@ func TestHTTPBoundsBodyBudget(t *testing.T) {
 	// A chunked body of 600 bytes: 512 reserved, then the buffer grows to
 	// the limit + 1 (the most it may hold to see it is too large).
 	chunked := e.holdChunked(mcpHeaders(tok, sid), padded(600))
-	e.waitInFlight("chunked body", transport.InFlight{Requests: 1, BodyBytes: 1001})
+	e.waitInFlight("chunked body", mcphttp.InFlight{Requests: 1, BodyBytes: 1001})
 	sized := e.holdPost(mcpHeaders(tok, sid), padded(1000), 1)
-	e.waitInFlight("and a sized one", transport.InFlight{Requests: 2, BodyBytes: 2001})
+	e.waitInFlight("and a sized one", mcphttp.InFlight{Requests: 2, BodyBytes: 2001})
 
 	wantRetryLater(t, "one byte over the budget", e.post(tok, sid, padded(budget-2001+1)), http.StatusServiceUnavailable, "1")
 	e.wantPing("a small body still fits", tok, sid)
 	if res := e.post(tok, sid, padded(budget-2001)); res.Status != http.StatusOK {
 		t.Fatalf("a body that fills the budget exactly = %s, want 200", res)
 	}
-	e.waitInFlight("after them", transport.InFlight{Requests: 2, BodyBytes: 2001})
+	e.waitInFlight("after them", mcphttp.InFlight{Requests: 2, BodyBytes: 2001})
 
 	if res := chunked.finish(); res.Status != http.StatusOK {
 		t.Fatalf("chunked ping = %s, want 200", res)
 	}
-	e.waitInFlight("chunked done", transport.InFlight{Requests: 1, BodyBytes: 1000})
+	e.waitInFlight("chunked done", mcphttp.InFlight{Requests: 1, BodyBytes: 1000})
 	if res := e.post(tok, sid, padded(1000)); res.Status != http.StatusOK {
 		t.Fatalf("a 1000-byte body once the chunked one is done = %s, want 200", res)
 	}
 	if res := sized.finish(); res.Status != http.StatusOK {
 		t.Fatalf("sized ping = %s, want 200", res)
 	}
-	e.waitInFlight("all done", transport.InFlight{})
+	e.waitInFlight("all done", mcphttp.InFlight{})
 
 	// Over the per-body limit: a declared length is refused before it is
 	// read, a chunked body once it passes the limit.
 	wantStatus(t, "declared over the limit", e.post(tok, sid, padded(1001)), http.StatusRequestEntityTooLarge)
 	big := e.holdChunked(mcpHeaders(tok, sid), padded(1001))
 	wantStatus(t, "chunked over the limit", big.answer(), http.StatusRequestEntityTooLarge)
-	e.waitInFlight("refused bodies", transport.InFlight{})
+	e.waitInFlight("refused bodies", mcphttp.InFlight{})
 }
 
 // TestHTTPBoundsReleased: a request's slot and body bytes come back however
@@ -312,21 +312,21 @@ func TestHTTPBoundsReleased(t *testing.T) {
 
 	t.Run("client gone", func(t *testing.T) {
 		p := e.holdPost(mcpHeaders(tok, sid), countCall, 1)
-		e.waitInFlight("held", transport.InFlight{Requests: 1, BodyBytes: int64(len(countCall))})
+		e.waitInFlight("held", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(countCall))})
 		p.conn.Close()
-		e.waitInFlight("client gone", transport.InFlight{})
+		e.waitInFlight("client gone", mcphttp.InFlight{})
 	})
 	t.Run("panic", func(t *testing.T) {
 		res := e.post(tok, sid, callBody("8", "panics", ""))
 		wantStatus(t, "panicking tool", res, http.StatusInternalServerError)
-		e.waitInFlight("after the panic", transport.InFlight{})
+		e.waitInFlight("after the panic", mcphttp.InFlight{})
 	})
 	t.Run("deadline", func(t *testing.T) {
 		p := e.holdPost(mcpHeaders(tok, sid), countCall, 1)
 		res := p.answer()
 		wantStatus(t, "body past its deadline", res, http.StatusRequestTimeout)
 		wantErrorWithoutID(t, "408", res)
-		e.waitInFlight("after the deadline", transport.InFlight{})
+		e.waitInFlight("after the deadline", mcphttp.InFlight{})
 		// The last byte, once the connection is closed, serves nothing.
 		p.conn.SetWriteDeadline(time.Now().Add(connBound))
 		io.WriteString(p.conn, p.rest)
@@ -358,7 +358,7 @@ func TestHTTPBoundsReleased(t *testing.T) {
 		if res == nil || res.Status != http.StatusRequestTimeout {
 			t.Fatalf("trickled body = %v, want 408", res)
 		}
-		e.waitInFlight("after the trickle", transport.InFlight{})
+		e.waitInFlight("after the trickle", mcphttp.InFlight{})
 	})
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("the count tool ran %d times; no body that missed its deadline may be served", n)
@@ -394,5 +394,5 @@ func TestHTTPBoundsRefusalsDoNotWaitForBody(t *testing.T) {
 			p.wantClosed("after the answer")
 		})
 	}
-	e.waitInFlight("nothing held", transport.InFlight{})
+	e.waitInFlight("nothing held", mcphttp.InFlight{})
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/memdb"
-	"github.com/agenthost/mcpruntime/transport"
 )
 
 // dispatchBodies are the messages a held POST carries: every kind the
@@ -76,7 +76,7 @@ func TestHTTPDispatchRevokedWhileBodyArrives(t *testing.T) {
 					sid = e.initialize(tok)
 				}
 				held := e.holdPost(mcpHeaders(tok, sid), msg.body, 1)
-				e.waitInFlight("admitted on its headers", transport.InFlight{Requests: 1, BodyBytes: int64(len(msg.body))})
+				e.waitInFlight("admitted on its headers", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(msg.body))})
 
 				revoke()
 				want401(t, "a fresh request after the revocation", e.post(tok, sid, pingBody), invalidToken)
@@ -110,7 +110,7 @@ func TestHTTPDispatchSessionEndedWhileBodyArrives(t *testing.T) {
 			e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
 			sid := e.initialize(tok)
 			held := e.holdPost(mcpHeaders(tok, sid), msg.body, 1)
-			e.waitInFlight("admitted on its headers", transport.InFlight{Requests: 1, BodyBytes: int64(len(msg.body))})
+			e.waitInFlight("admitted on its headers", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(msg.body))})
 
 			wantStatus(t, "DELETE", e.del(tok, sid), http.StatusNoContent)
 			res := held.finish()

@@ -15,9 +15,9 @@ import (
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/provider/execdriver"
 	"github.com/agenthost/mcpruntime/actors/thread"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
-	"github.com/agenthost/mcpruntime/transport"
 )
 
 // Runtime is the session runtime: the actors, the store, and the API that
@@ -43,7 +43,7 @@ type Runtime struct {
 	// sessions (provider.CloseTimeout).
 	closeTimeouts map[string]time.Duration
 	clients       map[string]*actor.PID
-	servers       []*transport.Server
+	servers       []*mcphttp.Server
 }
 
 // New starts a runtime.

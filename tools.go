@@ -12,8 +12,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agenthost/mcpruntime/actors/thread"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/memdb"
-	"github.com/agenthost/mcpruntime/transport"
 )
 
 // Access is the access class of a tool (SPEC §4). Every tool has exactly one.
@@ -289,7 +289,7 @@ func (r *Runtime) CallTool(ctx context.Context, caller Principal, name string, a
 }
 
 // ErrUnknownTool is returned by CallTool for a name no tool has.
-var ErrUnknownTool = transport.ErrUnknownTool
+var ErrUnknownTool = mcphttp.ErrUnknownTool
 
 // refusalFor maps a runtime error from a handler to the stable codes of
 // SPEC §4; anything else is a generic tool error (its text is the error's).

@@ -11,7 +11,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/transport"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
 )
 
 // Options configure the admin API.
@@ -21,7 +21,7 @@ type Options struct {
 	Token string
 	// MCP is the MCP endpoint whose sessions GET /admin/v1/sessions lists.
 	// Nil: the list comes from the store alone.
-	MCP *transport.Server
+	MCP *mcphttp.Server
 	// Logger. Nil: slog.Default().
 	Logger *slog.Logger
 }

@@ -20,7 +20,7 @@ import (
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/admin"
-	"github.com/agenthost/mcpruntime/transport"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
 )
 
 // adminToken is the admin API's token in every test.
@@ -50,7 +50,7 @@ type env struct {
 	t    *testing.T
 	rt   *mcpruntime.Runtime
 	ts   *httptest.Server
-	mcp  *transport.Server // nil unless withMCP
+	mcp  *mcphttp.Server // nil unless withMCP
 	mcpS *httptest.Server
 	logs *logBuffer
 

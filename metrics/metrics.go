@@ -1,7 +1,7 @@
 // Package metrics exports the runtime's Prometheus metrics: MCP sessions
 // (live, opened, closed by reason), authentication failures by reason,
 // requests by method and status with a latency histogram, and the
-// runtime's actors and records. It implements transport.Observer.
+// runtime's actors and records. It implements mcphttp.Observer.
 //
 // Every label takes its value from a fixed set, whatever the request
 // carried: HTTP methods, statuses and reasons outside the lists below count
@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/transport"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
 )
 
 // other is the label value of anything outside a label's fixed set.
@@ -66,7 +66,7 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 }
 
-var _ transport.Observer = (*Metrics)(nil)
+var _ mcphttp.Observer = (*Metrics)(nil)
 
 // New registers the metrics with reg. rt feeds the gauges of actors and
 // records; sessions, if not nil, counts live MCP sessions.
@@ -112,22 +112,22 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime, sessions func() int)
 	return m
 }
 
-// Request implements transport.Observer.
+// Request implements mcphttp.Observer.
 func (m *Metrics) Request(method string, status int, d time.Duration) {
 	method = label(methodLabels, method)
 	m.requests.WithLabelValues(method, label(statusLabels, status)).Inc()
 	m.latency.WithLabelValues(method).Observe(d.Seconds())
 }
 
-// AuthFailure implements transport.Observer.
+// AuthFailure implements mcphttp.Observer.
 func (m *Metrics) AuthFailure(reason string) {
 	m.authFail.WithLabelValues(label(authReasons, reason)).Inc()
 }
 
-// SessionOpened implements transport.Observer.
+// SessionOpened implements mcphttp.Observer.
 func (m *Metrics) SessionOpened() { m.opened.Inc() }
 
-// SessionClosed implements transport.Observer.
+// SessionClosed implements mcphttp.Observer.
 func (m *Metrics) SessionClosed(reason string) {
 	m.closed.WithLabelValues(label(closeReasons, reason)).Inc()
 }

@@ -1,4 +1,4 @@
-package transport_test
+package mcphttp_test
 
 import (
 	"bytes"
@@ -13,8 +13,8 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/memdb"
-	"github.com/agenthost/mcpruntime/transport"
 )
 
 // Who a fuzzed request authenticates as.
@@ -99,7 +99,7 @@ var fuzzHosts = []struct {
 // fuzzEnv is one runtime and endpoint, with a session owned by A.
 type fuzzEnv struct {
 	rt         *mcpruntime.Runtime
-	h          *transport.Server
+	h          *mcphttp.Server
 	tokA       string
 	tokB       string
 	tokClient  string
