@@ -21,7 +21,7 @@ type Config struct {
 	IdleTimeout time.Duration
 	// WatchOwner calls dead once namespace has no live credential left (at
 	// once if it has none); stop cancels. Nil: the owner is not watched.
-	// The transport passes its liveness monitor's Namespace.
+	// The endpoint passes its liveness monitor's WatchNamespace.
 	WatchOwner func(namespace string, dead func()) (stop func())
 	// OnEnd is called once, from the actor, as soon as the session ends (its
 	// record is gone; the actor stops right after).

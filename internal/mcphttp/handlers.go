@@ -382,7 +382,7 @@ func (c *callWriter) event(v any) {
 		c.w.WriteHeader(http.StatusOK)
 		// A stream opened under a credential closes when it is revoked or
 		// expires: the call is cancelled and the response ends.
-		stop := c.s.live.Credential(c.credential, c.credentialDead)
+		stop := c.s.live.WatchCredential(c.credential, c.credentialDead)
 		context.AfterFunc(c.ctx, stop)
 	}
 	if err := writeEvent(c.w, v); err != nil {
@@ -494,7 +494,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 		return
 	}
 	dead := make(chan struct{})
-	defer s.live.Credential(p.CredentialID, func() { close(dead) })()
+	defer s.live.WatchCredential(p.CredentialID, func() { close(dead) })()
 	tick := time.NewTicker(s.opts.KeepAlive)
 	defer tick.Stop()
 	for {

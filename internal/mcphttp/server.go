@@ -263,7 +263,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 		Store:       store,
 		Now:         s.opts.Now,
 		IdleTimeout: max(s.opts.IdleTimeout, 0),
-		WatchOwner:  s.live.Namespace,
+		WatchOwner:  s.live.WatchNamespace,
 		OnEnd: func(id, reason string) {
 			s.reg.release(id)
 			s.opts.Observer.SessionClosed(reason)
