@@ -3,7 +3,6 @@ package mcpruntime
 import (
 	"context"
 	"encoding/json"
-	"errors"
 
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 )
@@ -35,18 +34,13 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*mcphttp.Server, error) {
 	return srv, nil
 }
 
-// mcpBackend adapts the Runtime to the transport.
+// mcpBackend adapts the Runtime to the MCP endpoint: the principal and
+// the tool result pass through as they are.
 type mcpBackend struct{ r *Runtime }
 
-func (b mcpBackend) Authenticate(tok string) (mcphttp.Principal, error) {
-	p, err := b.r.Authenticate(tok)
-	if err != nil {
-		return mcphttp.Principal{}, err
-	}
-	return mcphttp.Principal{Namespace: p.Namespace, CredentialID: p.CredentialID, Expires: p.Expires, Value: p}, nil
-}
+func (b mcpBackend) Authenticate(tok string) (Principal, error) { return b.r.Authenticate(tok) }
 
-func (b mcpBackend) Tools(p mcphttp.Principal) []mcphttp.ToolDescriptor {
+func (b mcpBackend) Tools() []mcphttp.ToolDescriptor {
 	tools := b.r.Tools()
 	out := make([]mcphttp.ToolDescriptor, len(tools))
 	for i, t := range tools {
@@ -55,14 +49,6 @@ func (b mcpBackend) Tools(p mcphttp.Principal) []mcphttp.ToolDescriptor {
 	return out
 }
 
-func (b mcpBackend) CallTool(ctx context.Context, p mcphttp.Principal, name string, args json.RawMessage, progress func(float64, float64, string)) (*mcphttp.CallResult, error) {
-	caller, ok := p.Value.(Principal)
-	if !ok {
-		return nil, errors.New("transport principal without a runtime principal")
-	}
-	res, err := b.r.CallTool(ctx, caller, name, args, progress)
-	if err != nil {
-		return nil, err
-	}
-	return &mcphttp.CallResult{Text: res.Text, Structured: res.StructuredContent, IsError: res.IsError}, nil
+func (b mcpBackend) CallTool(ctx context.Context, p Principal, name string, args json.RawMessage, progress mcphttp.ProgressFunc) (*ToolResult, error) {
+	return b.r.CallTool(ctx, p, name, args, progress)
 }

@@ -96,12 +96,11 @@ func (c *ToolCall) Mutate(ctx context.Context, threadID string, effect thread.Ef
 // Runtime returns the runtime serving the call, for reads.
 func (c *ToolCall) Runtime() *Runtime { return c.rt }
 
-// ToolResult is a tools/call result.
-type ToolResult struct {
-	Text              string // one text content block
-	StructuredContent any    // optional structured result
-	IsError           bool
-}
+// ToolResult is a tools/call result: one text content block (Text), an
+// optional structured result (StructuredContent) and IsError. It is the
+// one result type from a handler to the wire: the MCP endpoint encodes it
+// as it is.
+type ToolResult = mcphttp.ToolResult
 
 // Refuse returns the isError result of a policy refusal with a stable code.
 func Refuse(code, message string) *ToolResult {

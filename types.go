@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -78,21 +79,9 @@ type ClientToken struct {
 	Token    string // shown once
 }
 
-// Principal is who a token authenticates as (SPEC §2).
-type Principal struct {
-	Kind         string // "provider" or "client"
-	Namespace    string // "cred:<CredentialID>" or "client:<ClientID>"
-	CredentialID string
-	Thread       string // provider credentials only
-	Instance     string // provider credentials only
-	Client       string // client grants only
-	Access       string // client grants only: "read-only" or "read-write"
-	Capabilities []string
-	Expires      time.Time // zero: never
-}
-
-// Provider reports whether p is a provider credential.
-func (p Principal) Provider() bool { return p.Kind == memdb.KindProvider }
+// Principal is who a token authenticates as (SPEC §2): one type shared by
+// every layer, from the credential row to the MCP endpoint.
+type Principal = principal.Principal
 
 func threadFromRecord(t *memdb.Thread) Thread {
 	out := Thread{ID: t.ID, Status: t.Status, Instance: t.Instance, Created: t.Created}

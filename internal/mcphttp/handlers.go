@@ -28,19 +28,19 @@ const (
 // is nil when the request names no session. On false the answer is
 // written. The protocol version comes next, in each handler: a POST's
 // answer echoes its id.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) (Principal, *entry, bool) {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (caller, *entry, bool) {
 	if !s.guard(w, r) {
-		return Principal{}, nil, false
+		return caller{}, nil, false
 	}
 	p, ok := s.authenticate(w, r)
 	if !ok {
-		return Principal{}, nil, false
+		return caller{}, nil, false
 	}
 	var e *entry
 	if sid := r.Header.Get(headerSession); sid != "" {
 		if e = s.lookup(sid, p); e == nil {
 			writeNotFound(w)
-			return Principal{}, nil, false
+			return caller{}, nil, false
 		}
 	}
 	return p, e, true
@@ -147,7 +147,7 @@ func knownMethod(m string) bool {
 }
 
 // initialize creates a session owned by the caller's namespace.
-func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p Principal, msg *message) {
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, msg *message) {
 	var params struct {
 		ProtocolVersion string `json:"protocolVersion"`
 		ClientInfo      struct {
@@ -236,12 +236,12 @@ func (s *Server) notify(e *entry, msg *message) {
 }
 
 // request dispatches a request of an initialized session.
-func (s *Server) request(w http.ResponseWriter, r *http.Request, p Principal, e *entry, msg *message) {
+func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *entry, msg *message) {
 	switch msg.Method {
 	case "ping":
 		writeRPC(w, http.StatusOK, resultResponse(msg.ID, struct{}{}))
 	case "tools/list":
-		tools := s.backend.Tools(p)
+		tools := s.backend.Tools()
 		list := make([]map[string]any, len(tools))
 		for i, t := range tools {
 			list[i] = map[string]any{"name": t.Name, "description": t.Description, "inputSchema": t.InputSchema}
@@ -254,7 +254,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, p Principal, e 
 	}
 }
 
-func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e *entry, msg *message) {
+func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p caller, e *entry, msg *message) {
 	params, ok := callParams(msg.Params)
 	if !ok {
 		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidParams, "tools/call needs params.name"))
@@ -274,7 +274,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 	defer e.act.EndCall(key)
 
 	out := &callWriter{w: w, s: s, ctx: ctx, cancel: cancel, credential: p.CredentialID}
-	var progress func(float64, float64, string)
+	var progress ProgressFunc
 	if len(params.ProgressToken) > 0 {
 		progress = func(done, total float64, message string) {
 			n := map[string]any{"progressToken": params.ProgressToken, "progress": done}
@@ -287,7 +287,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 			out.event(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": n})
 		}
 	}
-	result, err := s.backend.CallTool(ctx, p, params.Name, params.Arguments, progress)
+	result, err := s.backend.CallTool(ctx, p.Principal, params.Name, params.Arguments, progress)
 	switch {
 	case ctx.Err() != nil:
 		out.abandon(context.Cause(ctx))
@@ -300,7 +300,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 		out.finish(resultResponse(msg.ID, toolResult{
 			Content:    []textContent{{Type: "text", Text: result.Text}},
 			IsError:    result.IsError,
-			Structured: result.Structured,
+			Structured: result.StructuredContent,
 		}))
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/session"
 	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/internal/liveness"
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -25,20 +26,11 @@ import (
 // has; the client gets JSON-RPC -32602.
 var ErrUnknownTool = errors.New("unknown tool")
 
-// Principal is who a request's token authenticates as.
-type Principal struct {
-	Namespace string
-	// CredentialID names the credential row (memdb) the token matched; the
-	// transport reads it again at dispatch (SPEC §5 step 0).
-	CredentialID string
-	// Expires is when the credential stops authenticating by the clock
-	// alone. Zero: never.
-	Expires time.Time
-	// Value is the backend's own principal, handed back to it on dispatch.
-	Value any
-
-	// credGen is the endpoint's credential generation read just before
-	// the token was authenticated.
+// caller is a request's principal as admitted: who its token
+// authenticated as, and the endpoint's credential generation read just
+// before (SPEC §5 step 0 compares it at dispatch).
+type caller struct {
+	principal.Principal
 	credGen uint64
 }
 
@@ -49,19 +41,34 @@ type ToolDescriptor struct {
 	InputSchema json.RawMessage
 }
 
-// CallResult is a tools/call result.
-type CallResult struct {
-	Text       string
-	Structured any
-	IsError    bool
+// ToolResult is a tools/call result: one text content block, an optional
+// structured result, and whether the tool failed. The module root's
+// ToolResult is this type.
+type ToolResult struct {
+	Text              string // one text content block
+	StructuredContent any    // optional structured result
+	IsError           bool
 }
 
-// Backend is what the transport serves: authentication and tools. The
+// ProgressFunc reports the progress of a tools/call to its client (a
+// notifications/progress message); total and message are optional (0,
+// "").
+type ProgressFunc func(progress, total float64, message string)
+
+// Backend is what the endpoint serves: authentication and tools. The
 // module root implements it over the Runtime.
 type Backend interface {
-	Authenticate(token string) (Principal, error)
-	Tools(p Principal) []ToolDescriptor
-	CallTool(ctx context.Context, p Principal, name string, args json.RawMessage, progress func(progress, total float64, message string)) (*CallResult, error)
+	// Authenticate returns the principal a bearer token authenticates as,
+	// or an error (an AuthReasoner says why). Principal.CredentialID names
+	// the credential row the endpoint reads again at dispatch, and
+	// Principal.Expires when the token stops authenticating by the clock.
+	Authenticate(token string) (principal.Principal, error)
+	// Tools lists the tools of tools/list.
+	Tools() []ToolDescriptor
+	// CallTool runs one tools/call for p. progress is nil unless the
+	// client asked for progress. A name no tool has is ErrUnknownTool; an
+	// error once ctx is done is a cancellation, never answered.
+	CallTool(ctx context.Context, p principal.Principal, name string, args json.RawMessage, progress ProgressFunc) (*ToolResult, error)
 }
 
 // Options are the transport's settings. Zero values mean the defaults
@@ -435,18 +442,18 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
 
 // authenticate is SPEC §5 step 2. The token comes from the Authorization
 // header only; a token in the query string is never read.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal, bool) {
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		s.opts.Observer.AuthFailure("missing")
 		writeUnauthorized(w, false)
-		return Principal{}, false
+		return caller{}, false
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		s.opts.Observer.AuthFailure("malformed_header")
 		writeUnauthorized(w, true)
-		return Principal{}, false
+		return caller{}, false
 	}
 	gen := s.credGen.Load() // before the read: a revocation after it moves it
 	p, err := s.backend.Authenticate(strings.TrimSpace(tok))
@@ -458,10 +465,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 		}
 		s.opts.Observer.AuthFailure(reason)
 		writeUnauthorized(w, true)
-		return Principal{}, false
+		return caller{}, false
 	}
-	p.credGen = gen
-	return p, true
+	return caller{Principal: p, credGen: gen}, true
 }
 
 // recheck is SPEC §5 step 0: what admit checked on the headers, checked
@@ -469,7 +475,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 // expired since gets 401, a session that ended since 404, exactly as if
 // the request had arrived now; nothing is dispatched. On false the answer
 // is written.
-func (s *Server) recheck(w http.ResponseWriter, p Principal, e *entry) bool {
+func (s *Server) recheck(w http.ResponseWriter, p caller, e *entry) bool {
 	if reason := s.deadSince(p); reason != "" {
 		s.opts.Observer.AuthFailure(reason)
 		writeUnauthorized(w, true)
@@ -487,7 +493,7 @@ func (s *Server) recheck(w http.ResponseWriter, p Principal, e *entry) bool {
 // hashed again: when no credential changed since p was authenticated and
 // its expiry has not come, nothing can have killed it; otherwise its row is
 // read by id, one lock-free store read.
-func (s *Server) deadSince(p Principal) string {
+func (s *Server) deadSince(p caller) string {
 	now := s.opts.Now()
 	if s.credGen.Load() == p.credGen && (p.Expires.IsZero() || now.Before(p.Expires)) {
 		return ""
@@ -509,7 +515,7 @@ func (s *Server) deadSince(p Principal) string {
 // nil, and nothing about them is touched. The registry holds the same
 // owner as the session's record (both are set at initialize and never
 // change), without a store transaction per request.
-func (s *Server) lookup(id string, p Principal) *entry {
+func (s *Server) lookup(id string, p caller) *entry {
 	e := s.reg.get(id)
 	if e == nil || !(session.Owner{Namespace: e.namespace}).Owns(p.Namespace) {
 		return nil
