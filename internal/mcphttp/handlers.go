@@ -39,7 +39,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (caller, *entry, 
 	var e *entry
 	if sid := r.Header.Get(headerSession); sid != "" {
 		if e = s.lookup(sid, p); e == nil {
-			writeNotFound(w)
+			s.fail(w, failUnknownSession)
 			return caller{}, nil, false
 		}
 	}
@@ -57,19 +57,19 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	// whatever the Accept and Content-Type headers.
 	version, versionOK := headerVersion(r)
 	if versionOK && !accepts(r, "application/json", "text/event-stream") {
-		writeRPC(w, http.StatusNotAcceptable, errorResponse(nil, CodeInvalidRequest, "Accept must include application/json and text/event-stream"))
+		s.fail(w, failAcceptPost)
 		return
 	}
 	if versionOK && !isJSONContentType(r.Header.Get("Content-Type")) {
-		writeRPC(w, http.StatusUnsupportedMediaType, errorResponse(nil, CodeInvalidRequest, "Content-Type must be application/json"))
+		s.fail(w, failContentType)
 		return
 	}
 	switch err := s.limits.admit(p.Namespace); {
 	case errors.Is(err, errRequestsPerNamespace):
-		writeRetryLater(w, http.StatusTooManyRequests, s.opts.RetryAfter, err.Error())
+		s.fail(w, failRequestsPerNamespace)
 		return
 	case err != nil:
-		writeRetryLater(w, http.StatusServiceUnavailable, s.opts.RetryAfter, err.Error())
+		s.fail(w, failRequests)
 		return
 	}
 	defer s.limits.done(p.Namespace)
@@ -80,41 +80,41 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	}
 	msg, err := decodeMessage(body)
 	if !versionOK {
-		writeUnsupportedVersion(w, requestID(msg), version)
+		s.failVersion(w, requestID(msg), version)
 		return
 	}
 	switch {
 	case errors.Is(err, errBatch):
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "JSON-RPC batches are not supported"))
+		s.fail(w, failBatch)
 		return
 	case errors.Is(err, errInvalid):
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "invalid JSON-RPC message"))
+		s.fail(w, failInvalidMessage)
 		return
 	case errors.Is(err, errEncoding):
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "body is "+err.Error()))
+		s.fail(w, failEncoding)
 		return
 	case err != nil:
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "parse error"))
+		s.fail(w, failParse)
 		return
 	}
 	if claim, ok := metaVersion(msg.Params); ok && !served(claim) {
-		writeUnsupportedVersion(w, requestID(msg), claim)
+		s.failVersion(w, requestID(msg), claim)
 		return
 	}
 	if msg.isRequest() && msg.Method == "initialize" {
 		if e != nil {
-			writeRPC(w, http.StatusBadRequest, errorResponse(msg.ID, CodeInvalidRequest, "session already initialized"))
+			s.failFor(w, failInitialized, msg.ID, "")
 			return
 		}
 		s.initialize(w, r, p, msg)
 		return
 	}
 	if e == nil {
-		code, text := CodeSessionRequired, "Mcp-Session-Id required: send initialize first"
 		if msg.isRequest() && !knownMethod(msg.Method) {
-			code, text = CodeMethodNotFound, fmt.Sprintf("method %q not found: send initialize first", msg.Method)
+			s.failFor(w, failMethodNoSession, msg.ID, fmt.Sprintf("method %q not found: send initialize first", msg.Method))
+			return
 		}
-		writeRPC(w, http.StatusBadRequest, errorResponse(msg.ID, code, text))
+		s.failFor(w, failNoSession, msg.ID, "")
 		return
 	}
 	now := s.opts.Now()
@@ -123,9 +123,9 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	switch {
 	case msg.isNotification():
 		s.notify(e, msg)
-		w.WriteHeader(http.StatusAccepted)
+		writeAccepted(w)
 	case msg.isResponse():
-		w.WriteHeader(http.StatusAccepted) // the server sends no requests; nothing awaits it
+		writeAccepted(w) // the server sends no requests; nothing awaits it
 	default:
 		s.request(w, r, p, e, msg)
 	}
@@ -156,16 +156,16 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		} `json:"clientInfo"`
 	}
 	if len(msg.Params) == 0 || json.Unmarshal(msg.Params, &params) != nil || params.ProtocolVersion == "" {
-		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidParams, "initialize needs params.protocolVersion"))
+		s.failFor(w, failInvalidParams, msg.ID, "initialize needs params.protocolVersion")
 		return
 	}
 	evicted, err := s.reg.reserve(p.Namespace)
 	switch {
 	case errors.Is(err, errNamespaceCap):
-		writeRetryLater(w, http.StatusTooManyRequests, s.opts.RetryAfter, "too many sessions for this credential")
+		s.fail(w, failNamespaceSessions)
 		return
 	case err != nil:
-		writeRetryLater(w, http.StatusServiceUnavailable, s.opts.RetryAfter, "session limit reached")
+		s.fail(w, failSessions)
 		return
 	}
 	if evicted != nil {
@@ -178,7 +178,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 	if err != nil {
 		s.reg.unreserve(p.Namespace)
 		s.opts.Logger.Error("spawn session", "err", err)
-		writeRPC(w, http.StatusInternalServerError, errorResponse(msg.ID, CodeInternalError, "internal error"))
+		s.failFor(w, failSpawn, msg.ID, "")
 		return
 	}
 	// First, before the session is findable: every later message is queued
@@ -198,16 +198,16 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 	// the moment the client reads it.
 	if _, err := s.ask(pid, &session.GetInfo{}); err != nil {
 		s.opts.Logger.Error("session did not start", "err", err)
-		writeRPC(w, http.StatusServiceUnavailable, errorResponse(msg.ID, CodeInternalError, "session did not start"))
+		s.failFor(w, failSessionNotStarted, msg.ID, "")
 		s.root.Stop(pid)
 		return
 	}
 	w.Header().Set(headerSession, id)
-	writeRPC(w, http.StatusOK, resultResponse(msg.ID, map[string]any{
+	writeResult(w, msg.ID, map[string]any{
 		"protocolVersion": negotiate(params.ProtocolVersion),
 		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
 		"serverInfo":      map[string]string{"name": s.opts.ServerName, "version": s.opts.ServerVersion},
-	}))
+	})
 }
 
 func truncate(s string, n int) string {
@@ -239,25 +239,25 @@ func (s *Server) notify(e *entry, msg *message) {
 func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *entry, msg *message) {
 	switch msg.Method {
 	case "ping":
-		writeRPC(w, http.StatusOK, resultResponse(msg.ID, struct{}{}))
+		writeResult(w, msg.ID, struct{}{})
 	case "tools/list":
 		tools := s.backend.Tools()
 		list := make([]map[string]any, len(tools))
 		for i, t := range tools {
 			list[i] = map[string]any{"name": t.Name, "description": t.Description, "inputSchema": t.InputSchema}
 		}
-		writeRPC(w, http.StatusOK, resultResponse(msg.ID, map[string]any{"tools": list}))
+		writeResult(w, msg.ID, map[string]any{"tools": list})
 	case "tools/call":
 		s.callTool(w, r, p, e, msg)
 	default:
-		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeMethodNotFound, fmt.Sprintf("method %q not found", msg.Method)))
+		s.failFor(w, failMethodNotFound, msg.ID, fmt.Sprintf("method %q not found", msg.Method))
 	}
 }
 
 func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p caller, e *entry, msg *message) {
 	params, ok := callParams(msg.Params)
 	if !ok {
-		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidParams, "tools/call needs params.name"))
+		s.failFor(w, failInvalidParams, msg.ID, "tools/call needs params.name")
 		return
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -265,10 +265,10 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p caller, e *e
 	key, _ := idKey(msg.ID) // a validated id: a string or an integer
 	switch err := e.act.BeginCall(key, cancel); {
 	case errors.Is(err, session.ErrClosed):
-		writeNotFound(w) // ended between the owner check and now
+		s.fail(w, failUnknownSession) // ended between the owner check and now
 		return
 	case err != nil:
-		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidRequest, err.Error()))
+		s.failFor(w, failDuplicateID, msg.ID, err.Error())
 		return
 	}
 	defer e.act.EndCall(key)
@@ -292,12 +292,12 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p caller, e *e
 	case ctx.Err() != nil:
 		out.abandon(context.Cause(ctx))
 	case errors.Is(err, ErrUnknownTool):
-		out.finish(errorResponse(msg.ID, CodeInvalidParams, fmt.Sprintf("unknown tool %q", params.Name)))
+		out.finish(failUnknownTool, errorResponse(msg.ID, failures[failUnknownTool].code, fmt.Sprintf("unknown tool %q", params.Name)))
 	case err != nil:
 		s.opts.Logger.Error("tool call", "tool", params.Name, "err", err)
-		out.finish(errorResponse(msg.ID, CodeInternalError, "internal error"))
+		out.finish(failToolError, errorResponse(msg.ID, failures[failToolError].code, failures[failToolError].message))
 	default:
-		out.finish(resultResponse(msg.ID, toolResult{
+		out.finish(0, resultResponse(msg.ID, toolResult{
 			Content:    []textContent{{Type: "text", Text: result.Text}},
 			IsError:    result.IsError,
 			Structured: result.StructuredContent,
@@ -376,10 +376,7 @@ func (c *callWriter) event(v any) {
 	}
 	if !c.streaming {
 		c.streaming = true
-		h := c.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		c.w.WriteHeader(http.StatusOK)
+		startEventStream(c.w)
 		// A stream opened under a credential closes when it is revoked or
 		// expires: the call is cancelled and the response ends.
 		stop := c.s.live.WatchCredential(c.credential, c.credentialDead)
@@ -409,21 +406,24 @@ func (c *callWriter) abandon(cause error) {
 	switch {
 	case c.streaming:
 	case errors.Is(cause, session.ErrClosed):
-		writeNotFound(c.w)
+		c.s.fail(c.w, failUnknownSession)
 	default:
-		h := c.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		c.w.WriteHeader(http.StatusOK)
+		startEventStream(c.w)
 	}
 }
 
-func (c *callWriter) finish(r *response) {
+// finish answers the call with r: its result, or the JSON-RPC error of
+// failure f (0 for a result).
+func (c *callWriter) finish(f failure, r *response) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.done = true
 	if !c.streaming {
-		writeRPC(c.w, http.StatusOK, r)
+		if f != 0 {
+			c.s.failWith(c.w, f, r)
+			return
+		}
+		writeResponse(c.w, r)
 		return
 	}
 	if c.ctx.Err() != nil {
@@ -450,15 +450,15 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 		return
 	}
 	if v, ok := headerVersion(r); !ok {
-		writeUnsupportedVersion(w, nil, v)
+		s.failVersion(w, nil, v)
 		return
 	}
 	if !accepts(r, "text/event-stream") {
-		writeRPC(w, http.StatusNotAcceptable, errorResponse(nil, CodeInvalidRequest, "Accept must include text/event-stream"))
+		s.fail(w, failAcceptGet)
 		return
 	}
 	if e == nil {
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeSessionRequired, "Mcp-Session-Id required"))
+		s.fail(w, failStreamNoSession)
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -466,16 +466,16 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 	res, err := s.ask(e.pid, &session.OpenStream{Close: cancel})
 	switch {
 	case s.ended(e, err):
-		writeNotFound(w) // ended between the owner check and now
+		s.fail(w, failUnknownSession) // ended between the owner check and now
 		return
 	case err != nil:
-		writeRPC(w, http.StatusServiceUnavailable, errorResponse(nil, CodeInternalError, "session busy"))
+		s.fail(w, failSessionBusy)
 		return
 	case errors.Is(res.(*session.StreamOpened).Err, session.ErrStreamBusy):
-		writeRPC(w, http.StatusConflict, errorResponse(nil, CodeInvalidRequest, "a stream is already open for this session"))
+		s.fail(w, failStreamOpen)
 		return
 	case res.(*session.StreamOpened).Err != nil:
-		writeNotFound(w)
+		s.fail(w, failUnknownSession)
 		return
 	}
 	e.act.Begin(s.opts.Now())
@@ -485,10 +485,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 		s.root.Send(e.pid, &session.StreamClosed{})
 		e.act.End(s.opts.Now())
 	}()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	startEventStream(w)
 	rc := http.NewResponseController(w)
 	if rc.Flush() != nil {
 		return
@@ -518,25 +515,25 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprout
 		return
 	}
 	if v, ok := headerVersion(r); !ok {
-		writeUnsupportedVersion(w, nil, v)
+		s.failVersion(w, nil, v)
 		return
 	}
 	if e == nil {
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeSessionRequired, "Mcp-Session-Id required"))
+		s.fail(w, failStreamNoSession)
 		return
 	}
 	res, err := s.ask(e.pid, &session.Delete{Reason: session.ReasonDeleted})
 	if s.ended(e, err) {
-		writeNotFound(w) // ended between the owner check and now
+		s.fail(w, failUnknownSession) // ended between the owner check and now
 		return
 	}
 	if err != nil {
-		writeRPC(w, http.StatusServiceUnavailable, errorResponse(nil, CodeInternalError, "session busy"))
+		s.fail(w, failSessionBusy)
 		return
 	}
 	if res.(*session.Deleted).Err != nil {
-		writeNotFound(w)
+		s.fail(w, failUnknownSession)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeDeleted(w)
 }

@@ -16,6 +16,9 @@ const (
 	CodeMethodNotFound = -32601
 	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
+	// CodeRefused: a request refused before dispatch — 403, 401, the 404
+	// of an unknown session.
+	CodeRefused = -32001
 	// CodeSessionRequired: a request other than initialize arrived without
 	// a session. Clients that probe with a newer method fall back to
 	// initialize on it.

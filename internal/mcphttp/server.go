@@ -291,15 +291,14 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 	// Every answer is JSON, unknown paths too: clients that probe OAuth
 	// discovery paths on a 401 parse the body.
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeRPC(w, http.StatusNotFound, errorResponse(nil, CodeInvalidRequest, "not found: the MCP endpoint is "+s.opts.Path))
+		s.failFor(w, failPath, nil, "not found: the MCP endpoint is "+s.opts.Path)
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Allow", "POST, GET, DELETE")
-		writeRPC(w, http.StatusMethodNotAllowed, errorResponse(nil, CodeInvalidRequest, "method not allowed"))
+		s.fail(w, failMethod)
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
 		s.opts.Logger.Error("panic serving MCP request", "method", req.Method, "panic", v)
-		writeRPC(w, http.StatusInternalServerError, errorResponse(nil, CodeInternalError, "internal error"))
+		s.fail(w, failPanic)
 	}
 	s.router = r
 	return s
@@ -310,11 +309,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, bodyUnread: r.ContentLength != 0}
 	s.router.ServeHTTP(sw, r)
-	status := sw.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	s.opts.Observer.Request(methodLabel(r.Method), status, time.Since(start))
+	s.opts.Observer.Request(methodLabel(r.Method), sw.answered(), time.Since(start))
 }
 
 // methodLabel is the HTTP method an Observer is told: one of the endpoint's
@@ -326,47 +321,6 @@ func methodLabel(m string) string {
 	}
 	return "other"
 }
-
-// statusWriter records the status written. Unwrap keeps
-// http.ResponseController (Flush, read deadlines) working through it.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	// bodyUnread: the request has a body that was not read (yet). An answer
-	// written then closes the connection at once: net/http would otherwise
-	// read the rest of the body (up to 256 KiB, with no deadline of its
-	// own), before answering and again when the handler returns, so a
-	// refused slow client would hold its goroutine after all.
-	bodyUnread bool
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-		if w.bodyUnread {
-			w.Header().Set("Connection", "close") // no read before the answer
-			// and none after it: the deadline has passed.
-			_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now())
-		}
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// bodyRead tells w, the request's statusWriter, that its body was read.
-func bodyRead(w http.ResponseWriter) {
-	if sw, ok := w.(*statusWriter); ok {
-		sw.bodyUnread = false
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Close ends every session (their streams close, their calls are
 // cancelled) and waits for their actors to stop. New initializes fail.
@@ -434,7 +388,7 @@ func (s *Server) Sessions() int { return s.reg.count() }
 // listener shares.
 func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
 	if s.originHost.Check(r) != nil {
-		writeForbidden(w)
+		s.fail(w, failForbidden)
 		return false
 	}
 	return true
@@ -446,13 +400,13 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, b
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		s.opts.Observer.AuthFailure("missing")
-		writeUnauthorized(w, false)
+		s.fail(w, failNoToken)
 		return caller{}, false
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		s.opts.Observer.AuthFailure("malformed_header")
-		writeUnauthorized(w, true)
+		s.fail(w, failBadToken)
 		return caller{}, false
 	}
 	gen := s.credGen.Load() // before the read: a revocation after it moves it
@@ -464,7 +418,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, b
 			reason = ar.AuthReason()
 		}
 		s.opts.Observer.AuthFailure(reason)
-		writeUnauthorized(w, true)
+		s.fail(w, failBadToken)
 		return caller{}, false
 	}
 	return caller{Principal: p, credGen: gen}, true
@@ -478,11 +432,11 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, b
 func (s *Server) recheck(w http.ResponseWriter, p caller, e *entry) bool {
 	if reason := s.deadSince(p); reason != "" {
 		s.opts.Observer.AuthFailure(reason)
-		writeUnauthorized(w, true)
+		s.fail(w, failBadToken)
 		return false
 	}
 	if e != nil && s.reg.get(e.id) != e {
-		writeNotFound(w)
+		s.fail(w, failUnknownSession)
 		return false
 	}
 	return true
