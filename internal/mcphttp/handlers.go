@@ -14,6 +14,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/agenthost/mcpruntime/actors/session"
+	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/internal/token"
 )
 
@@ -28,7 +29,7 @@ const (
 // is nil when the request names no session. On false the answer is
 // written. The protocol version comes next, in each handler: a POST's
 // answer echoes its id.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) (caller, *entry, bool) {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (caller, *session.Entry, bool) {
 	if !s.guard(w, r) {
 		return caller{}, nil, false
 	}
@@ -36,9 +37,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (caller, *entry, 
 	if !ok {
 		return caller{}, nil, false
 	}
-	var e *entry
+	var e *session.Entry
 	if sid := r.Header.Get(headerSession); sid != "" {
-		if e = s.lookup(sid, p); e == nil {
+		if e = s.sessions.Lookup(sid, p.Namespace); e == nil {
 			s.fail(w, failUnknownSession)
 			return caller{}, nil, false
 		}
@@ -118,8 +119,8 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	now := s.opts.Now()
-	e.act.Begin(now)
-	defer func() { e.act.End(s.opts.Now()) }()
+	e.Begin(now)
+	defer func() { e.End(s.opts.Now()) }()
 	switch {
 	case msg.isNotification():
 		s.notify(e, msg)
@@ -134,8 +135,8 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 // ended reports whether a failed request to a session's actor failed
 // because the session ended after the owner check (a racing DELETE, idle
 // eviction or revocation): it is then 404, as if it had ended before.
-func (s *Server) ended(e *entry, err error) bool {
-	return err != nil && (errors.Is(err, actor.ErrDeadLetter) || s.reg.get(e.id) == nil)
+func (s *Server) ended(e *session.Entry, err error) bool {
+	return err != nil && (errors.Is(err, actor.ErrDeadLetter) || !s.sessions.Live(e))
 }
 
 func knownMethod(m string) bool {
@@ -159,9 +160,11 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		s.failFor(w, failInvalidParams, msg.ID, "initialize needs params.protocolVersion")
 		return
 	}
-	evicted, err := s.reg.reserve(p.Namespace)
+	id := token.NewID("mcps_")
+	owner := session.Owner{Namespace: p.Namespace, Credential: p.CredentialID}
+	e, evicted, err := s.sessions.Reserve(id, owner, s.opts.Now())
 	switch {
-	case errors.Is(err, errNamespaceCap):
+	case errors.Is(err, session.ErrNamespaceFull):
 		s.fail(w, failNamespaceSessions)
 		return
 	case err != nil:
@@ -170,13 +173,11 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 	}
 	if evicted != nil {
 		// Synchronous, so the evicted id is gone before the new one exists.
-		s.ask(evicted.pid, &session.Delete{Reason: session.ReasonCap})
+		s.ask(evicted.PID(), &session.Delete{Reason: session.ReasonCap})
 	}
-	id := token.NewID("mcps_")
-	e := &entry{id: id, namespace: p.Namespace, act: &session.Activity{}}
-	pid, err := s.root.SpawnNamed(s.sessionProps, "session/"+id)
+	pid, err := s.root.SpawnNamed(s.sessionProps, names.MCPSession(id))
 	if err != nil {
-		s.reg.unreserve(p.Namespace)
+		s.sessions.Unreserve(e)
 		s.opts.Logger.Error("spawn session", "err", err)
 		s.failFor(w, failSpawn, msg.ID, "")
 		return
@@ -185,14 +186,11 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 	// behind it.
 	s.root.Send(pid, &session.Start{
 		ID:              id,
-		Owner:           session.Owner{Namespace: p.Namespace, Credential: p.CredentialID},
 		ProtocolVersion: negotiate(params.ProtocolVersion),
 		ClientName:      truncate(params.ClientInfo.Name, 256),
 		ClientVersion:   truncate(params.ClientInfo.Version, 64),
-		Activity:        e.act,
 	})
-	e.pid = pid
-	s.reg.commit(e)
+	s.sessions.Commit(e, pid)
 	s.opts.Observer.SessionOpened()
 	// Wait until the actor wrote its ownership record: the id is usable
 	// the moment the client reads it.
@@ -218,10 +216,10 @@ func truncate(s string, n int) string {
 }
 
 // notify handles a notification; unknown ones are ignored, as JSON-RPC asks.
-func (s *Server) notify(e *entry, msg *message) {
+func (s *Server) notify(e *session.Entry, msg *message) {
 	switch msg.Method {
 	case "notifications/initialized":
-		s.root.Send(e.pid, &session.Initialized{})
+		s.root.Send(e.PID(), &session.Initialized{})
 	case "notifications/cancelled":
 		var params struct {
 			RequestID json.RawMessage `json:"requestId"`
@@ -230,13 +228,13 @@ func (s *Server) notify(e *entry, msg *message) {
 			return
 		}
 		if key, ok := idKey(params.RequestID); ok {
-			e.act.CancelCall(key) // by value: any spelling of the call's id
+			e.CancelCall(key) // by value: any spelling of the call's id
 		}
 	}
 }
 
 // request dispatches a request of an initialized session.
-func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *entry, msg *message) {
+func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *session.Entry, msg *message) {
 	switch msg.Method {
 	case "ping":
 		writeResult(w, msg.ID, struct{}{})
@@ -254,7 +252,7 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *en
 	}
 }
 
-func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p caller, e *entry, msg *message) {
+func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p caller, e *session.Entry, msg *message) {
 	params, ok := callParams(msg.Params)
 	if !ok {
 		s.failFor(w, failInvalidParams, msg.ID, "tools/call needs params.name")
@@ -263,7 +261,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p caller, e *e
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	key, _ := idKey(msg.ID) // a validated id: a string or an integer
-	switch err := e.act.BeginCall(key, cancel); {
+	switch err := e.BeginCall(key, cancel); {
 	case errors.Is(err, session.ErrClosed):
 		s.fail(w, failUnknownSession) // ended between the owner check and now
 		return
@@ -271,7 +269,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p caller, e *e
 		s.failFor(w, failDuplicateID, msg.ID, err.Error())
 		return
 	}
-	defer e.act.EndCall(key)
+	defer e.EndCall(key)
 
 	out := &callWriter{w: w, s: s, ctx: ctx, cancel: cancel, credential: p.CredentialID}
 	var progress ProgressFunc
@@ -461,29 +459,24 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 		s.fail(w, failStreamNoSession)
 		return
 	}
+	// The stream registers its own cancel in the session's Calls: the
+	// session's actor ends it (CloseStream, the session's end).
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	res, err := s.ask(e.pid, &session.OpenStream{Close: cancel})
-	switch {
-	case s.ended(e, err):
-		s.fail(w, failUnknownSession) // ended between the owner check and now
-		return
-	case err != nil:
-		s.fail(w, failSessionBusy)
-		return
-	case errors.Is(res.(*session.StreamOpened).Err, session.ErrStreamBusy):
+	switch err := e.OpenStream(cancel); {
+	case errors.Is(err, session.ErrStreamBusy):
 		s.fail(w, failStreamOpen)
 		return
-	case res.(*session.StreamOpened).Err != nil:
-		s.fail(w, failUnknownSession)
+	case err != nil:
+		s.fail(w, failUnknownSession) // ended between the owner check and now
 		return
 	}
-	e.act.Begin(s.opts.Now())
+	e.Begin(s.opts.Now())
 	defer func() {
-		// StreamClosed is queued before the activity ends, so whoever sees
-		// the session idle and opens a new stream is queued behind it.
-		s.root.Send(e.pid, &session.StreamClosed{})
-		e.act.End(s.opts.Now())
+		// Unregistered before the activity ends: whoever sees the session
+		// idle sees no stream.
+		e.EndStream()
+		e.End(s.opts.Now())
 	}()
 	startEventStream(w)
 	rc := http.NewResponseController(w)
@@ -522,7 +515,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprout
 		s.fail(w, failStreamNoSession)
 		return
 	}
-	res, err := s.ask(e.pid, &session.Delete{Reason: session.ReasonDeleted})
+	res, err := s.ask(e.PID(), &session.Delete{Reason: session.ReasonDeleted})
 	if s.ended(e, err) {
 		s.fail(w, failUnknownSession) // ended between the owner check and now
 		return
@@ -531,7 +524,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprout
 		s.fail(w, failSessionBusy)
 		return
 	}
-	if res.(*session.Deleted).Err != nil {
+	if res.(*session.Deleted).AlreadyEnded {
 		s.fail(w, failUnknownSession)
 		return
 	}

@@ -237,7 +237,8 @@ type Server struct {
 	store   *memdb.Store
 	root    *actor.RootContext
 	router  *httprouter.Router
-	reg     registry
+	// sessions is the endpoint's MCP sessions (actors/session owns them).
+	sessions *session.Table
 	// originHost is the DNS-rebinding guard built from opts.
 	originHost httpguard.Guard
 	limits     limits
@@ -266,19 +267,17 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 	}
 	s.live = liveness.New(store, s.opts.Now)
 	s.unhookGen = store.OnCredentialsChanged(func([]*memdb.Credential) { s.credGen.Add(1) })
+	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace)
 	s.sessionProps = session.NewProps(&session.Config{
 		Store:       store,
+		Table:       s.sessions,
 		Now:         s.opts.Now,
 		IdleTimeout: max(s.opts.IdleTimeout, 0),
 		WatchOwner:  s.live.WatchNamespace,
-		OnEnd: func(id, reason string) {
-			s.reg.release(id)
-			s.opts.Observer.SessionClosed(reason)
-		},
-		Logger: s.opts.Logger,
+		OnEnd:       s.opts.Observer.SessionClosed,
+		Logger:      s.opts.Logger,
 	})
 	s.armSweep()
-	s.reg.init(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace)
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
@@ -326,10 +325,11 @@ func methodLabel(m string) string {
 // cancelled) and waits for their actors to stop. New initializes fail.
 func (s *Server) Close() {
 	s.closing.Do(func() {
-		for _, e := range s.reg.closeAll() {
-			res, err := s.root.RequestFuture(e.pid, &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Result()
-			_, _ = res, err
-			_ = s.root.StopFuture(e.pid).Wait()
+		for _, e := range s.sessions.CloseAll() {
+			// Answered once the session ended, or not within ActorTimeout:
+			// either way it is stopped next.
+			_ = s.root.RequestFuture(e.PID(), &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Wait()
+			_ = s.root.StopFuture(e.PID()).Wait()
 		}
 		s.live.Close()
 		s.unhookGen()
@@ -366,8 +366,8 @@ func (s *Server) armSweep() {
 // the endpoint instead of one per session; the actor makes the decision.
 func (s *Server) sweep() {
 	now := s.opts.Now()
-	for _, e := range s.reg.idle(now, s.opts.IdleTimeout) {
-		s.root.Send(e.pid, &session.IdleCheck{})
+	for _, e := range s.sessions.Idle(now, s.opts.IdleTimeout) {
+		s.root.Send(e.PID(), &session.IdleCheck{})
 	}
 	s.armSweep()
 }
@@ -376,13 +376,20 @@ func (s *Server) sweep() {
 // and every standalone stream ends, while calls in flight go on, so that
 // http.Server.Shutdown can wait for them. Close ends the sessions after.
 func (s *Server) CloseStreams() {
-	for _, e := range s.reg.closeAll() {
-		s.root.Send(e.pid, &session.CloseStream{})
+	for _, e := range s.sessions.CloseAll() {
+		s.root.Send(e.PID(), &session.CloseStream{})
 	}
 }
 
 // Sessions returns the number of live sessions.
-func (s *Server) Sessions() int { return s.reg.count() }
+func (s *Server) Sessions() int { return s.sessions.Count() }
+
+// SessionInfo describes one live MCP session, for operators. It carries no
+// token and no credential secret.
+type SessionInfo = session.Summary
+
+// SessionInfos lists the live sessions, ordered by id.
+func (s *Server) SessionInfos() []SessionInfo { return s.sessions.Summaries() }
 
 // guard is SPEC §5 step 1: Origin and Host, by the guard the admin
 // listener shares.
@@ -429,13 +436,13 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, b
 // expired since gets 401, a session that ended since 404, exactly as if
 // the request had arrived now; nothing is dispatched. On false the answer
 // is written.
-func (s *Server) recheck(w http.ResponseWriter, p caller, e *entry) bool {
+func (s *Server) recheck(w http.ResponseWriter, p caller, e *session.Entry) bool {
 	if reason := s.deadSince(p); reason != "" {
 		s.opts.Observer.AuthFailure(reason)
 		s.fail(w, failBadToken)
 		return false
 	}
-	if e != nil && s.reg.get(e.id) != e {
+	if e != nil && !s.sessions.Live(e) {
 		s.fail(w, failUnknownSession)
 		return false
 	}
@@ -462,19 +469,6 @@ func (s *Server) deadSince(p caller) string {
 		return "expired"
 	}
 	return ""
-}
-
-// lookup is SPEC §5 step 3: the session named by the request, if the
-// caller's namespace owns it. Unknown, ended and foreign sessions are all
-// nil, and nothing about them is touched. The registry holds the same
-// owner as the session's record (both are set at initialize and never
-// change), without a store transaction per request.
-func (s *Server) lookup(id string, p caller) *entry {
-	e := s.reg.get(id)
-	if e == nil || !(session.Owner{Namespace: e.namespace}).Owns(p.Namespace) {
-		return nil
-	}
-	return e
 }
 
 // accepts reports whether the Accept header admits every media type in
