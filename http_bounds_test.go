@@ -146,7 +146,7 @@ func (e *mcpEnv) waitInFlight(what string, want mcphttp.InFlight) {
 	e.t.Helper()
 	var got mcphttp.InFlight
 	deadline := time.Now().Add(5 * time.Second)
-	for got = e.srv.InFlight(); got != want; got = e.srv.InFlight() {
+	for got = mcpruntime.EndpointInFlight(e.srv); got != want; got = mcpruntime.EndpointInFlight(e.srv) {
 		if time.Now().After(deadline) {
 			e.t.Fatalf("%s: in flight %+v, want %+v", what, got, want)
 		}

@@ -16,14 +16,13 @@ import (
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
 )
 
 // mcpEnv is an MCP endpoint of a real runtime behind httptest.NewServer.
 type mcpEnv struct {
 	t   *testing.T
 	rt  *mcpruntime.Runtime
-	srv *mcphttp.Server
+	srv *mcpruntime.MCPEndpoint
 	ts  *httptest.Server
 	url string // the endpoint: ts.URL + "/mcp"
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/provider/execdriver"
 	"github.com/agenthost/mcpruntime/actors/thread"
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -43,7 +42,7 @@ type Runtime struct {
 	// sessions (provider.CloseTimeout).
 	closeTimeouts map[string]time.Duration
 	clients       map[string]*actor.PID
-	servers       []*mcphttp.Server
+	servers       []*MCPEndpoint
 }
 
 // New starts a runtime.

@@ -9,7 +9,7 @@ type Stats struct {
 	Instances        int // provider instance actors
 	Clients          int // client-grant actors
 	ProviderSessions int // open provider sessions (store)
-	MCPSessions      int // MCP session ownership records (store)
+	MCPSessions      int // live MCP sessions of the runtime's endpoints (their session tables)
 	LiveCredentials  int // credential rows in state live (expired ones included until revoked)
 	// Processes counts every process of the actor system: all actors
 	// (provider and MCP session actors included) and the futures of
@@ -26,9 +26,7 @@ func (r *Runtime) Stats() Stats {
 	if ps, err := rd.ProviderSessionsByState(nil, memdb.SessionOpen); err == nil {
 		s.ProviderSessions = len(ps)
 	}
-	if ms, err := rd.MCPSessions(nil); err == nil {
-		s.MCPSessions = len(ms)
-	}
+	s.MCPSessions = r.mcpSessions()
 	s.LiveCredentials, _ = rd.CountCredentialsByState(nil, memdb.StateLive)
 	for _, bucket := range r.system.ProcessRegistry.LocalPIDs.LocalPIDs {
 		s.Processes += bucket.Count()

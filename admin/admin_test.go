@@ -20,7 +20,6 @@ import (
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/admin"
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
 )
 
 // adminToken is the admin API's token in every test.
@@ -50,7 +49,7 @@ type env struct {
 	t    *testing.T
 	rt   *mcpruntime.Runtime
 	ts   *httptest.Server
-	mcp  *mcphttp.Server // nil unless withMCP
+	mcp  *mcpruntime.MCPEndpoint // nil unless withMCP
 	mcpS *httptest.Server
 	logs *logBuffer
 

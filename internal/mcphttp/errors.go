@@ -44,7 +44,8 @@ const (
 	failMethodNoSession   // an unknown method without a session: -32601, so a prober falls back
 	failInitialized       // initialize on a session
 	failNamespaceSessions // MaxSessionsPerNamespace, nothing idle to evict
-	failSessions          // MaxSessions, or the endpoint is closing
+	failSessions          // MaxSessions
+	failClosing           // the endpoint is closing: no session starts
 	failSessionNotStarted // the session actor did not answer (initialize)
 	failSpawn             // the session actor could not be spawned
 	failStreamOpen        // a second standalone stream (GET)
@@ -68,6 +69,8 @@ type answer struct {
 	retry bool
 	// header is one more header, name and value; "" for none.
 	header [2]string
+	// bound names the bound that refused, for Observer.Refused; "" for none.
+	bound string
 	// body is the whole answer without an id, built once from code and
 	// message: what is written when neither an id nor another message is
 	// given.
@@ -82,9 +85,9 @@ var failures = [failureCount]answer{
 	failNoToken:              {status: http.StatusUnauthorized, code: CodeRefused, message: "unauthorized", header: [2]string{"WWW-Authenticate", `Bearer`}},
 	failBadToken:             {status: http.StatusUnauthorized, code: CodeRefused, message: "unauthorized", header: [2]string{"WWW-Authenticate", `Bearer error="invalid_token"`}},
 	failUnknownSession:       {status: http.StatusNotFound, code: CodeRefused, message: "session not found"},
-	failRequestsPerNamespace: {status: http.StatusTooManyRequests, code: CodeInternalError, message: errRequestsPerNamespace.Error(), retry: true},
-	failRequests:             {status: http.StatusServiceUnavailable, code: CodeInternalError, message: errRequests.Error(), retry: true},
-	failBodyBytes:            {status: http.StatusServiceUnavailable, code: CodeInternalError, message: errBodyBudget.Error(), retry: true},
+	failRequestsPerNamespace: {status: http.StatusTooManyRequests, code: CodeInternalError, message: errRequestsPerNamespace.Error(), retry: true, bound: "requests_per_namespace"},
+	failRequests:             {status: http.StatusServiceUnavailable, code: CodeInternalError, message: errRequests.Error(), retry: true, bound: "requests"},
+	failBodyBytes:            {status: http.StatusServiceUnavailable, code: CodeInternalError, message: errBodyBudget.Error(), retry: true, bound: "body_bytes"},
 	failAcceptPost:           {status: http.StatusNotAcceptable, code: CodeInvalidRequest, message: "Accept must include application/json and text/event-stream"},
 	failAcceptGet:            {status: http.StatusNotAcceptable, code: CodeInvalidRequest, message: "Accept must include text/event-stream"},
 	failContentType:          {status: http.StatusUnsupportedMediaType, code: CodeInvalidRequest, message: "Content-Type must be application/json"},
@@ -103,8 +106,9 @@ var failures = [failureCount]answer{
 	failNoSession:            {status: http.StatusBadRequest, code: CodeSessionRequired, message: "Mcp-Session-Id required: send initialize first"},
 	failMethodNoSession:      {status: http.StatusBadRequest, code: CodeMethodNotFound, message: "method not found: send initialize first"},
 	failInitialized:          {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "session already initialized"},
-	failNamespaceSessions:    {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many sessions for this credential", retry: true},
-	failSessions:             {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session limit reached", retry: true},
+	failNamespaceSessions:    {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many sessions for this credential", retry: true, bound: "sessions_per_namespace"},
+	failSessions:             {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session limit reached", retry: true, bound: "sessions"},
+	failClosing:              {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session limit reached", retry: true},
 	failSessionNotStarted:    {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session did not start"},
 	failSpawn:                {status: http.StatusInternalServerError, code: CodeInternalError, message: "internal error"},
 	failStreamOpen:           {status: http.StatusConflict, code: CodeInvalidRequest, message: "a stream is already open for this session"},
@@ -167,6 +171,9 @@ func (s *Server) failHeaders(w http.ResponseWriter, a *answer) {
 	}
 	if a.retry {
 		h.Set("Retry-After", strconv.Itoa(max(int(s.opts.RetryAfter/time.Second), 1)))
+	}
+	if a.bound != "" {
+		s.opts.Observer.Refused(a.bound)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -99,7 +98,7 @@ var fuzzHosts = []struct {
 // fuzzEnv is one runtime and endpoint, with a session owned by A.
 type fuzzEnv struct {
 	rt         *mcpruntime.Runtime
-	h          *mcphttp.Server
+	h          http.Handler
 	tokA       string
 	tokB       string
 	tokClient  string

@@ -167,6 +167,9 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 	case errors.Is(err, session.ErrNamespaceFull):
 		s.fail(w, failNamespaceSessions)
 		return
+	case errors.Is(err, session.ErrClosing):
+		s.fail(w, failClosing)
+		return
 	case err != nil:
 		s.fail(w, failSessions)
 		return

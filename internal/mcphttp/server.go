@@ -155,6 +155,10 @@ type Observer interface {
 	// reason is one of the session package's Reason constants.
 	SessionOpened()
 	SessionClosed(reason string)
+	// Refused is called for every request a bound refused (429, 503),
+	// naming it: "requests_per_namespace", "requests", "body_bytes",
+	// "sessions_per_namespace", "sessions".
+	Refused(bound string)
 }
 
 // AuthReasoner is implemented by a backend's authentication errors that
@@ -167,6 +171,7 @@ func (nopObserver) Request(string, int, time.Duration) {}
 func (nopObserver) AuthFailure(string)                 {}
 func (nopObserver) SessionOpened()                     {}
 func (nopObserver) SessionClosed(string)               {}
+func (nopObserver) Refused(string)                     {}
 
 func (o Options) withDefaults() Options {
 	if o.Path == "" {
