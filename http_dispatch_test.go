@@ -2,12 +2,12 @@ package mcpruntime_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -18,12 +18,12 @@ var dispatchBodies = []struct {
 	body      string
 	onSession bool
 }{
-	{"ping", pingBody, true},
-	{"tools/list", toolsListBody, true},
+	{"ping", ht.PingBody, true},
+	{"tools/list", ht.ToolsListBody, true},
 	{"tools/call thread_list", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"thread_list","arguments":{}}}`, true},
-	{"notification", initializedBody, true},
+	{"notification", ht.InitializedBody, true},
 	{"response", `{"jsonrpc":"2.0","id":99,"result":{}}`, true},
-	{"initialize", initBody(latestVersion), false},
+	{"initialize", ht.InitBody(ht.LatestVersion), false},
 }
 
 // TestHTTPDispatchRevokedWhileBodyArrives: authentication counts at
@@ -73,16 +73,16 @@ func TestHTTPDispatchRevokedWhileBodyArrives(t *testing.T) {
 				e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
 				sid := ""
 				if msg.onSession {
-					sid = e.initialize(tok)
+					sid = e.Initialize(tok)
 				}
-				held := e.holdPost(mcpHeaders(tok, sid), msg.body, 1)
+				held := e.HoldPost(ht.Headers(tok, sid), msg.body, 1)
 				e.waitInFlight("admitted on its headers", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(msg.body))})
 
 				revoke()
-				want401(t, "a fresh request after the revocation", e.post(tok, sid, pingBody), invalidToken)
-				res := held.finish()
-				want401(t, "the held "+msg.name+" once its body is in", res, invalidToken)
-				wantErrorWithoutID(t, "the held "+msg.name, res)
+				ht.Want401(t, "a fresh request after the revocation", e.Post(tok, sid, ht.PingBody), ht.InvalidToken)
+				res := held.Finish()
+				ht.Want401(t, "the held "+msg.name+" once its body is in", res, ht.InvalidToken)
+				ht.WantErrorWithoutID(t, "the held "+msg.name, res)
 				if !msg.onSession {
 					if recs := mcpRecords(t, rt); len(recs) != 0 {
 						t.Fatalf("sessions %v after a refused initialize, want none", recs)
@@ -90,32 +90,5 @@ func TestHTTPDispatchRevokedWhileBodyArrives(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// TestHTTPDispatchSessionEndedWhileBodyArrives: the owner check counts at
-// dispatch too. A POST on a session is admitted on its headers, the session
-// is DELETEd while its body is held back, and the held request then gets
-// the same 404 as a made-up session id, whatever it carries.
-func TestHTTPDispatchSessionEndedWhileBodyArrives(t *testing.T) {
-	for _, msg := range dispatchBodies {
-		if !msg.onSession {
-			continue
-		}
-		t.Run(msg.name, func(t *testing.T) {
-			rt := quietRuntime(t, mcpruntime.Config{})
-			registerInproc(t, rt, "A")
-			createThreads(t, rt, "T")
-			_, tok := openMinted(t, rt, "T", "A")
-			e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
-			sid := e.initialize(tok)
-			held := e.holdPost(mcpHeaders(tok, sid), msg.body, 1)
-			e.waitInFlight("admitted on its headers", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(msg.body))})
-
-			wantStatus(t, "DELETE", e.del(tok, sid), http.StatusNoContent)
-			res := held.finish()
-			wantStatus(t, "the held "+msg.name, res, http.StatusNotFound)
-			sameAsUnknown(t, "the held "+msg.name, res, e.post(tok, madeUpSessionID, msg.body))
-		})
 	}
 }
