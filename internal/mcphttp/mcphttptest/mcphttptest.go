@@ -516,7 +516,13 @@ type Pending struct {
 // for it to finish.
 func (e *Client) AsyncPost(tok, sid, body string) *Pending {
 	e.T.Helper()
-	req := e.NewRequest(context.Background(), http.MethodPost, Headers(tok, sid), body)
+	return e.AsyncSend(e.NewRequest(context.Background(), http.MethodPost, Headers(tok, sid), body))
+}
+
+// AsyncSend sends req on its own goroutine. A cleanup waits (bounded) for
+// it to finish.
+func (e *Client) AsyncSend(req *http.Request) *Pending {
+	e.T.Helper()
 	p := &Pending{done: make(chan struct{})}
 	client := e.TS.Client()
 	go func() {
@@ -537,7 +543,7 @@ func (e *Client) AsyncPost(tok, sid, body string) *Pending {
 		select {
 		case <-p.done:
 		case <-time.After(HangAfter):
-			t.Errorf("POST %s still pending at cleanup", body)
+			t.Errorf("%s %s still pending at cleanup", req.Method, req.URL)
 		}
 	})
 	return p
