@@ -26,7 +26,7 @@ var (
 	methodLabels = labelSet("GET", "POST", "DELETE")
 	// statusLabels are the statuses the MCP endpoint answers.
 	statusLabels = statusSet(200, 202, 204, 400, 401, 403, 404, 405, 406, 408, 409, 413, 415, 429, 500, 503)
-	// authReasons: the transport's own and the runtime's AuthError reasons.
+	// authReasons: the endpoint's own and the runtime's AuthError reasons.
 	authReasons = labelSet("missing", "malformed_header", "malformed", "unknown", "revoked", "expired", "invalid")
 	// closeReasons are the MCP session's end reasons.
 	closeReasons = labelSet("delete", "idle", "cap", "revoke", "shutdown")

@@ -17,7 +17,7 @@ type Owner struct {
 
 // Owns reports whether a request authenticated as namespace may reach a
 // session owned by o. Foreign and unknown sessions are answered alike by
-// the transport (404), so this is the only place the comparison is made.
+// the endpoint (404), so this is the only place the comparison is made.
 func (o Owner) Owns(namespace string) bool {
 	return o.Namespace != "" && o.Namespace == namespace
 }
@@ -63,7 +63,7 @@ func (a *Calls) Busy() bool { return a.busy.Load() > 0 }
 func (a *Calls) Last() time.Time { return time.Unix(0, a.last.Load()) }
 
 // BeginCall registers a call in flight under id, the key of its JSON-RPC
-// id (equal keys for equal decoded ids: the transport's to compute); cancel
+// id (equal keys for equal decoded ids: the endpoint's to compute); cancel
 // is called with ErrCancelled if the client cancels it, with ErrClosed if
 // the session ends. It fails with ErrClosed once the session ended and
 // with ErrDuplicateRequest for an id already in flight.

@@ -318,7 +318,7 @@ type textContent struct {
 	Text string `json:"text"`
 }
 
-// toolCall is what tools/call's params carry that the transport reads.
+// toolCall is what tools/call's params carry that the endpoint reads.
 type toolCall struct {
 	Name          string
 	Arguments     json.RawMessage

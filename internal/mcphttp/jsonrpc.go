@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// JSON-RPC 2.0 error codes used by the transport.
+// JSON-RPC 2.0 error codes the endpoint answers.
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600

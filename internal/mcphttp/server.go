@@ -71,7 +71,7 @@ type Backend interface {
 	CallTool(ctx context.Context, p principal.Principal, name string, args json.RawMessage, progress ProgressFunc) (*ToolResult, error)
 }
 
-// Options are the transport's settings. Zero values mean the defaults
+// Options are the endpoint's settings. Zero values mean the defaults
 // given on each field.
 type Options struct {
 	// Path of the MCP endpoint. Zero: "/mcp".
@@ -91,7 +91,7 @@ type Options struct {
 	// MaxBodyBytes bounds a POST body. Zero: 4 MiB.
 	MaxBodyBytes int64
 	// BodyTimeout bounds how long a POST body may take to arrive once its
-	// headers were admitted: the transport sets the connection's read
+	// headers were admitted: the endpoint sets the connection's read
 	// deadline (http.ResponseController) when it starts reading the body
 	// and clears it once the body is in. A body still incomplete then gets
 	// 408 and its connection is closed; it is never served. It overrides
@@ -140,7 +140,7 @@ type Options struct {
 	Observer Observer
 }
 
-// Observer receives the transport's events. Methods are called from
+// Observer receives the endpoint's events. Methods are called from
 // request goroutines and session actors: they must be quick and safe for
 // concurrent use.
 type Observer interface {
