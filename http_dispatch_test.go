@@ -12,19 +12,8 @@ import (
 )
 
 // dispatchBodies are the messages a held POST carries: every kind the
-// endpoint dispatches. onSession: the message names the test's session.
-var dispatchBodies = []struct {
-	name      string
-	body      string
-	onSession bool
-}{
-	{"ping", ht.PingBody, true},
-	{"tools/list", ht.ToolsListBody, true},
-	{"tools/call thread_list", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"thread_list","arguments":{}}}`, true},
-	{"notification", ht.InitializedBody, true},
-	{"response", `{"jsonrpc":"2.0","id":99,"result":{}}`, true},
-	{"initialize", ht.InitBody(ht.LatestVersion), false},
-}
+// endpoint dispatches.
+var dispatchBodies = ht.DispatchBodies(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"thread_list","arguments":{}}}`)
 
 // TestHTTPDispatchRevokedWhileBodyArrives: authentication counts at
 // dispatch (SPEC §5 step 0). A POST is admitted on its headers, its token
@@ -57,7 +46,7 @@ func TestHTTPDispatchRevokedWhileBodyArrives(t *testing.T) {
 	}
 	for _, rev := range revocations {
 		for _, msg := range dispatchBodies {
-			t.Run(rev.name+"/"+msg.name, func(t *testing.T) {
+			t.Run(rev.name+"/"+msg.Name, func(t *testing.T) {
 				clk := newFakeClock()
 				rt := quietRuntime(t, mcpruntime.Config{Now: clk.Now, ClientTokenTTL: window})
 				registerInproc(t, rt, "A")
@@ -72,18 +61,18 @@ func TestHTTPDispatchRevokedWhileBodyArrives(t *testing.T) {
 				tok, revoke := token(t, rt)
 				e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
 				sid := ""
-				if msg.onSession {
+				if msg.OnSession {
 					sid = e.Initialize(tok)
 				}
-				held := e.HoldPost(ht.Headers(tok, sid), msg.body, 1)
-				e.waitInFlight("admitted on its headers", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(msg.body))})
+				held := e.HoldPost(ht.Headers(tok, sid), msg.Body, 1)
+				e.waitInFlight("admitted on its headers", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(msg.Body))})
 
 				revoke()
 				ht.Want401(t, "a fresh request after the revocation", e.Post(tok, sid, ht.PingBody), ht.InvalidToken)
 				res := held.Finish()
-				ht.Want401(t, "the held "+msg.name+" once its body is in", res, ht.InvalidToken)
-				ht.WantErrorWithoutID(t, "the held "+msg.name, res)
-				if !msg.onSession {
+				ht.Want401(t, "the held "+msg.Name+" once its body is in", res, ht.InvalidToken)
+				ht.WantErrorWithoutID(t, "the held "+msg.Name, res)
+				if !msg.OnSession {
 					if recs := mcpRecords(t, rt); len(recs) != 0 {
 						t.Fatalf("sessions %v after a refused initialize, want none", recs)
 					}

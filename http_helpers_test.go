@@ -3,7 +3,6 @@ package mcpruntime_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
@@ -36,31 +35,10 @@ func newMCPEnv(t *testing.T, rt *mcpruntime.Runtime, opts mcpruntime.MCPOptions)
 	return &mcpEnv{Client: ht.New(t, srv), rt: rt, srv: srv}
 }
 
-// sessionRequest is one kind of request that names a session.
-type sessionRequest struct {
-	name string
-	// owner is the status the session's owner gets.
-	owner int
-	do    func(e *mcpEnv, tok, sid string) *ht.Result
-}
-
 const capabilitiesCall = `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"runtime_capabilities","arguments":{}}}`
 
-// sessionRequests are the requests that name a session. GET answers 200
-// with an open stream to the owner; do closes it and returns the status
-// and headers.
-var sessionRequests = []sessionRequest{
-	{"POST tools/call", http.StatusOK, func(e *mcpEnv, tok, sid string) *ht.Result { return e.Post(tok, sid, capabilitiesCall) }},
-	{"POST ping", http.StatusOK, func(e *mcpEnv, tok, sid string) *ht.Result { return e.Post(tok, sid, ht.PingBody) }},
-	{"GET", http.StatusOK, func(e *mcpEnv, tok, sid string) *ht.Result {
-		s, res := e.OpenStream(ht.GetHeaders(tok, sid))
-		if s != nil {
-			s.Close()
-		}
-		return res
-	}},
-	{"DELETE", http.StatusNoContent, func(e *mcpEnv, tok, sid string) *ht.Result { return e.Del(tok, sid) }},
-}
+// sessionRequests are the requests that name a session.
+var sessionRequests = ht.SessionRequests(capabilitiesCall)
 
 // mcpRecords returns the ids of the ownership records in the store.
 func mcpRecords(t *testing.T, rt *mcpruntime.Runtime) []string {

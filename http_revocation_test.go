@@ -222,10 +222,10 @@ func TestHTTPOwnerRevokedCredential(t *testing.T) {
 			badToken := e.Post("not-a-real-token", sid, ht.PingBody)
 			ht.Want401(t, "unknown token", badToken, ht.InvalidToken)
 			for _, k := range sessionRequests {
-				res := k.do(e, tok, sid)
-				ht.Want401(t, k.name+" after revocation", res, ht.InvalidToken)
+				res := k.Do(e.Client, tok, sid)
+				ht.Want401(t, k.Name+" after revocation", res, ht.InvalidToken)
 				if string(res.Body) != string(badToken.Body) {
-					t.Fatalf("%s after revocation: body %q, an unknown token's %q; want identical", k.name, res.Body, badToken.Body)
+					t.Fatalf("%s after revocation: body %q, an unknown token's %q; want identical", k.Name, res.Body, badToken.Body)
 				}
 			}
 			// Without a session id too: initialize creates nothing.
@@ -267,7 +267,7 @@ func TestHTTPOwnerExpiredCredential(t *testing.T) {
 
 			clk.Advance(2 * time.Second)
 			for _, k := range sessionRequests {
-				ht.Want401(t, k.name+" after expiry", k.do(e, tok, sid), ht.InvalidToken)
+				ht.Want401(t, k.Name+" after expiry", k.Do(e.Client, tok, sid), ht.InvalidToken)
 			}
 			ht.Want401(t, "initialize after expiry", e.Post(tok, "", ht.InitBody(ht.LatestVersion)), ht.InvalidToken)
 		})
@@ -290,9 +290,9 @@ func TestHTTPOwnerRotatedCredential(t *testing.T) {
 	noErr(t, err)
 	tokNew := bearer(t, cred.Authorization)
 	for _, k := range sessionRequests {
-		got := k.do(e, tokNew, sid)
-		ht.WantStatus(t, "rotated "+k.name+" on the old session", got, http.StatusNotFound)
-		ht.SameAsUnknown(t, "rotated "+k.name+" on the old session", got, k.do(e, tokNew, ht.MadeUpSessionID))
+		got := k.Do(e.Client, tokNew, sid)
+		ht.WantStatus(t, "rotated "+k.Name+" on the old session", got, http.StatusNotFound)
+		ht.SameAsUnknown(t, "rotated "+k.Name+" on the old session", got, k.Do(e.Client, tokNew, ht.MadeUpSessionID))
 	}
 	own := e.Initialize(tokNew)
 	e.WantPing("rotated token on its own session", tokNew, own)
@@ -311,10 +311,10 @@ func TestHTTPOwnerRefreshedClientToken(t *testing.T) {
 	tok2, err := rt.RefreshClient(ctx, ct.ClientID, false)
 	noErr(t, err)
 	for _, k := range sessionRequests {
-		if k.name == "DELETE" {
+		if k.Name == "DELETE" {
 			continue
 		}
-		ht.WantStatus(t, "refreshed token "+k.name, k.do(e, tok2, sid), k.owner)
+		ht.WantStatus(t, "refreshed token "+k.Name, k.Do(e.Client, tok2, sid), k.Owner)
 	}
 	e.WantPing("first token after refresh", ct.Token, sid)
 

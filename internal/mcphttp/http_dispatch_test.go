@@ -11,19 +11,8 @@ import (
 )
 
 // dispatchBodies are the messages a held POST carries: every kind the
-// endpoint dispatches. onSession: the message names the test's session.
-var dispatchBodies = []struct {
-	name      string
-	body      string
-	onSession bool
-}{
-	{"ping", ht.PingBody, true},
-	{"tools/list", ht.ToolsListBody, true},
-	{"tools/call whoami", whoamiCall, true},
-	{"notification", ht.InitializedBody, true},
-	{"response", `{"jsonrpc":"2.0","id":99,"result":{}}`, true},
-	{"initialize", ht.InitBody(ht.LatestVersion), false},
-}
+// endpoint dispatches.
+var dispatchBodies = ht.DispatchBodies(whoamiCall)
 
 // TestHTTPDispatchRevokedWhileBodyArrives: authentication counts at
 // dispatch (SPEC §5 step 0). A POST is admitted on its headers; its
@@ -44,23 +33,23 @@ func TestHTTPDispatchRevokedWhileBodyArrives(t *testing.T) {
 	}
 	for _, k := range kills {
 		for _, msg := range dispatchBodies {
-			t.Run(k.name+"/"+msg.name, func(t *testing.T) {
+			t.Run(k.name+"/"+msg.Name, func(t *testing.T) {
 				f := newFake(t)
 				tok, id := f.client("ide", memdb.AccessReadOnly, window)
 				e := newMCPEnv(t, f, mcphttp.Options{})
 				sid := ""
-				if msg.onSession {
+				if msg.OnSession {
 					sid = e.Initialize(tok)
 				}
-				held := e.HoldPost(ht.Headers(tok, sid), msg.body, 1)
-				e.waitInFlight("admitted on its headers", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(msg.body))})
+				held := e.HoldPost(ht.Headers(tok, sid), msg.Body, 1)
+				e.waitInFlight("admitted on its headers", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(msg.Body))})
 
 				k.kill(f, id)
 				ht.Want401(t, "a fresh request after it", e.Post(tok, sid, ht.PingBody), ht.InvalidToken)
 				res := held.Finish()
-				ht.Want401(t, "the held "+msg.name+" once its body is in", res, ht.InvalidToken)
-				ht.WantErrorWithoutID(t, "the held "+msg.name, res)
-				if !msg.onSession {
+				ht.Want401(t, "the held "+msg.Name+" once its body is in", res, ht.InvalidToken)
+				ht.WantErrorWithoutID(t, "the held "+msg.Name, res)
+				if !msg.OnSession {
 					if recs := mcpRecords(t, f); len(recs) != 0 {
 						t.Fatalf("sessions %v after a refused initialize, want none", recs)
 					}
@@ -76,21 +65,21 @@ func TestHTTPDispatchRevokedWhileBodyArrives(t *testing.T) {
 // the same 404 as a made-up session id, whatever it carries.
 func TestHTTPDispatchSessionEndedWhileBodyArrives(t *testing.T) {
 	for _, msg := range dispatchBodies {
-		if !msg.onSession {
+		if !msg.OnSession {
 			continue
 		}
-		t.Run(msg.name, func(t *testing.T) {
+		t.Run(msg.Name, func(t *testing.T) {
 			f := newFake(t)
 			_, tok := openMinted(t, f, "T", "A")
 			e := newMCPEnv(t, f, mcphttp.Options{})
 			sid := e.Initialize(tok)
-			held := e.HoldPost(ht.Headers(tok, sid), msg.body, 1)
-			e.waitInFlight("admitted on its headers", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(msg.body))})
+			held := e.HoldPost(ht.Headers(tok, sid), msg.Body, 1)
+			e.waitInFlight("admitted on its headers", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(msg.Body))})
 
 			ht.WantStatus(t, "DELETE", e.Del(tok, sid), http.StatusNoContent)
 			res := held.Finish()
-			ht.WantStatus(t, "the held "+msg.name, res, http.StatusNotFound)
-			ht.SameAsUnknown(t, "the held "+msg.name, res, e.Post(tok, ht.MadeUpSessionID, msg.body))
+			ht.WantStatus(t, "the held "+msg.Name, res, http.StatusNotFound)
+			ht.SameAsUnknown(t, "the held "+msg.Name, res, e.Post(tok, ht.MadeUpSessionID, msg.Body))
 		})
 	}
 }

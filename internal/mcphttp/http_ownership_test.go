@@ -12,29 +12,8 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// sessionRequest is one kind of request that names a session.
-type sessionRequest struct {
-	name string
-	// owner is the status the session's owner gets.
-	owner int
-	do    func(e *mcpEnv, tok, sid string) *ht.Result
-}
-
-// sessionRequests are the requests of the ownership matrix. GET answers
-// 200 with an open stream to the owner; do closes it and returns the
-// status and headers.
-var sessionRequests = []sessionRequest{
-	{"POST tools/call", http.StatusOK, func(e *mcpEnv, tok, sid string) *ht.Result { return e.Post(tok, sid, whoamiCall) }},
-	{"POST ping", http.StatusOK, func(e *mcpEnv, tok, sid string) *ht.Result { return e.Post(tok, sid, ht.PingBody) }},
-	{"GET", http.StatusOK, func(e *mcpEnv, tok, sid string) *ht.Result {
-		s, res := e.OpenStream(ht.GetHeaders(tok, sid))
-		if s != nil {
-			s.Close()
-		}
-		return res
-	}},
-	{"DELETE", http.StatusNoContent, func(e *mcpEnv, tok, sid string) *ht.Result { return e.Del(tok, sid) }},
-}
+// sessionRequests are the requests that name a session.
+var sessionRequests = ht.SessionRequests(whoamiCall)
 
 // TestHTTPOwnershipMatrix is SPEC §5 step 3 and §6.2–3 over real HTTP: a
 // session answers only the namespace that initialized it. Every other
@@ -58,9 +37,9 @@ func TestHTTPOwnershipMatrix(t *testing.T) {
 	}
 	for _, fo := range foreign {
 		for _, k := range sessionRequests {
-			what := fo.name + " " + k.name
-			got := k.do(e, fo.tok, sid)
-			unknown := k.do(e, fo.tok, ht.MadeUpSessionID)
+			what := fo.name + " " + k.Name
+			got := k.Do(e.Client, fo.tok, sid)
+			unknown := k.Do(e.Client, fo.tok, ht.MadeUpSessionID)
 			ht.WantStatus(t, what+" on an unknown id", unknown, http.StatusNotFound)
 			ht.SameAsUnknown(t, what+" on the owner's session", got, unknown)
 			// Untouched: the owner still has it, nothing ended.
@@ -83,12 +62,12 @@ func TestHTTPOwnershipMatrix(t *testing.T) {
 
 	// The owner gets every method.
 	for _, k := range sessionRequests {
-		if k.name == "DELETE" {
+		if k.Name == "DELETE" {
 			continue
 		}
-		res := k.do(e, tokA, sid)
-		ht.WantStatus(t, "owner "+k.name, res, k.owner)
-		switch k.name {
+		res := k.Do(e.Client, tokA, sid)
+		ht.WantStatus(t, "owner "+k.Name, res, k.Owner)
+		switch k.Name {
 		case "GET":
 			if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
 				t.Fatalf("owner GET Content-Type = %q, want text/event-stream", ct)
@@ -105,10 +84,10 @@ func TestHTTPOwnershipMatrix(t *testing.T) {
 	// Owner DELETE: 204, then 404 for every method, as for an unknown id.
 	ht.WantStatus(t, "owner DELETE", e.Del(tokA, sid), http.StatusNoContent)
 	for _, k := range sessionRequests {
-		got := k.do(e, tokA, sid)
-		unknown := k.do(e, tokA, ht.MadeUpSessionID)
-		ht.WantStatus(t, "owner "+k.name+" after DELETE", got, http.StatusNotFound)
-		ht.SameAsUnknown(t, "owner "+k.name+" after DELETE", got, unknown)
+		got := k.Do(e.Client, tokA, sid)
+		unknown := k.Do(e.Client, tokA, ht.MadeUpSessionID)
+		ht.WantStatus(t, "owner "+k.Name+" after DELETE", got, http.StatusNotFound)
+		ht.SameAsUnknown(t, "owner "+k.Name+" after DELETE", got, unknown)
 	}
 	if recs := mcpRecords(t, f); len(recs) != 0 {
 		t.Fatalf("ownership records after DELETE = %v, want none", recs)
@@ -132,7 +111,7 @@ func TestHTTPOwnerForeignRequestsDoNotRefresh(t *testing.T) {
 	newer := e.Initialize(tok)
 	clk.Advance(time.Second)
 	for _, k := range sessionRequests {
-		ht.WantStatus(t, "foreign "+k.name, k.do(e, other, older), http.StatusNotFound)
+		ht.WantStatus(t, "foreign "+k.Name, k.Do(e.Client, other, older), http.StatusNotFound)
 		clk.Advance(time.Second)
 	}
 	third := e.Initialize(tok)

@@ -100,3 +100,50 @@ func WaitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// SessionRequest is one kind of request that names a session.
+type SessionRequest struct {
+	Name string
+	// Owner is the status the session's owner gets.
+	Owner int
+	Do    func(c *Client, tok, sid string) *Result
+}
+
+// SessionRequests are the requests that name a session: call (a
+// tools/call body), a ping, a GET, a DELETE. A GET that opens a stream
+// closes it at once and returns its status and headers.
+func SessionRequests(call string) []SessionRequest {
+	return []SessionRequest{
+		{"POST tools/call", http.StatusOK, func(c *Client, tok, sid string) *Result { return c.Post(tok, sid, call) }},
+		{"POST ping", http.StatusOK, func(c *Client, tok, sid string) *Result { return c.Post(tok, sid, PingBody) }},
+		{"GET", http.StatusOK, func(c *Client, tok, sid string) *Result {
+			s, res := c.OpenStream(GetHeaders(tok, sid))
+			if s != nil {
+				s.Close()
+			}
+			return res
+		}},
+		{"DELETE", http.StatusNoContent, func(c *Client, tok, sid string) *Result { return c.Del(tok, sid) }},
+	}
+}
+
+// DispatchBody is a message a held POST carries. OnSession: it names a
+// session.
+type DispatchBody struct {
+	Name      string
+	Body      string
+	OnSession bool
+}
+
+// DispatchBodies are the messages of every kind the endpoint dispatches;
+// call is a tools/call body.
+func DispatchBodies(call string) []DispatchBody {
+	return []DispatchBody{
+		{"ping", PingBody, true},
+		{"tools/list", ToolsListBody, true},
+		{"tools/call", call, true},
+		{"notification", InitializedBody, true},
+		{"response", `{"jsonrpc":"2.0","id":99,"result":{}}`, true},
+		{"initialize", InitBody(LatestVersion), false},
+	}
+}
