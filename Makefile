@@ -38,8 +38,8 @@ prop: ## the property suite, long: 1000 checks per machine, under the race detec
 
 .PHONY: fuzz
 fuzz: ## fuzz JSON-RPC decoding, the HTTP handler and the lifecycle state machine, 30 s each
-	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./transport/
-	$(GO) test -run '^$$' -fuzz=FuzzDecodeMessage -fuzztime=30s ./transport/
+	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./internal/mcphttp/
+	$(GO) test -run '^$$' -fuzz=FuzzDecodeMessage -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzLifecycleMachine -fuzztime=30s ./proptest/
 
 .PHONY: mutants

@@ -2,29 +2,18 @@ package mcpruntime_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 	"github.com/agenthost/mcpruntime/memdb"
-	"github.com/agenthost/mcpruntime/transport"
 )
 
 // dispatchBodies are the messages a held POST carries: every kind the
-// endpoint dispatches. onSession: the message names the test's session.
-var dispatchBodies = []struct {
-	name      string
-	body      string
-	onSession bool
-}{
-	{"ping", pingBody, true},
-	{"tools/list", toolsListBody, true},
-	{"tools/call thread_list", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"thread_list","arguments":{}}}`, true},
-	{"notification", initializedBody, true},
-	{"response", `{"jsonrpc":"2.0","id":99,"result":{}}`, true},
-	{"initialize", initBody(latestVersion), false},
-}
+// endpoint dispatches.
+var dispatchBodies = ht.DispatchBodies(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"thread_list","arguments":{}}}`)
 
 // TestHTTPDispatchRevokedWhileBodyArrives: authentication counts at
 // dispatch (SPEC §5 step 0). A POST is admitted on its headers, its token
@@ -57,7 +46,7 @@ func TestHTTPDispatchRevokedWhileBodyArrives(t *testing.T) {
 	}
 	for _, rev := range revocations {
 		for _, msg := range dispatchBodies {
-			t.Run(rev.name+"/"+msg.name, func(t *testing.T) {
+			t.Run(rev.name+"/"+msg.Name, func(t *testing.T) {
 				clk := newFakeClock()
 				rt := quietRuntime(t, mcpruntime.Config{Now: clk.Now, ClientTokenTTL: window})
 				registerInproc(t, rt, "A")
@@ -72,50 +61,23 @@ func TestHTTPDispatchRevokedWhileBodyArrives(t *testing.T) {
 				tok, revoke := token(t, rt)
 				e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
 				sid := ""
-				if msg.onSession {
-					sid = e.initialize(tok)
+				if msg.OnSession {
+					sid = e.Initialize(tok)
 				}
-				held := e.holdPost(mcpHeaders(tok, sid), msg.body, 1)
-				e.waitInFlight("admitted on its headers", transport.InFlight{Requests: 1, BodyBytes: int64(len(msg.body))})
+				held := e.HoldPost(ht.Headers(tok, sid), msg.Body, 1)
+				e.waitInFlight("admitted on its headers", mcphttp.InFlight{Requests: 1, BodyBytes: int64(len(msg.Body))})
 
 				revoke()
-				want401(t, "a fresh request after the revocation", e.post(tok, sid, pingBody), invalidToken)
-				res := held.finish()
-				want401(t, "the held "+msg.name+" once its body is in", res, invalidToken)
-				wantErrorWithoutID(t, "the held "+msg.name, res)
-				if !msg.onSession {
+				ht.Want401(t, "a fresh request after the revocation", e.Post(tok, sid, ht.PingBody), ht.InvalidToken)
+				res := held.Finish()
+				ht.Want401(t, "the held "+msg.Name+" once its body is in", res, ht.InvalidToken)
+				ht.WantErrorWithoutID(t, "the held "+msg.Name, res)
+				if !msg.OnSession {
 					if recs := mcpRecords(t, rt); len(recs) != 0 {
 						t.Fatalf("sessions %v after a refused initialize, want none", recs)
 					}
 				}
 			})
 		}
-	}
-}
-
-// TestHTTPDispatchSessionEndedWhileBodyArrives: the owner check counts at
-// dispatch too. A POST on a session is admitted on its headers, the session
-// is DELETEd while its body is held back, and the held request then gets
-// the same 404 as a made-up session id, whatever it carries.
-func TestHTTPDispatchSessionEndedWhileBodyArrives(t *testing.T) {
-	for _, msg := range dispatchBodies {
-		if !msg.onSession {
-			continue
-		}
-		t.Run(msg.name, func(t *testing.T) {
-			rt := quietRuntime(t, mcpruntime.Config{})
-			registerInproc(t, rt, "A")
-			createThreads(t, rt, "T")
-			_, tok := openMinted(t, rt, "T", "A")
-			e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
-			sid := e.initialize(tok)
-			held := e.holdPost(mcpHeaders(tok, sid), msg.body, 1)
-			e.waitInFlight("admitted on its headers", transport.InFlight{Requests: 1, BodyBytes: int64(len(msg.body))})
-
-			wantStatus(t, "DELETE", e.del(tok, sid), http.StatusNoContent)
-			res := held.finish()
-			wantStatus(t, "the held "+msg.name, res, http.StatusNotFound)
-			sameAsUnknown(t, "the held "+msg.name, res, e.post(tok, madeUpSessionID, msg.body))
-		})
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/memdb"
-	"github.com/agenthost/mcpruntime/transport"
 )
 
 // Runtime is the session runtime: the actors, the store, and the API that
@@ -41,7 +40,7 @@ type Runtime struct {
 	// sessions (provider.CloseTimeout).
 	closeTimeouts map[string]time.Duration
 	clients       map[string]*actor.PID
-	servers       []*transport.Server
+	servers       []*MCPEndpoint
 }
 
 // New starts a runtime.
@@ -190,7 +189,7 @@ type Stats struct {
 	Instances        int // provider instance actors
 	Clients          int // client-grant actors
 	ProviderSessions int // open provider sessions (store)
-	MCPSessions      int // MCP session ownership records (store)
+	MCPSessions      int // live MCP sessions of the runtime's endpoints (their session tables)
 	LiveCredentials  int // credential rows in state live (expired ones included until revoked)
 	// Processes counts every process of the actor system: all actors
 	// (provider and MCP session actors included) and the futures of
@@ -207,9 +206,7 @@ func (r *Runtime) Stats() Stats {
 	if ps, err := rd.ProviderSessionsByState(nil, memdb.SessionOpen); err == nil {
 		s.ProviderSessions = len(ps)
 	}
-	if ms, err := rd.MCPSessions(nil); err == nil {
-		s.MCPSessions = len(ms)
-	}
+	s.MCPSessions = r.mcpSessions()
 	s.LiveCredentials, _ = rd.CountCredentialsByState(nil, memdb.StateLive)
 	for _, bucket := range r.system.ProcessRegistry.LocalPIDs.LocalPIDs {
 		s.Processes += bucket.Count()

@@ -11,7 +11,6 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/transport"
 )
 
 // Options configure the admin API.
@@ -21,7 +20,7 @@ type Options struct {
 	Token string
 	// MCP is the MCP endpoint whose sessions GET /admin/v1/sessions lists.
 	// Nil: the list comes from the store alone.
-	MCP *transport.Server
+	MCP *mcpruntime.MCPEndpoint
 	// Logger. Nil: slog.Default().
 	Logger *slog.Logger
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/admin"
-	"github.com/agenthost/mcpruntime/transport"
 )
 
 // adminToken is the admin API's token in every test.
@@ -53,7 +52,7 @@ type env struct {
 	rt     *mcpruntime.Runtime
 	inproc *providertest.Inproc // the runtime's in-process driver
 	ts     *httptest.Server
-	mcp    *transport.Server // nil unless withMCP
+	mcp    *mcpruntime.MCPEndpoint // nil unless withMCP
 	mcpS   *httptest.Server
 	logs   *logBuffer
 

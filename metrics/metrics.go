@@ -1,7 +1,8 @@
 // Package metrics exports the runtime's Prometheus metrics: MCP sessions
 // (live, opened, closed by reason), authentication failures by reason,
 // requests by method and status with a latency histogram, and the
-// runtime's actors and records. It implements transport.Observer.
+// runtime's actors and records, and requests refused by a bound. It
+// implements mcpruntime.Observer, and imports the module root only.
 //
 // Every label takes its value from a fixed set, whatever the request
 // carried: HTTP methods, statuses and reasons outside the lists below count
@@ -15,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/transport"
 )
 
 // other is the label value of anything outside a label's fixed set.
@@ -26,10 +26,12 @@ var (
 	methodLabels = labelSet("GET", "POST", "DELETE")
 	// statusLabels are the statuses the MCP endpoint answers.
 	statusLabels = statusSet(200, 202, 204, 400, 401, 403, 404, 405, 406, 408, 409, 413, 415, 429, 500, 503)
-	// authReasons: the transport's own and the runtime's AuthError reasons.
+	// authReasons: the endpoint's own and the runtime's AuthError reasons.
 	authReasons = labelSet("missing", "malformed_header", "malformed", "unknown", "revoked", "expired", "invalid")
-	// closeReasons are the session package's Reason constants.
+	// closeReasons are the MCP session's end reasons.
 	closeReasons = labelSet("delete", "idle", "cap", "revoke", "shutdown")
+	// boundLabels are the bounds an Observer's Refused names.
+	boundLabels = labelSet("requests_per_namespace", "requests", "body_bytes", "sessions_per_namespace", "sessions")
 )
 
 // labelSet maps each allowed value to itself.
@@ -57,20 +59,21 @@ func label[K comparable](set map[K]string, v K) string {
 	return other
 }
 
-// Metrics is the transport observer and the runtime's collectors.
+// Metrics is the MCP endpoint's observer and the runtime's collectors.
 type Metrics struct {
 	opened   prometheus.Counter
 	closed   *prometheus.CounterVec
 	authFail *prometheus.CounterVec
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	refused  *prometheus.CounterVec
 }
 
-var _ transport.Observer = (*Metrics)(nil)
+var _ mcpruntime.Observer = (*Metrics)(nil)
 
-// New registers the metrics with reg. rt feeds the gauges of actors and
-// records; sessions, if not nil, counts live MCP sessions.
-func New(reg prometheus.Registerer, rt *mcpruntime.Runtime, sessions func() int) *Metrics {
+// New registers the metrics with reg. rt feeds the gauges of MCP sessions
+// (its Stats: the endpoints' session tables), actors and records.
+func New(reg prometheus.Registerer, rt *mcpruntime.Runtime) *Metrics {
 	m := &Metrics{
 		opened: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mcpruntime_mcp_sessions_opened_total",
@@ -93,18 +96,17 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime, sessions func() int)
 			Help:    "MCP endpoint request latency (a stream counts until it ends), by HTTP method (GET, POST, DELETE, other).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"method"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpruntime_http_refused_total",
+			Help: "MCP endpoint requests refused by a bound (429, 503), by bound (requests_per_namespace, requests, body_bytes, sessions_per_namespace, sessions, other).",
+		}, []string{"bound"}),
 	}
-	reg.MustRegister(m.opened, m.closed, m.authFail, m.requests, m.latency)
-	if sessions != nil {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "mcpruntime_mcp_sessions",
-			Help: "Live MCP sessions.",
-		}, func() float64 { return float64(sessions()) }))
-	}
+	reg.MustRegister(m.opened, m.closed, m.authFail, m.requests, m.latency, m.refused)
 	gauge := func(name, help string, f func(mcpruntime.Stats) int) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
 			func() float64 { return float64(f(rt.Stats())) }))
 	}
+	gauge("mcpruntime_mcp_sessions", "Live MCP sessions.", func(s mcpruntime.Stats) int { return s.MCPSessions })
 	gauge("mcpruntime_actors", "Live processes of the actor system (actors and requests in flight).", func(s mcpruntime.Stats) int { return s.Processes })
 	gauge("mcpruntime_threads", "Threads.", func(s mcpruntime.Stats) int { return s.Threads })
 	gauge("mcpruntime_provider_sessions", "Open provider sessions.", func(s mcpruntime.Stats) int { return s.ProviderSessions })
@@ -112,22 +114,27 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime, sessions func() int)
 	return m
 }
 
-// Request implements transport.Observer.
+// Request implements mcpruntime.Observer.
 func (m *Metrics) Request(method string, status int, d time.Duration) {
 	method = label(methodLabels, method)
 	m.requests.WithLabelValues(method, label(statusLabels, status)).Inc()
 	m.latency.WithLabelValues(method).Observe(d.Seconds())
 }
 
-// AuthFailure implements transport.Observer.
+// AuthFailure implements mcpruntime.Observer.
 func (m *Metrics) AuthFailure(reason string) {
 	m.authFail.WithLabelValues(label(authReasons, reason)).Inc()
 }
 
-// SessionOpened implements transport.Observer.
+// SessionOpened implements mcpruntime.Observer.
 func (m *Metrics) SessionOpened() { m.opened.Inc() }
 
-// SessionClosed implements transport.Observer.
+// SessionClosed implements mcpruntime.Observer.
 func (m *Metrics) SessionClosed(reason string) {
 	m.closed.WithLabelValues(label(closeReasons, reason)).Inc()
+}
+
+// Refused implements mcpruntime.Observer.
+func (m *Metrics) Refused(bound string) {
+	m.refused.WithLabelValues(label(boundLabels, bound)).Inc()
 }

@@ -47,13 +47,11 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	var srvSessions func() int
-	m := metrics.New(reg, rt, func() int { return srvSessions() })
+	m := metrics.New(reg, rt)
 	h, err := rt.MCPHandler(mcpruntime.MCPOptions{Observer: m})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvSessions = h.Sessions
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
@@ -135,7 +133,7 @@ mcpruntime_provider_sessions 1
 func TestMetricsLabelsBounded(t *testing.T) {
 	rt := newRuntime(t)
 	reg := prometheus.NewRegistry()
-	m := metrics.New(reg, rt, nil)
+	m := metrics.New(reg, rt)
 	h, err := rt.MCPHandler(mcpruntime.MCPOptions{Observer: m})
 	if err != nil {
 		t.Fatal(err)
@@ -179,5 +177,49 @@ mcpruntime_mcp_sessions_closed_total{reason="other"} 1000
 	}
 	if n, err := testutil.GatherAndCount(reg, "mcpruntime_http_request_duration_seconds"); err != nil || n != 4 {
 		t.Fatalf("latency histogram series = %d, %v; want 4 (GET, POST, DELETE, other)", n, err)
+	}
+}
+
+// TestMetricsRefused: a request refused by a bound counts under the bound's
+// name: here the cap on MCP sessions (503), twice.
+func TestMetricsRefused(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t)
+	ct, err := rt.IssueClient(ctx, "ide", "read-only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, rt)
+	h, err := rt.MCPHandler(mcpruntime.MCPOptions{Observer: m, MaxSessions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for i, want := range []int{http.StatusOK, http.StatusServiceUnavailable, http.StatusServiceUnavailable} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(init))
+		req.Header.Set("Authorization", "Bearer "+ct.Token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("initialize %d: %s, want %d", i, resp.Status, want)
+		}
+	}
+	want := `
+# HELP mcpruntime_http_refused_total MCP endpoint requests refused by a bound (429, 503), by bound (requests_per_namespace, requests, body_bytes, sessions_per_namespace, sessions, other).
+# TYPE mcpruntime_http_refused_total counter
+mcpruntime_http_refused_total{bound="sessions"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcpruntime_http_refused_total"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -13,7 +13,7 @@ cd "$root"
 GO="${GO:-go}"
 JOBS="${MUTANT_JOBS:-2}"
 TIMEOUT="${MUTANT_TIMEOUT:-300}"
-BASE_PKGS=(./ ./transport/ ./actors/... ./proptest/)
+BASE_PKGS=(./ ./internal/mcphttp/ ./actors/... ./proptest/)
 
 # run_one MUTANT OUTDIR: apply, test, and write OUTDIR/<name>.result as
 # "status<TAB>detail".

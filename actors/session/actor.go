@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,20 +11,25 @@ import (
 )
 
 // Config is what every session of one endpoint shares. It is given once,
-// to [NewProps]; what differs between sessions comes in [Start].
+// to [NewProps]; what differs between sessions is in their [Entry] and
+// their [Start].
 type Config struct {
 	Store *memdb.Store
+	// Table holds the sessions' entries; a session releases its slot there
+	// as it ends.
+	Table *Table
 	Now   func() time.Time
 	// IdleTimeout ends a session with nothing in flight and no stream for
 	// this long, when an [IdleCheck] finds it so. Zero: never.
 	IdleTimeout time.Duration
 	// WatchOwner calls dead once namespace has no live credential left (at
 	// once if it has none); stop cancels. Nil: the owner is not watched.
-	// The transport passes its liveness monitor's Namespace.
+	// The endpoint passes its liveness monitor's WatchNamespace.
 	WatchOwner func(namespace string, dead func()) (stop func())
 	// OnEnd is called once, from the actor, as soon as the session ends (its
-	// record is gone; the actor stops right after).
-	OnEnd  func(id string, reason string)
+	// record is gone and its slot free; the actor stops right after), with
+	// one of the Reason constants. Nil: nobody is told.
+	OnEnd  func(reason string)
 	Logger *slog.Logger
 }
 
@@ -35,49 +39,50 @@ type Config struct {
 // actor: one Props for all sessions, and per session only the actor.
 func NewProps(cfg *Config) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &sessionActor{cfg: cfg}
+		a := &mcpSessionActor{cfg: cfg}
+		a.behavior = actor.NewBehavior()
+		a.behavior.Become(a.starting)
+		return a
 	})
 }
 
-type sessionActor struct {
+// mcpSessionActor is one MCP session. Its phases are behaviours: starting
+// (until Start), live, ended (answering what is still queued until it
+// stops).
+type mcpSessionActor struct {
 	cfg         *Config
-	p           Start // this session's parameters
-	stream      context.CancelFunc
+	behavior    actor.Behavior
+	e           *Entry // found in the Table at Start
+	p           Start  // this session's parameters
 	initialized bool
-	created     time.Time
-	ending      string // reason, once the session is ending
 	stopWatch   func()
 }
 
-func (a *sessionActor) Receive(ctx actor.Context) {
-	if a.ending != "" {
-		a.refuse(ctx)
-		return
-	}
-	if _, ok := ctx.Message().(Message); ok && a.p.ID == "" {
-		if msg, ok := ctx.Message().(*Start); ok {
-			a.start(ctx, msg)
+func (a *mcpSessionActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
+
+// starting waits for Start; anything else of the protocol is refused.
+func (a *mcpSessionActor) starting(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *Start:
+		if a.e = a.cfg.Table.entry(msg.ID); a.e == nil {
+			a.cfg.Logger.Error("session actor: no table entry", "session", msg.ID)
+			a.behavior.Become(a.ended)
+			ctx.Stop(ctx.Self())
 			return
 		}
-		a.refuse(ctx) // not started: nothing to do but refuse
-		return
+		a.start(ctx, msg)
+		a.behavior.Become(a.live)
+	case Message:
+		a.refuse(ctx)
 	}
+}
+
+func (a *mcpSessionActor) live(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *Start:
 		a.cfg.Logger.Warn("session actor: started twice", "session", a.p.ID)
-	case *OpenStream:
-		if a.stream != nil {
-			ctx.Respond(&StreamOpened{Err: ErrStreamBusy})
-			return
-		}
-		a.stream = msg.Close
-		ctx.Respond(&StreamOpened{})
-	case *StreamClosed:
-		a.stream = nil
 	case *CloseStream:
-		if a.stream != nil {
-			a.stream()
-		}
+		a.e.closeStream()
 	case *Initialized:
 		a.initialized = true
 	case *GetInfo:
@@ -90,42 +95,50 @@ func (a *sessionActor) Receive(ctx actor.Context) {
 	case *IdleCheck:
 		a.idle(ctx)
 	case *actor.Stopped:
-		a.stopped()
+		// Stopped from outside (shutdown): the record goes too.
+		a.finish(ReasonShutdown)
 	case *actor.Started, *actor.Stopping, *actor.Restarting:
 	default:
 		a.cfg.Logger.Warn("session actor: unexpected message", "type", fmt.Sprintf("%T", msg))
 	}
 }
 
-// refuse answers what reaches a session that is ending.
-func (a *sessionActor) refuse(ctx actor.Context) {
+// ended answers what reaches a session that has ended, until it stops.
+func (a *mcpSessionActor) ended(ctx actor.Context) {
 	switch ctx.Message().(type) {
-	case *OpenStream:
-		ctx.Respond(&StreamOpened{Err: ErrClosed})
-	case *Delete:
-		ctx.Respond(&Deleted{Err: ErrClosed})
-	case *GetInfo:
-		ctx.Respond(&Info{ID: a.p.ID, Err: ErrClosed})
+	case Message:
+		a.refuse(ctx)
 	case *actor.Stopped:
-		a.stopped()
+		if a.stopWatch != nil {
+			a.stopWatch()
+		}
 	}
 }
 
-func (a *sessionActor) start(ctx actor.Context, p *Start) {
+// refuse answers a request of the protocol that the session cannot serve
+// (not started, or ended).
+func (a *mcpSessionActor) refuse(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *Delete:
+		ctx.Respond(&Deleted{AlreadyEnded: true})
+	case *GetInfo:
+		ctx.Respond(&Info{ID: a.p.ID, Ended: true})
+	}
+}
+
+func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
 	a.p = *p
-	now := a.cfg.Now()
-	a.created = now
-	a.p.Activity.last.Store(now.UnixNano())
+	owner := a.e.Owner()
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
 		return w.PutMCPSession(&memdb.MCPSession{
 			ID:              p.ID,
-			Owner:           p.Owner.Namespace,
-			Credential:      p.Owner.Credential,
+			Owner:           owner.Namespace,
+			Credential:      owner.Credential,
 			ProtocolVersion: p.ProtocolVersion,
 			ClientName:      p.ClientName,
 			ClientVersion:   p.ClientVersion,
-			Created:         now,
-			LastActive:      now,
+			Created:         a.e.created,
+			LastActive:      a.e.created,
 		})
 	})
 	if err != nil {
@@ -133,65 +146,54 @@ func (a *sessionActor) start(ctx actor.Context, p *Start) {
 	}
 	if a.cfg.WatchOwner != nil {
 		root, self := ctx.ActorSystem().Root, ctx.Self()
-		a.stopWatch = a.cfg.WatchOwner(p.Owner.Namespace, func() { root.Send(self, &ownerDead{}) })
+		a.stopWatch = a.cfg.WatchOwner(owner.Namespace, func() { root.Send(self, &ownerDead{}) })
 	}
 }
 
-func (a *sessionActor) info() *Info {
+func (a *mcpSessionActor) info() *Info {
 	return &Info{
 		ID:              a.p.ID,
-		Owner:           a.p.Owner,
+		Owner:           a.e.Owner(),
 		ProtocolVersion: a.p.ProtocolVersion,
 		Initialized:     a.initialized,
-		InFlight:        a.p.Activity.InFlight(),
-		StreamOpen:      a.stream != nil,
-		Created:         a.created,
-		LastActive:      a.p.Activity.Last(),
+		InFlight:        a.e.InFlight(),
+		StreamOpen:      a.e.StreamOpen(),
+		Created:         a.e.created,
+		LastActive:      a.e.Last(),
 	}
 }
 
-// idle ends the session if nothing happened for IdleTimeout and nothing
-// is open. The transport sends IdleCheck to sessions it sees idle; the
-// actor decides, since only it knows what is in flight.
-func (a *sessionActor) idle(ctx actor.Context) {
-	if a.cfg.IdleTimeout <= 0 || a.p.ID == "" {
-		return
-	}
-	since := a.cfg.Now().Sub(a.p.Activity.Last())
-	if a.stream != nil || a.p.Activity.Busy() || since < a.cfg.IdleTimeout { // a call in flight is a request: Busy
+// idle ends the session if it has been idle for IdleTimeout (Calls.idle,
+// the one judgement). The sweep sends IdleCheck to sessions it sees idle;
+// the actor asks again, since a request may have begun since.
+func (a *mcpSessionActor) idle(ctx actor.Context) {
+	if a.cfg.IdleTimeout <= 0 || !a.e.idle(a.cfg.Now(), a.cfg.IdleTimeout) {
 		return
 	}
 	a.end(ctx, ReasonIdle)
 }
 
-// end cancels everything, removes the ownership record and stops the
-// actor. Messages still queued are answered with ErrClosed first.
-func (a *sessionActor) end(ctx actor.Context, reason string) {
-	a.ending = reason
-	a.p.Activity.close()
-	if a.stream != nil {
-		a.stream()
-		a.stream = nil
-	}
-	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.p.ID) }); err != nil {
-		a.cfg.Logger.Error("delete session record", "err", err)
-	}
-	a.cfg.OnEnd(a.p.ID, reason)
+// end ends the session and stops the actor. Messages still queued are
+// answered as by a session that ended.
+func (a *mcpSessionActor) end(ctx actor.Context, reason string) {
+	a.finish(reason)
 	ctx.Poison(ctx.Self())
 }
 
-func (a *sessionActor) stopped() {
+// finish cancels every call and the stream, removes the ownership record,
+// frees the slot and tells OnEnd. It runs once: the actor is ended after.
+func (a *mcpSessionActor) finish(reason string) {
+	a.behavior.Become(a.ended)
 	if a.stopWatch != nil {
 		a.stopWatch()
+		a.stopWatch = nil
 	}
-	if a.ending == "" && a.p.ID != "" {
-		// Stopped from outside (shutdown): the record goes too.
-		a.ending = ReasonShutdown
-		a.p.Activity.close()
-		if a.stream != nil {
-			a.stream()
-		}
-		_ = a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.p.ID) })
-		a.cfg.OnEnd(a.p.ID, a.ending)
+	a.e.close()
+	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.p.ID) }); err != nil {
+		a.cfg.Logger.Error("delete session record", "err", err)
+	}
+	a.cfg.Table.Release(a.e)
+	if a.cfg.OnEnd != nil {
+		a.cfg.OnEnd(reason)
 	}
 }

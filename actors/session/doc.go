@@ -1,40 +1,53 @@
-// Package session runs one actor per MCP session (Streamable HTTP,
-// Mcp-Session-Id), bound to the namespace that initialized it (SPEC §5).
+// Package session owns the MCP session (Streamable HTTP, Mcp-Session-Id)
+// whole: the [Table] of an endpoint's sessions, each session's [Calls],
+// and one actor per session, bound to the namespace that initialized it
+// (SPEC §5).
 //
 // # Components
 //
-//	transport (HTTP goroutine) ──request──▶ session actor "session/<id>"
-//	                                          │ writes: mcp_sessions row
-//	liveness monitor ──ownerDead──────────────┘ (the owner namespace lost its last live credential)
+//	MCP endpoint (HTTP goroutine) ── Reserve/Lookup/Commit ──▶ Table ──▶ Entry{id, owner, pid, Calls}
+//	        │ Begin/BeginCall/OpenStream (shared memory)                       ▲
+//	        └── Start, Delete, IdleCheck, CloseStream ──▶ session actor "mcp-session/<id>"
+//	                                                       │ writes: its mcp_sessions row
+//	liveness monitor ──ownerDead──────────────────────────┘ (the owner namespace lost its last live credential)
 //
-// The transport authenticates and checks ownership before anything reaches
-// the session (SPEC §5 steps 1–3), so only its owner ever reaches it. The
-// actor owns the session's lifecycle: its record, its one standalone
-// stream, when and why it ends. Calls in flight are kept in the session's
-// [Activity], shared with the transport: a call registers itself there
-// (a map write under a mutex, no round trip through the mailbox — calls
-// are the hot path), and the actor, when the session ends, cancels every
-// registered call and closes the table so no call starts afterwards. The
-// work itself — a tool call, writing an SSE stream — runs on the HTTP
+// The [Table] holds the sessions' slots against the caps (a slot is
+// reserved before initialize runs), the lookup by id and owner, the
+// eviction of a full namespace's least recently active idle session, the
+// idle ones for the sweep, the count of live sessions (the one count: the
+// endpoint's gauge and the runtime's Stats read it) and the listing for
+// operators. The endpoint authenticates and checks ownership before
+// anything reaches a session (SPEC §5 steps 1–3), so only its owner ever
+// reaches it.
+//
+// Each session's [Calls] is shared with the HTTP path on purpose: a
+// request marks itself busy, a tools/call registers its cancel in the call
+// table, the standalone GET stream registers its cancel — a map write under
+// a mutex, no round trip through the mailbox, since calls are the hot path.
+// The work itself (a tool call, writing an SSE stream) runs on the HTTP
 // request's goroutine, so a slow tool never blocks the mailbox and several
-// calls run at once.
+// calls run at once. Idle is judged in one place, Calls.idle, which the
+// sweep's filter and the actor's decision both ask.
 //
-// # Lifecycle
+// # The actor
 //
-// All sessions of an endpoint share one Props ([NewProps]); the spawner
-// sends [Start] with the session's parameters first. Start writes the
-// ownership record and registers the owner with the liveness monitor; the
-// session ends on DELETE by its owner, on idle eviction (an [IdleCheck]
-// finds no request in flight, no open stream, nothing for IdleTimeout), on
-// cap eviction by the transport, or when its owner namespace has no live
-// credential left (revoked or expired: the monitor tells it). Ending
-// cancels every call in flight, closes the stream, removes the ownership
-// record, calls OnEnd (the transport frees the session's slot there), and
-// stops the actor. The record is removed before the actor stops, so the id
-// answers 404 forever after.
+// The actor owns the session's endings and its record. All sessions of an
+// endpoint share one Props ([NewProps]); the spawner sends [Start] first,
+// plain data: the actor finds its Entry in the Table by id. Its phases are
+// behaviours — starting, live, ended. Start writes the ownership record and
+// registers the owner with the liveness monitor; the session ends on DELETE
+// by its owner, on idle eviction (an [IdleCheck] finds it idle), on cap
+// eviction by the endpoint, when its owner namespace has no live credential
+// left (revoked or expired: the monitor tells it), and when it is stopped
+// (shutdown). Ending cancels every call in flight and the stream, closes
+// the Calls so none starts afterwards, removes the ownership record, frees
+// the slot in the Table, calls OnEnd, and stops the actor. The record is
+// removed before the actor stops, so the id answers 404 forever after.
 //
 // # Invariants
 //
 //   - A session never changes owner.
 //   - An ownership record exists exactly while the actor runs (SPEC §6.7).
+//   - Messages are plain data: no pointer, func or error value crosses the
+//     mailbox; shared state is the Table's, found by id.
 package session

@@ -1,17 +1,16 @@
 package session
 
 import (
-	"context"
 	"errors"
 	"time"
 )
 
 // ErrClosed is the answer of a session that is ending or has ended; the
-// transport answers 404, as for an unknown session.
+// endpoint answers 404, as for an unknown session.
 var ErrClosed = errors.New("session closed")
 
-// ErrStreamBusy is the answer to OpenStream while the session's standalone
-// stream is open (HTTP 409).
+// ErrStreamBusy is the answer of Calls.OpenStream while the session's
+// standalone stream is open (HTTP 409).
 var ErrStreamBusy = errors.New("session stream already open")
 
 // ErrDuplicateRequest is the answer to BeginCall for a request id already in
@@ -32,41 +31,30 @@ const (
 	ReasonShutdown = "shutdown"
 )
 
-// Message is the session actor's protocol.
+// Message is the session actor's protocol. Every message is plain data:
+// the state the HTTP path shares with the actor is found in the Table, by
+// id, never carried in a message.
 type Message interface{ sessionMessage() }
 
-// Start gives a new session actor its parameters. The spawner sends it
-// first, right after spawning; it is not answered (ask GetInfo to wait for
-// the ownership record).
+// Start gives a new session actor its parameters: its id, by which it finds
+// its Entry in the Table, and what its ownership record says. The spawner
+// sends it first, right after spawning; it is not answered (ask GetInfo to
+// wait for the ownership record).
 type Start struct {
 	ID              string
-	Owner           Owner
 	ProtocolVersion string
 	ClientName      string
 	ClientVersion   string
-	// Activity is shared with the transport, which marks requests and
-	// streams on it without a round trip.
-	Activity *Activity
 }
 
 // IdleCheck asks the session to end if it has been idle for IdleTimeout:
-// nothing in flight, no stream, no activity. The transport sends it to the
+// nothing in flight, no stream, no activity. The endpoint sends it to the
 // sessions its periodic sweep finds idle.
 type IdleCheck struct{}
-
-// OpenStream registers the standalone SSE stream; Close ends it. Answered
-// by *StreamOpened.
-type OpenStream struct{ Close context.CancelFunc }
-
-// StreamOpened answers OpenStream.
-type StreamOpened struct{ Err error }
 
 // CloseStream ends the standalone stream, if one is open; calls in flight
 // go on (graceful shutdown).
 type CloseStream struct{}
-
-// StreamClosed says the standalone stream ended.
-type StreamClosed struct{}
 
 // Initialized records notifications/initialized.
 type Initialized struct{}
@@ -75,13 +63,13 @@ type Initialized struct{}
 // is gone and every request in flight was cancelled.
 type Delete struct{ Reason string }
 
-// Deleted answers Delete.
-type Deleted struct{ Err error }
+// Deleted answers Delete. AlreadyEnded: the session had ended before it.
+type Deleted struct{ AlreadyEnded bool }
 
 // GetInfo asks for the session's state. Answered by *Info.
 type GetInfo struct{}
 
-// Info answers GetInfo.
+// Info answers GetInfo. Ended: the session has ended (only ID is set).
 type Info struct {
 	ID              string
 	Owner           Owner
@@ -91,18 +79,17 @@ type Info struct {
 	StreamOpen      bool
 	Created         time.Time
 	LastActive      time.Time
-	Err             error
+	Ended           bool
 }
 
 // ownerDead is sent by the watcher when the owner namespace has no live
 // credential left.
 type ownerDead struct{}
 
-func (*Start) sessionMessage()        {}
-func (*IdleCheck) sessionMessage()    {}
-func (*OpenStream) sessionMessage()   {}
-func (*StreamClosed) sessionMessage() {}
-func (*CloseStream) sessionMessage()  {}
-func (*Initialized) sessionMessage()  {}
-func (*Delete) sessionMessage()       {}
-func (*GetInfo) sessionMessage()      {}
+func (*Start) sessionMessage()       {}
+func (*IdleCheck) sessionMessage()   {}
+func (*CloseStream) sessionMessage() {}
+func (*Initialized) sessionMessage() {}
+func (*Delete) sessionMessage()      {}
+func (*GetInfo) sessionMessage()     {}
+func (*ownerDead) sessionMessage()   {}

@@ -239,8 +239,7 @@ func (s *serveCmd) Run(d *deps) error {
 	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var mcpSessions func() int // set once the endpoint exists
-	observer := metrics.New(reg, rt, func() int { return mcpSessions() })
+	observer := metrics.New(reg, rt)
 	mcp, err := rt.MCPHandler(mcpruntime.MCPOptions{
 		Observer:                observer,
 		Path:                    s.MCPPath,
@@ -259,7 +258,6 @@ func (s *serveCmd) Run(d *deps) error {
 	if err != nil {
 		return err
 	}
-	mcpSessions = mcp.Sessions
 	adminAPI := admin.New(rt, admin.Options{Token: token, MCP: mcp, Logger: log})
 
 	if generated {

@@ -92,19 +92,19 @@ func (m *Monitor) Close() {
 	m.due = nil
 }
 
-// Namespace calls dead once namespace has no live credential: a provider
+// WatchNamespace calls dead once namespace has no live credential: a provider
 // namespace ("cred:<id>") is one credential, a client namespace
 // ("client:<grant>") every token of the grant. If it has none now, dead is
 // called before Namespace returns. dead is called at most once, from a
 // writer's or a timer's goroutine: it must not block. stop, which may be
 // called any number of times, cancels the watch.
-func (m *Monitor) Namespace(namespace string, dead func()) (stop func()) {
+func (m *Monitor) WatchNamespace(namespace string, dead func()) (stop func()) {
 	return m.watch(keyID{kindNamespace, namespace}, dead)
 }
 
-// Credential calls dead once the credential with id is revoked, removed
-// or expired; see [Monitor.Namespace].
-func (m *Monitor) Credential(id string, dead func()) (stop func()) {
+// WatchCredential calls dead once the credential with id is revoked,
+// removed or expired; see [Monitor.WatchNamespace].
+func (m *Monitor) WatchCredential(id string, dead func()) (stop func()) {
 	return m.watch(keyID{kindCredential, id}, dead)
 }
 

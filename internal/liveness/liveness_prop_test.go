@@ -194,9 +194,9 @@ func (s *monitorMachine) Watch(t *rapid.T) {
 	names = append(names[:len(names):len(names)], "unknown")
 	w.name = rapid.SampledFrom(names).Draw(t, "key")
 	if w.namespace {
-		w.stop = s.mon.Namespace(w.name, w.calls.fn())
+		w.stop = s.mon.WatchNamespace(w.name, w.calls.fn())
 	} else {
-		w.stop = s.mon.Credential(w.name, w.calls.fn())
+		w.stop = s.mon.WatchCredential(w.name, w.calls.fn())
 	}
 	s.watches = append(s.watches, w)
 	s.settle()

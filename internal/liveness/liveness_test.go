@@ -97,9 +97,9 @@ func TestRevocationFiresInTheWrite(t *testing.T) {
 	e := newEnv(t)
 	e.put(provider("a", time.Time{}), provider("b", time.Time{}))
 	var a, b, nsA counter
-	e.mon.Credential("a", a.fn())
-	e.mon.Credential("b", b.fn())
-	e.mon.Namespace("cred:a", nsA.fn())
+	e.mon.WatchCredential("a", a.fn())
+	e.mon.WatchCredential("b", b.fn())
+	e.mon.WatchNamespace("cred:a", nsA.fn())
 	if a.n.Load()+b.n.Load()+nsA.n.Load() != 0 {
 		t.Fatal("a watcher of a live credential was called")
 	}
@@ -122,7 +122,7 @@ func TestDeletionFires(t *testing.T) {
 	e := newEnv(t)
 	e.put(provider("a", time.Time{}))
 	var a counter
-	e.mon.Credential("a", a.fn())
+	e.mon.WatchCredential("a", a.fn())
 	if err := e.store.Write(func(w *memdb.Writer) error { return w.DeleteCredential("a") }); err != nil {
 		t.Fatal(err)
 	}
@@ -138,10 +138,10 @@ func TestDeadAtWatchTime(t *testing.T) {
 		name  string
 		watch func(func()) func()
 	}{
-		{"unknown credential", func(f func()) func() { return e.mon.Credential("nope", f) }},
-		{"unknown namespace", func(f func()) func() { return e.mon.Namespace("client:nope", f) }},
-		{"expired credential", func(f func()) func() { return e.mon.Credential("gone", f) }},
-		{"expired namespace", func(f func()) func() { return e.mon.Namespace("cred:gone", f) }},
+		{"unknown credential", func(f func()) func() { return e.mon.WatchCredential("nope", f) }},
+		{"unknown namespace", func(f func()) func() { return e.mon.WatchNamespace("client:nope", f) }},
+		{"expired credential", func(f func()) func() { return e.mon.WatchCredential("gone", f) }},
+		{"expired namespace", func(f func()) func() { return e.mon.WatchNamespace("cred:gone", f) }},
 	} {
 		var c counter
 		w.watch(c.fn())
@@ -155,7 +155,7 @@ func TestClientNamespaceLivesWhileAnyTokenDoes(t *testing.T) {
 	e := newEnv(t)
 	e.put(client("x1", "g", time.Time{}), client("x2", "g", time.Time{}), client("y1", "h", time.Time{}))
 	var g counter
-	e.mon.Namespace("client:g", g.fn())
+	e.mon.WatchNamespace("client:g", g.fn())
 	e.revoke("x1")
 	if g.n.Load() != 0 {
 		t.Fatal("namespace reported dead with a live token left")
@@ -174,8 +174,8 @@ func TestStop(t *testing.T) {
 	e := newEnv(t)
 	e.put(provider("a", time.Time{}))
 	var stopped, kept counter
-	stop := e.mon.Credential("a", stopped.fn())
-	e.mon.Credential("a", kept.fn())
+	stop := e.mon.WatchCredential("a", stopped.fn())
+	e.mon.WatchCredential("a", kept.fn())
 	stop()
 	stop() // idempotent
 	e.revoke("a")
@@ -202,9 +202,9 @@ func TestExpiry(t *testing.T) {
 	now := time.Now()
 	e.put(provider("a", now.Add(30*time.Millisecond)), client("x1", "g", now.Add(30*time.Millisecond)), client("x2", "g", now.Add(300*time.Millisecond)))
 	var a, nsA, g counter
-	e.mon.Credential("a", a.fn())
-	e.mon.Namespace("cred:a", nsA.fn())
-	e.mon.Namespace("client:g", g.fn())
+	e.mon.WatchCredential("a", a.fn())
+	e.mon.WatchNamespace("cred:a", nsA.fn())
+	e.mon.WatchNamespace("client:g", g.fn())
 	eventually(t, "watchers of a credential that expired", func() bool { return a.n.Load() == 1 && nsA.n.Load() == 1 })
 	if g.n.Load() != 0 && time.Now().Before(now.Add(300*time.Millisecond)) {
 		t.Fatal("client namespace reported dead while its second token lives")
@@ -223,7 +223,7 @@ func TestRefreshPostponesExpiry(t *testing.T) {
 	e := newEnv(t)
 	e.put(provider("a", t0.Add(30*time.Millisecond)))
 	var a counter
-	e.mon.Credential("a", a.fn())
+	e.mon.WatchCredential("a", a.fn())
 	// A turn start slides the expiry (a write) before the first one comes.
 	e.put(provider("a", t0.Add(300*time.Millisecond)))
 	e.clock.Advance(30 * time.Millisecond) // the old expiry
@@ -247,8 +247,8 @@ func TestCloseSilencesWatchers(t *testing.T) {
 	e := newEnv(t)
 	e.put(provider("a", time.Time{}), provider("b", t0.Add(time.Minute)))
 	var a, b counter
-	e.mon.Credential("a", a.fn())
-	e.mon.Credential("b", b.fn())
+	e.mon.WatchCredential("a", a.fn())
+	e.mon.WatchCredential("b", b.fn())
 	e.mon.Close()
 	e.revoke("a")
 	e.clock.Advance(time.Hour)
@@ -257,7 +257,7 @@ func TestCloseSilencesWatchers(t *testing.T) {
 		t.Fatalf("after Close: %d and %d calls, want none", a.n.Load(), b.n.Load())
 	}
 	var late counter
-	e.mon.Credential("nope", late.fn())
+	e.mon.WatchCredential("nope", late.fn())
 	if late.n.Load() != 0 {
 		t.Fatal("a watch after Close was called")
 	}
@@ -278,7 +278,7 @@ func TestConcurrentWatchAndRevoke(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range ids {
 		wg.Add(2)
-		go func() { defer wg.Done(); e.mon.Credential(ids[i], counters[i].fn()) }()
+		go func() { defer wg.Done(); e.mon.WatchCredential(ids[i], counters[i].fn()) }()
 		go func() { defer wg.Done(); e.revoke(ids[i]) }()
 	}
 	wg.Wait()
@@ -295,7 +295,7 @@ func TestManyWatchersOneKey(t *testing.T) {
 	e.put(client("x", "g", time.Time{}))
 	cs := make([]counter, 1000)
 	for i := range cs {
-		e.mon.Namespace("client:g", cs[i].fn())
+		e.mon.WatchNamespace("client:g", cs[i].fn())
 	}
 	e.revoke("x")
 	for i := range cs {
@@ -314,7 +314,7 @@ func TestEndedWatchesLeaveNoEntry(t *testing.T) {
 	far := t0.Add(24 * time.Hour)
 	var kept counter
 	e.put(provider("kept", t0.Add(time.Hour)), provider("a", far), client("x", "g", far))
-	e.mon.Namespace("cred:kept", kept.fn())
+	e.mon.WatchNamespace("cred:kept", kept.fn())
 	baseKeys, baseDue := liveness.Entries(e.mon)
 	if baseKeys != 1 || baseDue != 1 {
 		t.Fatalf("one watched key with an expiry: %d keys, %d timer entries; want 1 and 1", baseKeys, baseDue)
@@ -323,16 +323,16 @@ func TestEndedWatchesLeaveNoEntry(t *testing.T) {
 	for i := range cycles {
 		switch i % 3 {
 		case 0: // a provider's session, its owner namespace
-			e.mon.Namespace("cred:a", func() {})()
+			e.mon.WatchNamespace("cred:a", func() {})()
 		case 1: // a client's session and a stream on it, stopped in either order
-			stopNS := e.mon.Namespace("client:g", func() {})
-			stopCred := e.mon.Credential("x", func() {})
+			stopNS := e.mon.WatchNamespace("client:g", func() {})
+			stopCred := e.mon.WatchCredential("x", func() {})
 			stopNS()
 			stopCred()
 		case 2: // distinct credentials, each watched once
 			id := fmt.Sprintf("c%d", i)
 			e.put(provider(id, far.Add(time.Duration(i)*time.Second)))
-			e.mon.Credential(id, func() {})()
+			e.mon.WatchCredential(id, func() {})()
 		}
 	}
 	if keys, due := liveness.Entries(e.mon); keys != baseKeys || due != baseDue {
@@ -365,8 +365,8 @@ func TestExpiryFiresAmongRemovedEntries(t *testing.T) {
 	}
 	stops := make([]func(), n)
 	for i := range n {
-		e.mon.Credential(fmt.Sprintf("k%d", i), kept[i].fn())
-		stops[i] = e.mon.Credential(fmt.Sprintf("s%d", i), stopped[i].fn())
+		e.mon.WatchCredential(fmt.Sprintf("k%d", i), kept[i].fn())
+		stops[i] = e.mon.WatchCredential(fmt.Sprintf("s%d", i), stopped[i].fn())
 	}
 	// Stopped out of heap order: odd ones first, then even ones.
 	for i := 1; i < n; i += 2 {

@@ -1,4 +1,4 @@
-package transport
+package mcphttp
 
 import (
 	"errors"
@@ -155,7 +155,7 @@ func (l *limits) readUnsized(body io.Reader, limit int64) ([]byte, int64, error)
 // closes after it (the body is not read to its end).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int64, bool) {
 	if r.ContentLength > s.opts.MaxBodyBytes {
-		writeTooLarge(w, s.opts.MaxBodyBytes)
+		s.failTooLarge(w)
 		return nil, 0, false
 	}
 	rc := http.NewResponseController(w)
@@ -184,19 +184,20 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int64
 		}
 		return body, held, true
 	case errors.Is(err, errBodyBudget):
-		writeRetryLater(w, http.StatusServiceUnavailable, s.opts.RetryAfter, err.Error())
+		s.fail(w, failBodyBytes)
 	case errors.Is(err, errBodyTooLarge):
-		writeTooLarge(w, s.opts.MaxBodyBytes)
+		s.failTooLarge(w)
 	case errors.As(err, &netErr) && netErr.Timeout():
-		writeRPC(w, http.StatusRequestTimeout, errorResponse(nil, CodeInvalidRequest, "body not received in time"))
+		s.fail(w, failBodyTimeout)
 	default:
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "could not read body"))
+		s.fail(w, failBodyUnreadable)
 	}
 	return nil, held, false
 }
 
-func writeTooLarge(w http.ResponseWriter, limit int64) {
-	writeRPC(w, http.StatusRequestEntityTooLarge, errorResponse(nil, CodeInvalidRequest, fmt.Sprintf("body over %d bytes", limit)))
+// failTooLarge answers a body over MaxBodyBytes, naming the limit.
+func (s *Server) failTooLarge(w http.ResponseWriter) {
+	s.failFor(w, failBodyTooLarge, nil, fmt.Sprintf("body over %d bytes", s.opts.MaxBodyBytes))
 }
 
 // InFlight is what the endpoint's POST requests hold at one moment.

@@ -1,20 +1,23 @@
-package transport_test
+package mcphttp_test
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
-	"github.com/agenthost/mcpruntime/transport"
 )
 
 // Who a fuzzed request authenticates as.
@@ -96,10 +99,10 @@ var fuzzHosts = []struct {
 	{"127.0.0.1.evil.example:80", false},
 }
 
-// fuzzEnv is one runtime and endpoint, with a session owned by A.
+// fuzzEnv is one endpoint over a fake backend, with a session owned by A.
 type fuzzEnv struct {
-	rt         *mcpruntime.Runtime
-	h          *transport.Server
+	f          *fake
+	h          http.Handler
 	tokA       string
 	tokB       string
 	tokClient  string
@@ -112,43 +115,35 @@ type fuzzEnv struct {
 
 func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	tb.Helper()
-	ctx := context.Background()
-	rt, err := mcpruntime.New(mcpruntime.Config{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := rt.Close(); err != nil {
-			tb.Errorf("Close: %v", err)
-		}
+	f := newFake(tb)
+	f.tool("thread_read", func(context.Context, principal.Principal, json.RawMessage, mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
+		return &mcphttp.ToolResult{Text: "{}", StructuredContent: map[string]any{}}, nil
 	})
-	must := func(err error) {
-		tb.Helper()
-		if err != nil {
-			tb.Fatal(err)
+	f.tool("thread_post", func(_ context.Context, _ principal.Principal, _ json.RawMessage, progress mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
+		if progress != nil {
+			progress(1, 1, "posting")
 		}
-	}
-	must(rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: provider.InprocKind}))
-	open := func(thread string) string {
-		_, err := rt.CreateThread(ctx, thread, mcpruntime.ThreadOptions{})
-		must(err)
-		ps, err := rt.OpenProviderSession(ctx, thread, "A")
-		must(err)
-		_, err = rt.StartRun(ctx, thread, "A")
-		must(err)
-		return ps.Authorization[len("Bearer "):]
-	}
-	e := &fuzzEnv{rt: rt, tokA: open("T"), tokB: open("U")}
-	ct, err := rt.IssueClient(ctx, "fuzz", memdb.AccessReadWrite)
-	must(err)
-	e.tokClient = ct.Token
-	gone, err := rt.IssueClient(ctx, "gone", memdb.AccessReadWrite)
-	must(err)
-	must(rt.RevokeClient(ctx, gone.ClientID))
-	e.tokRevoked = gone.Token
+		return &mcphttp.ToolResult{Text: "posted"}, nil
+	})
+	e := &fuzzEnv{f: f}
+	e.tokA, _ = f.provider("T", "A", 0)
+	e.tokB, _ = f.provider("U", "A", 0)
+	e.tokClient, _ = f.client("fuzz", memdb.AccessReadWrite, 0)
+	var gone string
+	e.tokRevoked, gone = f.client("gone", memdb.AccessReadWrite, 0)
+	f.revoke(gone)
 
-	e.h, err = rt.MCPHandler(mcpruntime.MCPOptions{MaxBodyBytes: 64 << 10})
-	must(err)
+	system := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+		actor.WithDeadLetterThrottleInterval(100*time.Millisecond),
+		actor.WithDeadLetterRequestLogging(false),
+	)
+	srv := mcphttp.New(f, f.store, system, mcphttp.Options{MaxBodyBytes: 64 << 10, Now: f.clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	tb.Cleanup(func() {
+		srv.Close()
+		system.Shutdown()
+	})
+	e.h = srv
 	e.ensureOwned(tb)
 	rec := e.serve(e.request(http.MethodPost, "Bearer "+e.tokB, unknownSession, []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)))
 	if rec.Code != http.StatusNotFound {
@@ -202,7 +197,7 @@ func (e *fuzzEnv) serve(req *http.Request) *httptest.ResponseRecorder {
 func (e *fuzzEnv) ensureOwned(tb testing.TB) {
 	tb.Helper()
 	if e.owned != "" {
-		if _, ok := e.record(e.owned); ok {
+		if _, err := e.f.store.Read().MCPSession(nil, e.owned); err == nil {
 			return
 		}
 	}
@@ -215,23 +210,13 @@ func (e *fuzzEnv) ensureOwned(tb testing.TB) {
 }
 
 // ownedRecord returns the store record of A's session.
-func (e *fuzzEnv) ownedRecord(t *testing.T) mcpruntime.MCPSessionRecord {
+func (e *fuzzEnv) ownedRecord(t *testing.T) *memdb.MCPSession {
 	t.Helper()
-	rec, ok := e.record(e.owned)
-	if !ok {
-		t.Fatalf("A's session %s has no record", e.owned)
+	rec, err := e.f.store.Read().MCPSession(nil, e.owned)
+	if err != nil {
+		t.Fatalf("A's session %s has no record: %v", e.owned, err)
 	}
 	return rec
-}
-
-// record returns the ownership record of sid.
-func (e *fuzzEnv) record(sid string) (mcpruntime.MCPSessionRecord, bool) {
-	for _, r := range e.rt.MCPSessions() {
-		if r.ID == sid {
-			return r, true
-		}
-	}
-	return mcpruntime.MCPSessionRecord{}, false
 }
 
 // FuzzHandler sends arbitrary requests — method, credential, session id,
@@ -295,7 +280,7 @@ func FuzzHandler(f *testing.F) {
 		}
 
 		foreignOnOwned := a.who == asForeign && sid == e.owned
-		var before mcpruntime.MCPSessionRecord
+		var before *memdb.MCPSession
 		if foreignOnOwned {
 			before = e.ownedRecord(t)
 		}

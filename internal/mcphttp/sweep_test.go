@@ -1,4 +1,4 @@
-package transport_test
+package mcphttp_test
 
 import (
 	"log/slog"
@@ -8,13 +8,13 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/memdb"
-	"github.com/agenthost/mcpruntime/transport"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
 )
 
 // TestIdleSweepBeforeAnyRequest: the idle sweep's timer may fire before
 // anything else touches a new endpoint — on a busy machine the caller of
 // New is the one delayed, not the timer — and must find the session
-// registry made. New armed the timer before it made the registry, a data
+// session table made. New armed the timer before it made the table, a data
 // race the race detector reported on a loaded run (TestHTTPStatusIdleTimeout).
 // Here nothing touches the endpoint until two sweeps have run, so the
 // detector sees the sweep's read unordered after New's write, every time.
@@ -35,12 +35,12 @@ func TestIdleSweepBeforeAnyRequest(t *testing.T) {
 		}
 		return time.Now()
 	}
-	srv := transport.New(nil, store, sys, transport.Options{IdleTimeout: time.Millisecond, Now: now, Logger: discard})
+	srv := mcphttp.New(nil, store, sys, mcphttp.Options{IdleTimeout: time.Millisecond, Now: now, Logger: discard})
 	defer srv.Close()
 	for len(ticks) > 0 { // clock reads of New itself, if any
 		<-ticks
 	}
-	// The second sweep is armed after the first one read the registry.
+	// The second sweep is armed after the first one read the table.
 	for i := range 2 {
 		select {
 		case <-ticks:

@@ -1,4 +1,4 @@
-package transport
+package mcphttp
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/agenthost/mcpruntime/actors/session"
+	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/internal/token"
 )
 
@@ -28,19 +29,19 @@ const (
 // is nil when the request names no session. On false the answer is
 // written. The protocol version comes next, in each handler: a POST's
 // answer echoes its id.
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) (Principal, *entry, bool) {
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) (caller, *session.Entry, bool) {
 	if !s.guard(w, r) {
-		return Principal{}, nil, false
+		return caller{}, nil, false
 	}
 	p, ok := s.authenticate(w, r)
 	if !ok {
-		return Principal{}, nil, false
+		return caller{}, nil, false
 	}
-	var e *entry
+	var e *session.Entry
 	if sid := r.Header.Get(headerSession); sid != "" {
-		if e = s.lookup(sid, p); e == nil {
-			writeNotFound(w)
-			return Principal{}, nil, false
+		if e = s.sessions.Lookup(sid, p.Namespace); e == nil {
+			s.fail(w, failUnknownSession)
+			return caller{}, nil, false
 		}
 	}
 	return p, e, true
@@ -57,19 +58,19 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	// whatever the Accept and Content-Type headers.
 	version, versionOK := headerVersion(r)
 	if versionOK && !accepts(r, "application/json", "text/event-stream") {
-		writeRPC(w, http.StatusNotAcceptable, errorResponse(nil, CodeInvalidRequest, "Accept must include application/json and text/event-stream"))
+		s.fail(w, failAcceptPost)
 		return
 	}
 	if versionOK && !isJSONContentType(r.Header.Get("Content-Type")) {
-		writeRPC(w, http.StatusUnsupportedMediaType, errorResponse(nil, CodeInvalidRequest, "Content-Type must be application/json"))
+		s.fail(w, failContentType)
 		return
 	}
 	switch err := s.limits.admit(p.Namespace); {
 	case errors.Is(err, errRequestsPerNamespace):
-		writeRetryLater(w, http.StatusTooManyRequests, s.opts.RetryAfter, err.Error())
+		s.fail(w, failRequestsPerNamespace)
 		return
 	case err != nil:
-		writeRetryLater(w, http.StatusServiceUnavailable, s.opts.RetryAfter, err.Error())
+		s.fail(w, failRequests)
 		return
 	}
 	defer s.limits.done(p.Namespace)
@@ -80,52 +81,52 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	}
 	msg, err := decodeMessage(body)
 	if !versionOK {
-		writeUnsupportedVersion(w, requestID(msg), version)
+		s.failVersion(w, requestID(msg), version)
 		return
 	}
 	switch {
 	case errors.Is(err, errBatch):
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "JSON-RPC batches are not supported"))
+		s.fail(w, failBatch)
 		return
 	case errors.Is(err, errInvalid):
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeInvalidRequest, "invalid JSON-RPC message"))
+		s.fail(w, failInvalidMessage)
 		return
 	case errors.Is(err, errEncoding):
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "body is "+err.Error()))
+		s.fail(w, failEncoding)
 		return
 	case err != nil:
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeParseError, "parse error"))
+		s.fail(w, failParse)
 		return
 	}
 	if claim, ok := metaVersion(msg.Params); ok && !served(claim) {
-		writeUnsupportedVersion(w, requestID(msg), claim)
+		s.failVersion(w, requestID(msg), claim)
 		return
 	}
 	if msg.isRequest() && msg.Method == "initialize" {
 		if e != nil {
-			writeRPC(w, http.StatusBadRequest, errorResponse(msg.ID, CodeInvalidRequest, "session already initialized"))
+			s.failFor(w, failInitialized, msg.ID, "")
 			return
 		}
 		s.initialize(w, r, p, msg)
 		return
 	}
 	if e == nil {
-		code, text := CodeSessionRequired, "Mcp-Session-Id required: send initialize first"
 		if msg.isRequest() && !knownMethod(msg.Method) {
-			code, text = CodeMethodNotFound, fmt.Sprintf("method %q not found: send initialize first", msg.Method)
+			s.failFor(w, failMethodNoSession, msg.ID, fmt.Sprintf("method %q not found: send initialize first", msg.Method))
+			return
 		}
-		writeRPC(w, http.StatusBadRequest, errorResponse(msg.ID, code, text))
+		s.failFor(w, failNoSession, msg.ID, "")
 		return
 	}
 	now := s.opts.Now()
-	e.act.Begin(now)
-	defer func() { e.act.End(s.opts.Now()) }()
+	e.Begin(now)
+	defer func() { e.End(s.opts.Now()) }()
 	switch {
 	case msg.isNotification():
 		s.notify(e, msg)
-		w.WriteHeader(http.StatusAccepted)
+		writeAccepted(w)
 	case msg.isResponse():
-		w.WriteHeader(http.StatusAccepted) // the server sends no requests; nothing awaits it
+		writeAccepted(w) // the server sends no requests; nothing awaits it
 	default:
 		s.request(w, r, p, e, msg)
 	}
@@ -134,8 +135,8 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 // ended reports whether a failed request to a session's actor failed
 // because the session ended after the owner check (a racing DELETE, idle
 // eviction or revocation): it is then 404, as if it had ended before.
-func (s *Server) ended(e *entry, err error) bool {
-	return err != nil && (errors.Is(err, actor.ErrDeadLetter) || s.reg.get(e.id) == nil)
+func (s *Server) ended(e *session.Entry, err error) bool {
+	return err != nil && (errors.Is(err, actor.ErrDeadLetter) || !s.sessions.Live(e))
 }
 
 func knownMethod(m string) bool {
@@ -147,7 +148,7 @@ func knownMethod(m string) bool {
 }
 
 // initialize creates a session owned by the caller's namespace.
-func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p Principal, msg *message) {
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, msg *message) {
 	var params struct {
 		ProtocolVersion string `json:"protocolVersion"`
 		ClientInfo      struct {
@@ -156,58 +157,58 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p Principal,
 		} `json:"clientInfo"`
 	}
 	if len(msg.Params) == 0 || json.Unmarshal(msg.Params, &params) != nil || params.ProtocolVersion == "" {
-		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidParams, "initialize needs params.protocolVersion"))
+		s.failFor(w, failInvalidParams, msg.ID, "initialize needs params.protocolVersion")
 		return
 	}
-	evicted, err := s.reg.reserve(p.Namespace)
+	id := token.NewID("mcps_")
+	owner := session.Owner{Namespace: p.Namespace, Credential: p.CredentialID}
+	e, evicted, err := s.sessions.Reserve(id, owner, s.opts.Now())
 	switch {
-	case errors.Is(err, errNamespaceCap):
-		writeRetryLater(w, http.StatusTooManyRequests, s.opts.RetryAfter, "too many sessions for this credential")
+	case errors.Is(err, session.ErrNamespaceFull):
+		s.fail(w, failNamespaceSessions)
+		return
+	case errors.Is(err, session.ErrClosing):
+		s.fail(w, failClosing)
 		return
 	case err != nil:
-		writeRetryLater(w, http.StatusServiceUnavailable, s.opts.RetryAfter, "session limit reached")
+		s.fail(w, failSessions)
 		return
 	}
 	if evicted != nil {
 		// Synchronous, so the evicted id is gone before the new one exists.
-		s.ask(evicted.pid, &session.Delete{Reason: session.ReasonCap})
+		s.ask(evicted.PID(), &session.Delete{Reason: session.ReasonCap})
 	}
-	id := token.NewID("mcps_")
-	e := &entry{id: id, namespace: p.Namespace, act: &session.Activity{}}
-	pid, err := s.root.SpawnNamed(s.sessionProps, "session/"+id)
+	pid, err := s.root.SpawnNamed(s.sessionProps, names.MCPSession(id))
 	if err != nil {
-		s.reg.unreserve(p.Namespace)
+		s.sessions.Unreserve(e)
 		s.opts.Logger.Error("spawn session", "err", err)
-		writeRPC(w, http.StatusInternalServerError, errorResponse(msg.ID, CodeInternalError, "internal error"))
+		s.failFor(w, failSpawn, msg.ID, "")
 		return
 	}
 	// First, before the session is findable: every later message is queued
 	// behind it.
 	s.root.Send(pid, &session.Start{
 		ID:              id,
-		Owner:           session.Owner{Namespace: p.Namespace, Credential: p.CredentialID},
 		ProtocolVersion: negotiate(params.ProtocolVersion),
 		ClientName:      truncate(params.ClientInfo.Name, 256),
 		ClientVersion:   truncate(params.ClientInfo.Version, 64),
-		Activity:        e.act,
 	})
-	e.pid = pid
-	s.reg.commit(e)
+	s.sessions.Commit(e, pid)
 	s.opts.Observer.SessionOpened()
 	// Wait until the actor wrote its ownership record: the id is usable
 	// the moment the client reads it.
 	if _, err := s.ask(pid, &session.GetInfo{}); err != nil {
 		s.opts.Logger.Error("session did not start", "err", err)
-		writeRPC(w, http.StatusServiceUnavailable, errorResponse(msg.ID, CodeInternalError, "session did not start"))
+		s.failFor(w, failSessionNotStarted, msg.ID, "")
 		s.root.Stop(pid)
 		return
 	}
 	w.Header().Set(headerSession, id)
-	writeRPC(w, http.StatusOK, resultResponse(msg.ID, map[string]any{
+	writeResult(w, msg.ID, map[string]any{
 		"protocolVersion": negotiate(params.ProtocolVersion),
 		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
 		"serverInfo":      map[string]string{"name": s.opts.ServerName, "version": s.opts.ServerVersion},
-	}))
+	})
 }
 
 func truncate(s string, n int) string {
@@ -218,10 +219,10 @@ func truncate(s string, n int) string {
 }
 
 // notify handles a notification; unknown ones are ignored, as JSON-RPC asks.
-func (s *Server) notify(e *entry, msg *message) {
+func (s *Server) notify(e *session.Entry, msg *message) {
 	switch msg.Method {
 	case "notifications/initialized":
-		s.root.Send(e.pid, &session.Initialized{})
+		s.root.Send(e.PID(), &session.Initialized{})
 	case "notifications/cancelled":
 		var params struct {
 			RequestID json.RawMessage `json:"requestId"`
@@ -230,51 +231,51 @@ func (s *Server) notify(e *entry, msg *message) {
 			return
 		}
 		if key, ok := idKey(params.RequestID); ok {
-			e.act.CancelCall(key) // by value: any spelling of the call's id
+			e.CancelCall(key) // by value: any spelling of the call's id
 		}
 	}
 }
 
 // request dispatches a request of an initialized session.
-func (s *Server) request(w http.ResponseWriter, r *http.Request, p Principal, e *entry, msg *message) {
+func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *session.Entry, msg *message) {
 	switch msg.Method {
 	case "ping":
-		writeRPC(w, http.StatusOK, resultResponse(msg.ID, struct{}{}))
+		writeResult(w, msg.ID, struct{}{})
 	case "tools/list":
-		tools := s.backend.Tools(p)
+		tools := s.backend.Tools()
 		list := make([]map[string]any, len(tools))
 		for i, t := range tools {
 			list[i] = map[string]any{"name": t.Name, "description": t.Description, "inputSchema": t.InputSchema}
 		}
-		writeRPC(w, http.StatusOK, resultResponse(msg.ID, map[string]any{"tools": list}))
+		writeResult(w, msg.ID, map[string]any{"tools": list})
 	case "tools/call":
 		s.callTool(w, r, p, e, msg)
 	default:
-		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeMethodNotFound, fmt.Sprintf("method %q not found", msg.Method)))
+		s.failFor(w, failMethodNotFound, msg.ID, fmt.Sprintf("method %q not found", msg.Method))
 	}
 }
 
-func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e *entry, msg *message) {
+func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p caller, e *session.Entry, msg *message) {
 	params, ok := callParams(msg.Params)
 	if !ok {
-		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidParams, "tools/call needs params.name"))
+		s.failFor(w, failInvalidParams, msg.ID, "tools/call needs params.name")
 		return
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	key, _ := idKey(msg.ID) // a validated id: a string or an integer
-	switch err := e.act.BeginCall(key, cancel); {
+	switch err := e.BeginCall(key, cancel); {
 	case errors.Is(err, session.ErrClosed):
-		writeNotFound(w) // ended between the owner check and now
+		s.fail(w, failUnknownSession) // ended between the owner check and now
 		return
 	case err != nil:
-		writeRPC(w, http.StatusOK, errorResponse(msg.ID, CodeInvalidRequest, err.Error()))
+		s.failFor(w, failDuplicateID, msg.ID, err.Error())
 		return
 	}
-	defer e.act.EndCall(key)
+	defer e.EndCall(key)
 
 	out := &callWriter{w: w, s: s, ctx: ctx, cancel: cancel, credential: p.CredentialID}
-	var progress func(float64, float64, string)
+	var progress ProgressFunc
 	if len(params.ProgressToken) > 0 {
 		progress = func(done, total float64, message string) {
 			n := map[string]any{"progressToken": params.ProgressToken, "progress": done}
@@ -287,20 +288,20 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p Principal, e
 			out.event(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": n})
 		}
 	}
-	result, err := s.backend.CallTool(ctx, p, params.Name, params.Arguments, progress)
+	result, err := s.backend.CallTool(ctx, p.Principal, params.Name, params.Arguments, progress)
 	switch {
 	case ctx.Err() != nil:
 		out.abandon(context.Cause(ctx))
 	case errors.Is(err, ErrUnknownTool):
-		out.finish(errorResponse(msg.ID, CodeInvalidParams, fmt.Sprintf("unknown tool %q", params.Name)))
+		out.finish(failUnknownTool, errorResponse(msg.ID, failures[failUnknownTool].code, fmt.Sprintf("unknown tool %q", params.Name)))
 	case err != nil:
 		s.opts.Logger.Error("tool call", "tool", params.Name, "err", err)
-		out.finish(errorResponse(msg.ID, CodeInternalError, "internal error"))
+		out.finish(failToolError, errorResponse(msg.ID, failures[failToolError].code, failures[failToolError].message))
 	default:
-		out.finish(resultResponse(msg.ID, toolResult{
+		out.finish(0, resultResponse(msg.ID, toolResult{
 			Content:    []textContent{{Type: "text", Text: result.Text}},
 			IsError:    result.IsError,
-			Structured: result.Structured,
+			Structured: result.StructuredContent,
 		}))
 	}
 }
@@ -317,7 +318,7 @@ type textContent struct {
 	Text string `json:"text"`
 }
 
-// toolCall is what tools/call's params carry that the transport reads.
+// toolCall is what tools/call's params carry that the endpoint reads.
 type toolCall struct {
 	Name          string
 	Arguments     json.RawMessage
@@ -376,13 +377,10 @@ func (c *callWriter) event(v any) {
 	}
 	if !c.streaming {
 		c.streaming = true
-		h := c.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		c.w.WriteHeader(http.StatusOK)
+		startEventStream(c.w)
 		// A stream opened under a credential closes when it is revoked or
 		// expires: the call is cancelled and the response ends.
-		stop := c.s.live.Credential(c.credential, c.credentialDead)
+		stop := c.s.live.WatchCredential(c.credential, c.credentialDead)
 		context.AfterFunc(c.ctx, stop)
 	}
 	if err := writeEvent(c.w, v); err != nil {
@@ -409,21 +407,24 @@ func (c *callWriter) abandon(cause error) {
 	switch {
 	case c.streaming:
 	case errors.Is(cause, session.ErrClosed):
-		writeNotFound(c.w)
+		c.s.fail(c.w, failUnknownSession)
 	default:
-		h := c.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		c.w.WriteHeader(http.StatusOK)
+		startEventStream(c.w)
 	}
 }
 
-func (c *callWriter) finish(r *response) {
+// finish answers the call with r: its result, or the JSON-RPC error of
+// failure f (0 for a result).
+func (c *callWriter) finish(f failure, r *response) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.done = true
 	if !c.streaming {
-		writeRPC(c.w, http.StatusOK, r)
+		if f != 0 {
+			c.s.failWith(c.w, f, r)
+			return
+		}
+		writeResponse(c.w, r)
 		return
 	}
 	if c.ctx.Err() != nil {
@@ -450,51 +451,43 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 		return
 	}
 	if v, ok := headerVersion(r); !ok {
-		writeUnsupportedVersion(w, nil, v)
+		s.failVersion(w, nil, v)
 		return
 	}
 	if !accepts(r, "text/event-stream") {
-		writeRPC(w, http.StatusNotAcceptable, errorResponse(nil, CodeInvalidRequest, "Accept must include text/event-stream"))
+		s.fail(w, failAcceptGet)
 		return
 	}
 	if e == nil {
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeSessionRequired, "Mcp-Session-Id required"))
+		s.fail(w, failStreamNoSession)
 		return
 	}
+	// The stream registers its own cancel in the session's Calls: the
+	// session's actor ends it (CloseStream, the session's end).
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	res, err := s.ask(e.pid, &session.OpenStream{Close: cancel})
-	switch {
-	case s.ended(e, err):
-		writeNotFound(w) // ended between the owner check and now
+	switch err := e.OpenStream(cancel); {
+	case errors.Is(err, session.ErrStreamBusy):
+		s.fail(w, failStreamOpen)
 		return
 	case err != nil:
-		writeRPC(w, http.StatusServiceUnavailable, errorResponse(nil, CodeInternalError, "session busy"))
-		return
-	case errors.Is(res.(*session.StreamOpened).Err, session.ErrStreamBusy):
-		writeRPC(w, http.StatusConflict, errorResponse(nil, CodeInvalidRequest, "a stream is already open for this session"))
-		return
-	case res.(*session.StreamOpened).Err != nil:
-		writeNotFound(w)
+		s.fail(w, failUnknownSession) // ended between the owner check and now
 		return
 	}
-	e.act.Begin(s.opts.Now())
+	e.Begin(s.opts.Now())
 	defer func() {
-		// StreamClosed is queued before the activity ends, so whoever sees
-		// the session idle and opens a new stream is queued behind it.
-		s.root.Send(e.pid, &session.StreamClosed{})
-		e.act.End(s.opts.Now())
+		// Unregistered before the activity ends: whoever sees the session
+		// idle sees no stream.
+		e.EndStream()
+		e.End(s.opts.Now())
 	}()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	startEventStream(w)
 	rc := http.NewResponseController(w)
 	if rc.Flush() != nil {
 		return
 	}
 	dead := make(chan struct{})
-	defer s.live.Credential(p.CredentialID, func() { close(dead) })()
+	defer s.live.WatchCredential(p.CredentialID, func() { close(dead) })()
 	tick := time.NewTicker(s.opts.KeepAlive)
 	defer tick.Stop()
 	for {
@@ -518,25 +511,25 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprout
 		return
 	}
 	if v, ok := headerVersion(r); !ok {
-		writeUnsupportedVersion(w, nil, v)
+		s.failVersion(w, nil, v)
 		return
 	}
 	if e == nil {
-		writeRPC(w, http.StatusBadRequest, errorResponse(nil, CodeSessionRequired, "Mcp-Session-Id required"))
+		s.fail(w, failStreamNoSession)
 		return
 	}
-	res, err := s.ask(e.pid, &session.Delete{Reason: session.ReasonDeleted})
+	res, err := s.ask(e.PID(), &session.Delete{Reason: session.ReasonDeleted})
 	if s.ended(e, err) {
-		writeNotFound(w) // ended between the owner check and now
+		s.fail(w, failUnknownSession) // ended between the owner check and now
 		return
 	}
 	if err != nil {
-		writeRPC(w, http.StatusServiceUnavailable, errorResponse(nil, CodeInternalError, "session busy"))
+		s.fail(w, failSessionBusy)
 		return
 	}
-	if res.(*session.Deleted).Err != nil {
-		writeNotFound(w)
+	if res.(*session.Deleted).AlreadyEnded {
+		s.fail(w, failUnknownSession)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeDeleted(w)
 }

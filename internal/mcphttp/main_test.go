@@ -1,4 +1,4 @@
-package transport_test
+package mcphttp_test
 
 import (
 	"testing"

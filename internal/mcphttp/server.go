@@ -1,4 +1,4 @@
-package transport
+package mcphttp
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/session"
 	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/internal/liveness"
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -25,20 +26,11 @@ import (
 // has; the client gets JSON-RPC -32602.
 var ErrUnknownTool = errors.New("unknown tool")
 
-// Principal is who a request's token authenticates as.
-type Principal struct {
-	Namespace string
-	// CredentialID names the credential row (memdb) the token matched; the
-	// transport reads it again at dispatch (SPEC §5 step 0).
-	CredentialID string
-	// Expires is when the credential stops authenticating by the clock
-	// alone. Zero: never.
-	Expires time.Time
-	// Value is the backend's own principal, handed back to it on dispatch.
-	Value any
-
-	// credGen is the endpoint's credential generation read just before
-	// the token was authenticated.
+// caller is a request's principal as admitted: who its token
+// authenticated as, and the endpoint's credential generation read just
+// before (SPEC §5 step 0 compares it at dispatch).
+type caller struct {
+	principal.Principal
 	credGen uint64
 }
 
@@ -49,22 +41,37 @@ type ToolDescriptor struct {
 	InputSchema json.RawMessage
 }
 
-// CallResult is a tools/call result.
-type CallResult struct {
-	Text       string
-	Structured any
-	IsError    bool
+// ToolResult is a tools/call result: one text content block, an optional
+// structured result, and whether the tool failed. The module root's
+// ToolResult is this type.
+type ToolResult struct {
+	Text              string // one text content block
+	StructuredContent any    // optional structured result
+	IsError           bool
 }
 
-// Backend is what the transport serves: authentication and tools. The
+// ProgressFunc reports the progress of a tools/call to its client (a
+// notifications/progress message); total and message are optional (0,
+// "").
+type ProgressFunc func(progress, total float64, message string)
+
+// Backend is what the endpoint serves: authentication and tools. The
 // module root implements it over the Runtime.
 type Backend interface {
-	Authenticate(token string) (Principal, error)
-	Tools(p Principal) []ToolDescriptor
-	CallTool(ctx context.Context, p Principal, name string, args json.RawMessage, progress func(progress, total float64, message string)) (*CallResult, error)
+	// Authenticate returns the principal a bearer token authenticates as,
+	// or an error (an AuthReasoner says why). Principal.CredentialID names
+	// the credential row the endpoint reads again at dispatch, and
+	// Principal.Expires when the token stops authenticating by the clock.
+	Authenticate(token string) (principal.Principal, error)
+	// Tools lists the tools of tools/list.
+	Tools() []ToolDescriptor
+	// CallTool runs one tools/call for p. progress is nil unless the
+	// client asked for progress. A name no tool has is ErrUnknownTool; an
+	// error once ctx is done is a cancellation, never answered.
+	CallTool(ctx context.Context, p principal.Principal, name string, args json.RawMessage, progress ProgressFunc) (*ToolResult, error)
 }
 
-// Options are the transport's settings. Zero values mean the defaults
+// Options are the endpoint's settings. Zero values mean the defaults
 // given on each field.
 type Options struct {
 	// Path of the MCP endpoint. Zero: "/mcp".
@@ -84,7 +91,7 @@ type Options struct {
 	// MaxBodyBytes bounds a POST body. Zero: 4 MiB.
 	MaxBodyBytes int64
 	// BodyTimeout bounds how long a POST body may take to arrive once its
-	// headers were admitted: the transport sets the connection's read
+	// headers were admitted: the endpoint sets the connection's read
 	// deadline (http.ResponseController) when it starts reading the body
 	// and clears it once the body is in. A body still incomplete then gets
 	// 408 and its connection is closed; it is never served. It overrides
@@ -133,7 +140,7 @@ type Options struct {
 	Observer Observer
 }
 
-// Observer receives the transport's events. Methods are called from
+// Observer receives the endpoint's events. Methods are called from
 // request goroutines and session actors: they must be quick and safe for
 // concurrent use.
 type Observer interface {
@@ -148,6 +155,10 @@ type Observer interface {
 	// reason is one of the session package's Reason constants.
 	SessionOpened()
 	SessionClosed(reason string)
+	// Refused is called for every request a bound refused (429, 503),
+	// naming it: "requests_per_namespace", "requests", "body_bytes",
+	// "sessions_per_namespace", "sessions".
+	Refused(bound string)
 }
 
 // AuthReasoner is implemented by a backend's authentication errors that
@@ -160,6 +171,7 @@ func (nopObserver) Request(string, int, time.Duration) {}
 func (nopObserver) AuthFailure(string)                 {}
 func (nopObserver) SessionOpened()                     {}
 func (nopObserver) SessionClosed(string)               {}
+func (nopObserver) Refused(string)                     {}
 
 func (o Options) withDefaults() Options {
 	if o.Path == "" {
@@ -230,7 +242,8 @@ type Server struct {
 	store   *memdb.Store
 	root    *actor.RootContext
 	router  *httprouter.Router
-	reg     registry
+	// sessions is the endpoint's MCP sessions (actors/session owns them).
+	sessions *session.Table
 	// originHost is the DNS-rebinding guard built from opts.
 	originHost httpguard.Guard
 	limits     limits
@@ -259,18 +272,16 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 	}
 	s.live = liveness.New(store, s.opts.Now)
 	s.unhookGen = store.OnCredentialsChanged(func([]*memdb.Credential) { s.credGen.Add(1) })
+	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace)
 	s.sessionProps = session.NewProps(&session.Config{
 		Store:       store,
+		Table:       s.sessions,
 		Now:         s.opts.Now,
 		IdleTimeout: max(s.opts.IdleTimeout, 0),
-		WatchOwner:  s.live.Namespace,
-		OnEnd: func(id, reason string) {
-			s.reg.release(id)
-			s.opts.Observer.SessionClosed(reason)
-		},
-		Logger: s.opts.Logger,
+		WatchOwner:  s.live.WatchNamespace,
+		OnEnd:       s.opts.Observer.SessionClosed,
+		Logger:      s.opts.Logger,
 	})
-	s.reg.init(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace)
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
 	s.armSweep() // after the registry is made: the sweep reads it
 	r := httprouter.New()
@@ -284,15 +295,14 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 	// Every answer is JSON, unknown paths too: clients that probe OAuth
 	// discovery paths on a 401 parse the body.
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeRPC(w, http.StatusNotFound, errorResponse(nil, CodeInvalidRequest, "not found: the MCP endpoint is "+s.opts.Path))
+		s.failFor(w, failPath, nil, "not found: the MCP endpoint is "+s.opts.Path)
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Allow", "POST, GET, DELETE")
-		writeRPC(w, http.StatusMethodNotAllowed, errorResponse(nil, CodeInvalidRequest, "method not allowed"))
+		s.fail(w, failMethod)
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
 		s.opts.Logger.Error("panic serving MCP request", "method", req.Method, "panic", v)
-		writeRPC(w, http.StatusInternalServerError, errorResponse(nil, CodeInternalError, "internal error"))
+		s.fail(w, failPanic)
 	}
 	s.router = r
 	return s
@@ -303,11 +313,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, bodyUnread: r.ContentLength != 0}
 	s.router.ServeHTTP(sw, r)
-	status := sw.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	s.opts.Observer.Request(methodLabel(r.Method), status, time.Since(start))
+	s.opts.Observer.Request(methodLabel(r.Method), sw.answered(), time.Since(start))
 }
 
 // methodLabel is the HTTP method an Observer is told: one of the endpoint's
@@ -320,55 +326,15 @@ func methodLabel(m string) string {
 	return "other"
 }
 
-// statusWriter records the status written. Unwrap keeps
-// http.ResponseController (Flush, read deadlines) working through it.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	// bodyUnread: the request has a body that was not read (yet). An answer
-	// written then closes the connection at once: net/http would otherwise
-	// read the rest of the body (up to 256 KiB, with no deadline of its
-	// own), before answering and again when the handler returns, so a
-	// refused slow client would hold its goroutine after all.
-	bodyUnread bool
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-		if w.bodyUnread {
-			w.Header().Set("Connection", "close") // no read before the answer
-			// and none after it: the deadline has passed.
-			_ = http.NewResponseController(w.ResponseWriter).SetReadDeadline(time.Now())
-		}
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// bodyRead tells w, the request's statusWriter, that its body was read.
-func bodyRead(w http.ResponseWriter) {
-	if sw, ok := w.(*statusWriter); ok {
-		sw.bodyUnread = false
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // Close ends every session (their streams close, their calls are
 // cancelled) and waits for their actors to stop. New initializes fail.
 func (s *Server) Close() {
 	s.closing.Do(func() {
-		for _, e := range s.reg.closeAll() {
-			res, err := s.root.RequestFuture(e.pid, &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Result()
-			_, _ = res, err
-			_ = s.root.StopFuture(e.pid).Wait()
+		for _, e := range s.sessions.CloseAll() {
+			// Answered once the session ended, or not within ActorTimeout:
+			// either way it is stopped next.
+			_ = s.root.RequestFuture(e.PID(), &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Wait()
+			_ = s.root.StopFuture(e.PID()).Wait()
 		}
 		s.live.Close()
 		s.unhookGen()
@@ -405,8 +371,8 @@ func (s *Server) armSweep() {
 // the endpoint instead of one per session; the actor makes the decision.
 func (s *Server) sweep() {
 	now := s.opts.Now()
-	for _, e := range s.reg.idle(now, s.opts.IdleTimeout) {
-		s.root.Send(e.pid, &session.IdleCheck{})
+	for _, e := range s.sessions.Idle(now, s.opts.IdleTimeout) {
+		s.root.Send(e.PID(), &session.IdleCheck{})
 	}
 	s.armSweep()
 }
@@ -415,19 +381,26 @@ func (s *Server) sweep() {
 // and every standalone stream ends, while calls in flight go on, so that
 // http.Server.Shutdown can wait for them. Close ends the sessions after.
 func (s *Server) CloseStreams() {
-	for _, e := range s.reg.closeAll() {
-		s.root.Send(e.pid, &session.CloseStream{})
+	for _, e := range s.sessions.CloseAll() {
+		s.root.Send(e.PID(), &session.CloseStream{})
 	}
 }
 
 // Sessions returns the number of live sessions.
-func (s *Server) Sessions() int { return s.reg.count() }
+func (s *Server) Sessions() int { return s.sessions.Count() }
+
+// SessionInfo describes one live MCP session, for operators. It carries no
+// token and no credential secret.
+type SessionInfo = session.Summary
+
+// SessionInfos lists the live sessions, ordered by id.
+func (s *Server) SessionInfos() []SessionInfo { return s.sessions.Summaries() }
 
 // guard is SPEC §5 step 1: Origin and Host, by the guard the admin
 // listener shares.
 func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
 	if s.originHost.Check(r) != nil {
-		writeForbidden(w)
+		s.fail(w, failForbidden)
 		return false
 	}
 	return true
@@ -435,18 +408,18 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
 
 // authenticate is SPEC §5 step 2. The token comes from the Authorization
 // header only; a token in the query string is never read.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal, bool) {
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		s.opts.Observer.AuthFailure("missing")
-		writeUnauthorized(w, false)
-		return Principal{}, false
+		s.fail(w, failNoToken)
+		return caller{}, false
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		s.opts.Observer.AuthFailure("malformed_header")
-		writeUnauthorized(w, true)
-		return Principal{}, false
+		s.fail(w, failBadToken)
+		return caller{}, false
 	}
 	gen := s.credGen.Load() // before the read: a revocation after it moves it
 	p, err := s.backend.Authenticate(strings.TrimSpace(tok))
@@ -457,11 +430,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 			reason = ar.AuthReason()
 		}
 		s.opts.Observer.AuthFailure(reason)
-		writeUnauthorized(w, true)
-		return Principal{}, false
+		s.fail(w, failBadToken)
+		return caller{}, false
 	}
-	p.credGen = gen
-	return p, true
+	return caller{Principal: p, credGen: gen}, true
 }
 
 // recheck is SPEC §5 step 0: what admit checked on the headers, checked
@@ -469,14 +441,14 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 // expired since gets 401, a session that ended since 404, exactly as if
 // the request had arrived now; nothing is dispatched. On false the answer
 // is written.
-func (s *Server) recheck(w http.ResponseWriter, p Principal, e *entry) bool {
+func (s *Server) recheck(w http.ResponseWriter, p caller, e *session.Entry) bool {
 	if reason := s.deadSince(p); reason != "" {
 		s.opts.Observer.AuthFailure(reason)
-		writeUnauthorized(w, true)
+		s.fail(w, failBadToken)
 		return false
 	}
-	if e != nil && s.reg.get(e.id) != e {
-		writeNotFound(w)
+	if e != nil && !s.sessions.Live(e) {
+		s.fail(w, failUnknownSession)
 		return false
 	}
 	return true
@@ -487,7 +459,7 @@ func (s *Server) recheck(w http.ResponseWriter, p Principal, e *entry) bool {
 // hashed again: when no credential changed since p was authenticated and
 // its expiry has not come, nothing can have killed it; otherwise its row is
 // read by id, one lock-free store read.
-func (s *Server) deadSince(p Principal) string {
+func (s *Server) deadSince(p caller) string {
 	now := s.opts.Now()
 	if s.credGen.Load() == p.credGen && (p.Expires.IsZero() || now.Before(p.Expires)) {
 		return ""
@@ -502,19 +474,6 @@ func (s *Server) deadSince(p Principal) string {
 		return "expired"
 	}
 	return ""
-}
-
-// lookup is SPEC §5 step 3: the session named by the request, if the
-// caller's namespace owns it. Unknown, ended and foreign sessions are all
-// nil, and nothing about them is touched. The registry holds the same
-// owner as the session's record (both are set at initialize and never
-// change), without a store transaction per request.
-func (s *Server) lookup(id string, p Principal) *entry {
-	e := s.reg.get(id)
-	if e == nil || !(session.Owner{Namespace: e.namespace}).Owns(p.Namespace) {
-		return nil
-	}
-	return e
 }
 
 // accepts reports whether the Accept header admits every media type in

@@ -1,4 +1,4 @@
-package transport
+package mcphttp
 
 import (
 	"bytes"
@@ -9,13 +9,16 @@ import (
 	"unicode/utf8"
 )
 
-// JSON-RPC 2.0 error codes used by the transport.
+// JSON-RPC 2.0 error codes the endpoint answers.
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
 	CodeMethodNotFound = -32601
 	CodeInvalidParams  = -32602
 	CodeInternalError  = -32603
+	// CodeRefused: a request refused before dispatch — 403, 401, the 404
+	// of an unknown session.
+	CodeRefused = -32001
 	// CodeSessionRequired: a request other than initialize arrived without
 	// a session. Clients that probe with a newer method fall back to
 	// initialize on it.

@@ -1,4 +1,4 @@
-package transport
+package mcphttp
 
 import (
 	"encoding/json"

@@ -36,8 +36,8 @@ type cancelCounter struct {
 
 func (c *cancelCounter) cancel(cause error) { c.n, c.cause = c.n+1, cause }
 
-func TestActivityCalls(t *testing.T) {
-	var a Activity
+func TestCalls(t *testing.T) {
+	var a Calls
 	var c1, c2 cancelCounter
 	if err := a.BeginCall("1", c1.cancel); err != nil {
 		t.Fatalf("BeginCall(1) = %v", err)

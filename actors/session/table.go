@@ -1,0 +1,250 @@
+package session
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Entry is one MCP session as its endpoint's Table holds it: its id and
+// owner, fixed at initialize, when it was created, the PID of its actor,
+// and its Calls, shared by the HTTP path and the actor.
+type Entry struct {
+	id      string
+	owner   Owner
+	created time.Time
+	pid     *actor.PID // set by Commit, before the entry is findable; nil while reserved
+	Calls
+}
+
+// ID returns the session's id (Mcp-Session-Id).
+func (e *Entry) ID() string { return e.id }
+
+// Owner returns who the session is bound to.
+func (e *Entry) Owner() Owner { return e.owner }
+
+// PID returns the session's actor.
+func (e *Entry) PID() *actor.PID { return e.pid }
+
+// The errors of Table.Reserve.
+var (
+	// ErrFull: the endpoint holds MaxSessions (503).
+	ErrFull = errors.New("session limit reached")
+	// ErrNamespaceFull: the namespace holds MaxSessionsPerNamespace and none
+	// of them is idle to evict (429).
+	ErrNamespaceFull = errors.New("namespace session limit reached")
+	// ErrClosing: the endpoint is closing; no session starts (503).
+	ErrClosing = errors.New("endpoint closing")
+)
+
+// Table is the MCP sessions of one endpoint: their slots against the caps,
+// lookup by id and owner, the least recently active idle session of a full
+// namespace, the idle ones, the count and the listing. It is read on every
+// request, off the mailboxes. A slot is reserved before initialize runs, so
+// concurrent initializes cannot overshoot a cap (SPEC §5.3). Its methods are
+// safe for concurrent use.
+type Table struct {
+	mu       sync.RWMutex // guards the fields below
+	max      int
+	maxPerNS int
+	reserved int                          // slots held: live sessions and initializes in progress
+	perNS    map[string]int               // same, by namespace
+	starting map[string]*Entry            // reserved, not committed yet
+	byID     map[string]*Entry            // live sessions
+	byNS     map[string]map[string]*Entry // live sessions by namespace
+	closed   bool
+}
+
+// NewTable returns a table of at most max sessions, maxPerNS per namespace.
+func NewTable(max, maxPerNS int) *Table {
+	return &Table{
+		max: max, maxPerNS: maxPerNS,
+		perNS:    map[string]int{},
+		starting: map[string]*Entry{},
+		byID:     map[string]*Entry{},
+		byNS:     map[string]map[string]*Entry{},
+	}
+}
+
+// Reserve holds a slot for session id of owner, created at now, and returns
+// its entry. When the namespace is full it evicts its least recently active
+// idle session, returned so the caller can end it; with none idle it fails
+// with ErrNamespaceFull. Commit makes the entry live; Unreserve gives the
+// slot back.
+func (t *Table) Reserve(id string, owner Owner, now time.Time) (e, evicted *Entry, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, nil, ErrClosing
+	}
+	ns := owner.Namespace
+	if t.perNS[ns] >= t.maxPerNS {
+		for _, c := range t.byNS[ns] {
+			if c.Busy() {
+				continue
+			}
+			if evicted == nil || c.Last().Before(evicted.Last()) {
+				evicted = c
+			}
+		}
+		if evicted == nil {
+			return nil, nil, ErrNamespaceFull
+		}
+		t.removeLocked(evicted)
+	}
+	if evicted == nil && t.reserved >= t.max {
+		return nil, nil, ErrFull
+	}
+	t.reserved++
+	t.perNS[ns]++
+	e = &Entry{id: id, owner: owner, created: now}
+	e.last.Store(now.UnixNano())
+	t.starting[id] = e
+	return e, evicted, nil
+}
+
+// Unreserve gives back the slot of a session whose initialize failed.
+func (t *Table) Unreserve(e *Entry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.starting[e.id] != e {
+		return
+	}
+	delete(t.starting, e.id)
+	t.freeLocked(e.owner.Namespace)
+}
+
+// Commit turns a reservation into a live session whose actor is pid.
+func (t *Table) Commit(e *Entry, pid *actor.PID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.starting, e.id)
+	e.pid = pid
+	t.byID[e.id] = e
+	if t.byNS[e.owner.Namespace] == nil {
+		t.byNS[e.owner.Namespace] = map[string]*Entry{}
+	}
+	t.byNS[e.owner.Namespace][e.id] = e
+}
+
+// Release frees the slot of a session that ended. The session's actor calls
+// it as it ends, before a DELETE is answered; a session already removed by
+// eviction is ignored.
+func (t *Table) Release(e *Entry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[e.id] == e {
+		t.removeLocked(e)
+	}
+}
+
+func (t *Table) removeLocked(e *Entry) {
+	delete(t.byID, e.id)
+	delete(t.byNS[e.owner.Namespace], e.id)
+	if len(t.byNS[e.owner.Namespace]) == 0 {
+		delete(t.byNS, e.owner.Namespace)
+	}
+	t.freeLocked(e.owner.Namespace)
+}
+
+func (t *Table) freeLocked(ns string) {
+	t.reserved--
+	if t.perNS[ns]--; t.perNS[ns] <= 0 {
+		delete(t.perNS, ns)
+	}
+}
+
+// Lookup returns the live session id if namespace owns it (SPEC §5 step
+// 3). Unknown, ended and foreign sessions are all nil, and nothing about
+// them is touched: the caller answers them alike.
+func (t *Table) Lookup(id, namespace string) *Entry {
+	t.mu.RLock()
+	e := t.byID[id]
+	t.mu.RUnlock()
+	if e == nil || !e.owner.Owns(namespace) {
+		return nil
+	}
+	return e
+}
+
+// Live reports whether e is still a live session of the table.
+func (t *Table) Live(e *Entry) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.byID[e.id] == e
+}
+
+// entry returns the entry of a session, reserved or live: what its
+// actor finds at Start.
+func (t *Table) entry(id string) *Entry {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if e := t.starting[id]; e != nil {
+		return e
+	}
+	return t.byID[id]
+}
+
+// Idle returns the live sessions that have been idle for d at now (see
+// Calls): those the sweep asks to end.
+func (t *Table) Idle(now time.Time, d time.Duration) []*Entry {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var out []*Entry
+	for _, e := range t.byID {
+		if e.idle(now, d) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Count returns the number of live sessions: the one count of them, which
+// the endpoint's gauge and the runtime's Stats read.
+func (t *Table) Count() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.byID)
+}
+
+// CloseAll refuses new sessions and returns the live ones.
+func (t *Table) CloseAll() []*Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	out := make([]*Entry, 0, len(t.byID))
+	for _, e := range t.byID {
+		out = append(out, e)
+	}
+	return out
+}
+
+// Summary describes one live MCP session, for operators. It carries no
+// token and no credential secret.
+type Summary struct {
+	ID         string
+	Owner      string // namespace
+	Created    time.Time
+	LastActive time.Time
+	Busy       bool // a call in flight or a stream open
+}
+
+// Summaries lists the live sessions, ordered by id.
+func (t *Table) Summaries() []Summary {
+	t.mu.RLock()
+	entries := make([]*Entry, 0, len(t.byID))
+	for _, e := range t.byID {
+		entries = append(entries, e)
+	}
+	t.mu.RUnlock()
+	out := make([]Summary, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, Summary{ID: e.id, Owner: e.owner.Namespace, Created: e.created, LastActive: e.Last(), Busy: e.Busy()})
+	}
+	slices.SortFunc(out, func(a, b Summary) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}

@@ -1,0 +1,218 @@
+package mcpruntime
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
+)
+
+// MCPOptions configure the MCP endpoint (SPEC §5). Zero values mean the
+// defaults given on each field. The runtime's clock is used.
+type MCPOptions struct {
+	// Path of the MCP endpoint. Zero: "/mcp".
+	Path string
+	// AllowedOrigins are Origin values accepted besides loopback ones
+	// (http(s)://localhost, 127.0.0.0/8, [::1], any port). A request with any
+	// other Origin gets 403.
+	AllowedOrigins []string
+	// AllowAnyOrigin turns the Origin check off. Not for production.
+	AllowAnyOrigin bool
+	// AllowedHosts are Host names accepted besides loopback ones. A request
+	// with any other Host gets 403 (DNS-rebinding guard).
+	AllowedHosts []string
+	// DisableHostCheck turns the Host check off (a server bound beyond
+	// loopback behind a proxy that checks it).
+	DisableHostCheck bool
+	// MaxBodyBytes bounds a POST body (413). Zero: 4 MiB.
+	MaxBodyBytes int64
+	// BodyTimeout bounds how long a POST body may take to arrive once its
+	// headers were admitted; a body still incomplete then gets 408 and its
+	// connection is closed, never served. It overrides
+	// http.Server.ReadTimeout for POST bodies. Zero: 30 s; negative: no
+	// deadline. The headers' deadline is the http.Server's: set its
+	// ReadHeaderTimeout (cmd/runtime: 10 s).
+	BodyTimeout time.Duration
+	// MaxRequestsPerNamespace bounds the POST requests of one namespace in
+	// flight at once, from admission to the answer; the next gets 429 +
+	// Retry-After. GET streams and DELETEs are not counted. Zero: 256.
+	MaxRequestsPerNamespace int
+	// MaxRequests bounds the POST requests in flight in all; the next gets
+	// 503 + Retry-After. Zero: 4096.
+	MaxRequests int
+	// MaxBodyBytesInFlight bounds the bytes of POST bodies held at once (a
+	// declared Content-Length reserved before reading, a chunked body as it
+	// grows); a body that does not fit gets 503 + Retry-After. Zero: 64 MiB;
+	// raised to MaxBodyBytes if lower.
+	MaxBodyBytesInFlight int64
+	// IdleTimeout ends an MCP session with nothing in flight for this long.
+	// Zero: 30 min; negative: never.
+	IdleTimeout time.Duration
+	// MaxSessionsPerNamespace: the next initialize evicts the namespace's
+	// least recently active idle session, or gets 429. Zero: 64.
+	MaxSessionsPerNamespace int
+	// MaxSessions: past it initialize gets 503. Zero: 100 000.
+	MaxSessions int
+	// KeepAlive is the interval of SSE keep-alive comments. Zero: 25 s.
+	KeepAlive time.Duration
+	// RetryAfter is the Retry-After of 429 and 503 answers. Zero: 1 s.
+	RetryAfter time.Duration
+	// ActorTimeout bounds each request to an MCP session actor. Zero: 5 s.
+	ActorTimeout time.Duration
+	// ServerName and ServerVersion go into the initialize result. Zero:
+	// "mcpruntime", "0.1.0".
+	ServerName    string
+	ServerVersion string
+	// Logger. Nil: the runtime's.
+	Logger *slog.Logger
+	// Observer is told about requests, authentication failures, MCP
+	// sessions and the bounds' refusals, for metrics. Nil: nobody.
+	Observer Observer
+}
+
+// Observer receives the MCP endpoint's events (the metrics package
+// implements it). Methods are called from request goroutines and MCP
+// session actors: they must be quick and safe for concurrent use.
+type Observer interface {
+	// Request is called once per request with the HTTP method ("GET",
+	// "POST", "DELETE", or "other" for any other), the status answered and
+	// how long it took (for a stream: until it ended).
+	Request(method string, status int, d time.Duration)
+	// AuthFailure is called for every 401, with a reason: "missing",
+	// "malformed_header", or an AuthError's Reason ("invalid" for other
+	// errors).
+	AuthFailure(reason string)
+	// SessionOpened and SessionClosed bracket every MCP session; the close
+	// reason is "delete", "idle", "cap", "revoke" or "shutdown".
+	SessionOpened()
+	SessionClosed(reason string)
+	// Refused is called for every request a bound refused (429 or 503),
+	// naming the bound: "requests_per_namespace", "requests", "body_bytes",
+	// "sessions_per_namespace" or "sessions".
+	Refused(bound string)
+}
+
+// MCPSessionInfo describes one live MCP session, for operators. It carries
+// no token and no credential secret.
+type MCPSessionInfo struct {
+	ID         string    `json:"id"`
+	Owner      string    `json:"owner"` // namespace
+	Created    time.Time `json:"created"`
+	LastActive time.Time `json:"lastActive"`
+	Busy       bool      `json:"busy"` // a call in flight or a stream open
+}
+
+// MCPEndpoint is the MCP Streamable HTTP endpoint of a runtime, an
+// http.Handler. Create it with Runtime.MCPHandler.
+type MCPEndpoint struct {
+	srv *mcphttp.Server
+}
+
+// ServeHTTP serves the endpoint.
+func (e *MCPEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) { e.srv.ServeHTTP(w, r) }
+
+// Close ends every MCP session (their streams close, their calls are
+// cancelled) and waits for their actors to stop; initialize is refused
+// from then on. The runtime's Close calls it too.
+func (e *MCPEndpoint) Close() { e.srv.Close() }
+
+// CloseStreams starts a graceful shutdown: new MCP sessions are refused
+// (503) and every standalone stream ends, while calls in flight go on, so
+// that http.Server.Shutdown can wait for them. Close ends the sessions
+// after.
+func (e *MCPEndpoint) CloseStreams() { e.srv.CloseStreams() }
+
+// Sessions returns the number of live MCP sessions.
+func (e *MCPEndpoint) Sessions() int { return e.srv.Sessions() }
+
+// SessionInfos lists the live MCP sessions, ordered by id.
+func (e *MCPEndpoint) SessionInfos() []MCPSessionInfo {
+	infos := e.srv.SessionInfos()
+	out := make([]MCPSessionInfo, len(infos))
+	for i, s := range infos {
+		out[i] = MCPSessionInfo{ID: s.ID, Owner: s.Owner, Created: s.Created, LastActive: s.LastActive, Busy: s.Busy}
+	}
+	return out
+}
+
+// MCPHandler returns the MCP Streamable HTTP endpoint (SPEC §5) serving the
+// runtime's tools, to mount on an http.Server. Close ends its sessions. The
+// runtime's Close closes it too. The endpoint bounds how long a POST body
+// may take (MCPOptions.BodyTimeout); how long headers may take is the
+// http.Server's: set its ReadHeaderTimeout (cmd/runtime: 10 s).
+func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
+	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = r.cfg.Logger
+	}
+	o := mcphttp.Options{
+		Path:                    opts.Path,
+		AllowedOrigins:          opts.AllowedOrigins,
+		AllowAnyOrigin:          opts.AllowAnyOrigin,
+		AllowedHosts:            opts.AllowedHosts,
+		DisableHostCheck:        opts.DisableHostCheck,
+		MaxBodyBytes:            opts.MaxBodyBytes,
+		BodyTimeout:             opts.BodyTimeout,
+		MaxRequestsPerNamespace: opts.MaxRequestsPerNamespace,
+		MaxRequests:             opts.MaxRequests,
+		MaxBodyBytesInFlight:    opts.MaxBodyBytesInFlight,
+		IdleTimeout:             opts.IdleTimeout,
+		MaxSessionsPerNamespace: opts.MaxSessionsPerNamespace,
+		MaxSessions:             opts.MaxSessions,
+		KeepAlive:               opts.KeepAlive,
+		RetryAfter:              opts.RetryAfter,
+		ActorTimeout:            opts.ActorTimeout,
+		ServerName:              opts.ServerName,
+		ServerVersion:           opts.ServerVersion,
+		Now:                     r.cfg.Now,
+		Logger:                  opts.Logger,
+	}
+	if opts.Observer != nil {
+		o.Observer = opts.Observer
+	}
+	ep := &MCPEndpoint{srv: mcphttp.New(mcpBackend{r}, r.store, r.system, o)}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	r.servers = append(r.servers, ep)
+	return ep, nil
+}
+
+// mcpSessions is the number of live MCP sessions of the runtime's
+// endpoints: their Tables' counts, the one count of them.
+func (r *Runtime) mcpSessions() int {
+	r.mu.Lock()
+	eps := r.servers
+	r.mu.Unlock()
+	n := 0
+	for _, ep := range eps {
+		n += ep.Sessions()
+	}
+	return n
+}
+
+// mcpBackend adapts the Runtime to the MCP endpoint: the principal and
+// the tool result pass through as they are.
+type mcpBackend struct{ r *Runtime }
+
+func (b mcpBackend) Authenticate(tok string) (Principal, error) { return b.r.Authenticate(tok) }
+
+func (b mcpBackend) Tools() []mcphttp.ToolDescriptor {
+	tools := b.r.Tools()
+	out := make([]mcphttp.ToolDescriptor, len(tools))
+	for i, t := range tools {
+		out[i] = mcphttp.ToolDescriptor{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+	}
+	return out
+}
+
+func (b mcpBackend) CallTool(ctx context.Context, p Principal, name string, args json.RawMessage, progress mcphttp.ProgressFunc) (*ToolResult, error) {
+	return b.r.CallTool(ctx, p, name, args, progress)
+}

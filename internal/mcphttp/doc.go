@@ -1,0 +1,99 @@
+// Package mcphttp is the MCP Streamable HTTP endpoint (SPEC §5): the
+// routes, the admission of every request in SPEC §5's order, the JSON-RPC
+// codec, the SSE writer, the bounds, and the one table of answers. The
+// module root wraps it as mcpruntime.MCPEndpoint; nothing else imports it.
+//
+// # Components
+//
+//	net/http ──▶ Server.ServeHTTP ──▶ httprouter: POST / GET / DELETE on Options.Path
+//	               │ statusWriter (the status, for the Observer)
+//	               ├─ httpguard.Guard        Origin and Host (step 1)
+//	               ├─ Backend.Authenticate   the bearer token → principal.Principal (step 2)
+//	               ├─ session.Table          the MCP session by id and owner (step 3), the caps
+//	               ├─ limits                 requests and body bytes in flight (step 4)
+//	               ├─ decodeMessage          one JSON-RPC message, validated in place (step 5)
+//	               ├─ Backend.CallTool       tools/call, on the request's goroutine
+//	               └─ liveness.Monitor       ends streams and sessions whose credentials die
+//
+//	session actor "mcp-session/<id>" (actors/session): Start, Delete, IdleCheck, CloseStream
+//
+// [Backend] is the endpoint's one seam: authentication and tools. The module
+// root implements it over the Runtime; the package's tests implement it with
+// a fake over a store of their own, so the endpoint's whole HTTP behaviour
+// is tested here, against the wire (testdata/conformance/*.txtar).
+//
+// errors.go holds the one table of answers: a failure kind → status,
+// JSON-RPC code, message and headers. Call sites name the failure; no HTTP
+// status appears anywhere else.
+//
+// # A request, step by step
+//
+// POST, the path of every JSON-RPC message:
+//
+//  1. The Origin/Host guard (SPEC §5 step 1): 403.
+//  2. The bearer token, from the Authorization header only (step 2): 401,
+//     with WWW-Authenticate "Bearer" when there is none and
+//     `Bearer error="invalid_token"` when it does not authenticate. The
+//     endpoint's credential generation is read first (see Invariants).
+//  3. Mcp-Session-Id, if present, looked up with the caller's namespace
+//     (step 3): unknown, ended and foreign are one nil, one 404 of the same
+//     bytes, nothing touched.
+//  4. MCP-Protocol-Version is read, but a version not served is answered
+//     only once the body is in, so that its id is echoed (-32022, SPEC §5a);
+//     until then Accept (406) and Content-Type (415) are checked, on the
+//     headers alone.
+//  5. The bounds (step 4): the namespace's requests in flight (429), the
+//     endpoint's (503), then the body: a declared length over MaxBodyBytes
+//     is 413 before a byte is read; the body's bytes are reserved in the
+//     body budget (503) and read within BodyTimeout (408, the connection
+//     closed). Every answer written before the body was read closes the
+//     connection: a refused caller's body is never read.
+//  6. Step 0: the token and the session are checked again, now that the
+//     body is in (recheck): 401 or 404, as a request arriving now would get.
+//  7. The body is decoded (step 5): invalid UTF-8, an escaped lone
+//     surrogate or malformed JSON is -32700, a batch or anything but one
+//     JSON-RPC 2.0 message -32600, all 400 without an id; then the version
+//     (header, or a _meta claim in the body) with the id echoed.
+//  8. initialize creates a session (Table.Reserve, spawn, Start, Commit,
+//     then one GetInfo so the record exists before the id is answered); any
+//     other message needs a session (400). Notifications and responses
+//     answer 202; ping, tools/list and tools/call are answered from the
+//     request's goroutine: tools/call registers itself in the session's
+//     Calls (a duplicate id is -32600), runs Backend.CallTool with a context
+//     that notifications/cancelled, the session's end and the request's own
+//     end cancel, and answers application/json — or text/event-stream once a
+//     progress notification has to go first (callWriter). A call whose
+//     context ended gets no JSON-RPC response (SPEC §5.2).
+//
+// GET takes steps 1–3, the version (without an id) and Accept, then opens
+// the session's one standalone stream: it registers its cancel in the
+// session's Calls (a second one is 409) and watches the credential it was
+// opened with; it ends when the client goes, the credential dies, or the
+// session's actor ends it. DELETE takes steps 1–3 and the version, then asks
+// the session's actor to end the session: 204 once the record is gone.
+//
+// # Invariants
+//
+//   - Nothing reaches a session, its actor or a tool before steps 1–3 passed
+//     for the request's own token, and step 0 passed at dispatch.
+//   - A foreign and an unknown session id get the same bytes; a foreign
+//     request touches nothing of the session (not even its activity).
+//   - The dispatch check costs no store read while no credential changed:
+//     the store's commit hook counts committed writes that changed a
+//     credential (credGen); if the count is what it was just before the
+//     token was authenticated and its expiry has not come, nothing can have
+//     revoked it. Otherwise its row is read by id.
+//   - No JSON-RPC error carries "id": null: the id is echoed only when it
+//     is a valid id of a request.
+//   - Every answer is JSON, no-store, and valid UTF-8.
+//
+// # The hot path's shared memory
+//
+// A tools/call does not go through a mailbox: it authenticates (one
+// lock-free store read), finds its session in the Table (a read lock),
+// registers itself in the session's Calls (a mutex), runs the tool and
+// answers. The Calls are shared with the session's actor on purpose — the
+// actor cancels what they hold when the session ends — and documented in
+// actors/session. The bounds are two atomics and a sharded map; the fixed
+// answers' bodies are built once.
+package mcphttp
