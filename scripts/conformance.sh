@@ -141,7 +141,10 @@ for run in $RUNS; do
   server_pid=$!
   if ! line=$(wait_line "$WORK/server.out" "$server_pid" "$START_TIMEOUT"); then
     tail -n 20 "$dir/server.log" >&2
-    die "$run: the server printed no line within ${START_TIMEOUT}s (log: $dir/server.log)"
+    if kill -0 "$server_pid" 2>/dev/null; then
+      die "$run: the server printed no line within ${START_TIMEOUT}s (log: $dir/server.log)"
+    fi
+    die "$run: the server exited before printing its line (log: $dir/server.log)"
   fi
   url=$(json url <<<"$line") || die "$run: the server's line has no url"
   token=$(json token <<<"$line") || die "$run: the server's line has no token"
