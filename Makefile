@@ -54,6 +54,13 @@ bench: ## ns/op and allocs/op of the hot paths
 bench-peers: ## the runtime against the official go-sdk, mcp-go and a bare net/http floor (bench/, ~7 min)
 	bash bench/run-peers.sh
 
+# The server under test of `make conformance`: run as `$(SERVER) -listen 127.0.0.1:PORT`.
+SERVER ?= go run ./examples/everything
+
+.PHONY: conformance
+conformance: ## the official MCP conformance suite (2025-11-25 active and all, 2026-07-28) against SERVER, through the bearer proxy
+	SERVER='$(SERVER)' bash scripts/conformance.sh
+
 .PHONY: lint
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt: files above need formatting"; exit 1)
