@@ -2,10 +2,13 @@ package mcpruntime
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 )
@@ -198,21 +201,45 @@ func (r *Runtime) mcpSessions() int {
 	return n
 }
 
-// mcpBackend adapts the Runtime to the MCP endpoint: the principal and
-// the tool result pass through as they are.
+// mcpBackend adapts the Runtime to the MCP endpoint: tools/list and
+// tools/call over the tool registry; the other feature methods are not
+// served yet, so the capabilities declare tools only.
 type mcpBackend struct{ r *Runtime }
 
 func (b mcpBackend) Authenticate(tok string) (Principal, error) { return b.r.Authenticate(tok) }
 
-func (b mcpBackend) Tools() []mcphttp.ToolDescriptor {
-	tools := b.r.Tools()
-	out := make([]mcphttp.ToolDescriptor, len(tools))
-	for i, t := range tools {
-		out[i] = mcphttp.ToolDescriptor{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
-	}
-	return out
+func (b mcpBackend) Capabilities() *mcp.ServerCapabilities {
+	return &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 }
 
-func (b mcpBackend) CallTool(ctx context.Context, p Principal, name string, args json.RawMessage, progress mcphttp.ProgressFunc) (*ToolResult, error) {
-	return b.r.CallTool(ctx, p, name, args, progress)
+func (b mcpBackend) CanRead(Principal, string) bool { return false }
+
+func (b mcpBackend) Serve(ctx context.Context, req *mcphttp.Request) mcphttp.Response {
+	switch req.Method {
+	case "tools/list":
+		tools := b.r.Tools()
+		res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, len(tools))}
+		for i, t := range tools {
+			res.Tools[i] = &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+		}
+		return mcphttp.Response{Result: res}
+	case "tools/call":
+		name, args, ok := mcphttp.ToolCallParams(req.Params)
+		if !ok {
+			return mcphttp.Response{Err: &mcphttp.RPCError{Code: mcphttp.CodeInvalidParams, Message: "tools/call needs params.name"}}
+		}
+		res, err := b.r.CallTool(ctx, req.Caller, name, args, req.Out.Progress)
+		switch {
+		case errors.Is(err, ErrUnknownTool):
+			return mcphttp.Response{Err: &mcphttp.RPCError{Code: mcphttp.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}}
+		case err != nil:
+			return mcphttp.Response{} // cancelled: nothing is answered
+		}
+		return mcphttp.Response{Result: &mcp.CallToolResult{
+			Content:           []mcp.Content{&mcp.TextContent{Text: res.Text}},
+			StructuredContent: res.StructuredContent,
+			IsError:           res.IsError,
+		}}
+	}
+	return mcphttp.Response{Err: &mcphttp.RPCError{Code: mcphttp.CodeMethodNotFound, Message: fmt.Sprintf("method %q not found", req.Method)}}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -93,10 +92,12 @@ func (c *ToolCall) Progress(progress, total float64, message string) {
 func (c *ToolCall) Runtime() *Runtime { return c.rt }
 
 // ToolResult is a tools/call result: one text content block (Text), an
-// optional structured result (StructuredContent) and IsError. It is the
-// one result type from a handler to the wire: the MCP endpoint encodes it
-// as it is.
-type ToolResult = mcphttp.ToolResult
+// optional structured result (StructuredContent) and IsError.
+type ToolResult struct {
+	Text              string // one text content block
+	StructuredContent any    // optional structured result
+	IsError           bool
+}
 
 // Refuse returns the isError result of a policy refusal with a stable code.
 func Refuse(code, message string) *ToolResult {
@@ -284,7 +285,7 @@ func (r *Runtime) CallTool(ctx context.Context, caller Principal, name string, a
 }
 
 // ErrUnknownTool is returned by CallTool for a name no tool has.
-var ErrUnknownTool = mcphttp.ErrUnknownTool
+var ErrUnknownTool = errors.New("unknown tool")
 
 // refusalFor maps a runtime error from a handler to the stable codes of
 // SPEC §4; anything else is a generic tool error (its text is the error's).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Entry is one MCP session as its endpoint's Table holds it: its id and
@@ -18,6 +19,10 @@ type Entry struct {
 	owner   Owner
 	created time.Time
 	pid     *actor.PID // set by Commit, before the entry is findable; nil while reserved
+	// version and caps are what initialize negotiated and declared: set by
+	// SetProtocol before Commit, read-only once the entry is findable.
+	version string
+	caps    *mcp.ClientCapabilities
 	Calls
 }
 
@@ -29,6 +34,28 @@ func (e *Entry) Owner() Owner { return e.owner }
 
 // PID returns the session's actor.
 func (e *Entry) PID() *actor.PID { return e.pid }
+
+// SetProtocol records what initialize negotiated: the protocol version
+// and the client's declared capabilities (nil: none declared). The
+// endpoint calls it once, before Commit makes the entry findable.
+func (e *Entry) SetProtocol(version string, caps *mcp.ClientCapabilities) {
+	e.version, e.caps = version, caps
+}
+
+// Version returns the protocol version the session negotiated.
+func (e *Entry) Version() string { return e.version }
+
+// ClientCapabilities returns the capabilities the client declared at
+// initialize; never nil. The value is shared: read-only.
+func (e *Entry) ClientCapabilities() *mcp.ClientCapabilities {
+	if e.caps == nil {
+		return noCapabilities
+	}
+	return e.caps
+}
+
+// noCapabilities is the capabilities of a client that declared none.
+var noCapabilities = &mcp.ClientCapabilities{}
 
 // The errors of Table.Reserve.
 var (

@@ -17,6 +17,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 	"github.com/agenthost/mcpruntime/internal/principal"
@@ -129,12 +131,10 @@ func runTranscript(t *testing.T, file string) {
 		frames = frames[1:]
 	}
 	f := newFake(t)
-	f.tool("count_to_three", func(_ context.Context, _ principal.Principal, _ json.RawMessage, progress mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
-		if progress != nil {
-			progress(1, 3, "one")
-			progress(2, 3, "two")
-		}
-		return &mcphttp.ToolResult{Text: "three"}, nil
+	f.tool("count_to_three", func(_ context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
+		out.Progress(1, 3, "one")
+		out.Progress(2, 3, "two")
+		return textResult("three"), nil
 	})
 	tr := &transcript{t: t, tokens: map[string]string{}, creds: map[string]string{},
 		async: map[string]*ht.Pending{}, held: map[string]*ht.Held{}, streams: map[string]*ht.Stream{},

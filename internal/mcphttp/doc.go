@@ -12,13 +12,16 @@
 //	               ├─ session.Table          the MCP session by id and owner (step 3), the caps
 //	               ├─ limits                 requests and body bytes in flight (step 4)
 //	               ├─ decodeMessage          one JSON-RPC message, validated in place (step 5)
-//	               ├─ Backend.CallTool       tools/call, on the request's goroutine
+//	               ├─ Backend.Serve          the feature methods, on the request's goroutine
 //	               └─ liveness.Monitor       ends streams and sessions whose credentials die
 //
 //	session actor "mcp-session/<id>" (actors/session): Start, Delete, IdleCheck, CloseStream
 //
-// [Backend] is the endpoint's one seam: authentication and tools. The module
-// root implements it over the Runtime; the package's tests implement it with
+// [Backend] is the endpoint's one seam (backend.go): authentication, one
+// dispatch entry for the feature methods (tools/*, resources/* but
+// subscribe, prompts/*, completion/complete), the server capabilities
+// answered at initialize, and whether a principal may read a resource. The
+// module root implements it over the Runtime; the package's tests implement it with
 // a fake over a store of their own, so the endpoint's whole HTTP behaviour
 // is tested here, against the wire (testdata/conformance/*.txtar).
 //
@@ -57,13 +60,14 @@
 //  8. initialize creates a session (Table.Reserve, spawn, Start, Commit,
 //     then one GetInfo so the record exists before the id is answered); any
 //     other message needs a session (400). Notifications and responses
-//     answer 202; ping, tools/list and tools/call are answered from the
-//     request's goroutine: tools/call registers itself in the session's
-//     Calls (a duplicate id is -32600), runs Backend.CallTool with a context
+//     answer 202; ping is answered at once, the feature methods from the
+//     request's goroutine: the request registers itself in the session's
+//     Calls (a duplicate id is -32600), runs Backend.Serve with a context
 //     that notifications/cancelled, the session's end and the request's own
 //     end cancel, and answers application/json — or text/event-stream once a
-//     progress notification has to go first (callWriter). A call whose
-//     context ended gets no JSON-RPC response (SPEC §5.2).
+//     progress notification has to go first (callWriter, the request's
+//     Output). A request whose context ended gets no JSON-RPC response
+//     (SPEC §5.2).
 //
 // GET takes steps 1–3, the version (without an id) and Accept, then opens
 // the session's one standalone stream: it registers its cancel in the
@@ -91,7 +95,7 @@
 //
 // A tools/call does not go through a mailbox: it authenticates (one
 // lock-free store read), finds its session in the Table (a read lock),
-// registers itself in the session's Calls (a mutex), runs the tool and
+// registers itself in the session's Calls (a mutex), runs Backend.Serve and
 // answers. The Calls are shared with the session's actor on purpose — the
 // actor cancels what they hold when the session ends — and documented in
 // actors/session. The bounds are two atomics and a sharded map; the fixed

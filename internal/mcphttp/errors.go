@@ -53,9 +53,9 @@ const (
 	// JSON-RPC errors of a dispatched request: HTTP 200.
 	failInvalidParams  // params missing or malformed
 	failMethodNotFound // a method not served
-	failUnknownTool    // tools/call of a name no tool has
+	failBackendError   // the backend's own JSON-RPC error (Response.Err): its code and message
 	failDuplicateID    // the id of a request in flight on the session
-	failToolError      // the backend failed; the detail is logged, never answered
+	failBackendFailed  // the backend failed; the detail is logged, never answered
 	failureCount       // keep last
 )
 
@@ -115,9 +115,9 @@ var failures = [failureCount]answer{
 	failSessionBusy:          {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session busy"},
 	failInvalidParams:        {status: http.StatusOK, code: CodeInvalidParams, message: "invalid params"},
 	failMethodNotFound:       {status: http.StatusOK, code: CodeMethodNotFound, message: "method not found"},
-	failUnknownTool:          {status: http.StatusOK, code: CodeInvalidParams, message: "unknown tool"},
+	failBackendError:         {status: http.StatusOK, code: CodeInvalidParams, message: "invalid params"},
 	failDuplicateID:          {status: http.StatusOK, code: CodeInvalidRequest, message: "request id already in flight"},
-	failToolError:            {status: http.StatusOK, code: CodeInternalError, message: "internal error"},
+	failBackendFailed:        {status: http.StatusOK, code: CodeInternalError, message: "internal error"},
 }
 
 func init() {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -116,14 +118,12 @@ type fuzzEnv struct {
 func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	tb.Helper()
 	f := newFake(tb)
-	f.tool("thread_read", func(context.Context, principal.Principal, json.RawMessage, mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
-		return &mcphttp.ToolResult{Text: "{}", StructuredContent: map[string]any{}}, nil
+	f.tool("thread_read", func(context.Context, principal.Principal, json.RawMessage, mcphttp.Output) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "{}"}}, StructuredContent: map[string]any{}}, nil
 	})
-	f.tool("thread_post", func(_ context.Context, _ principal.Principal, _ json.RawMessage, progress mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
-		if progress != nil {
-			progress(1, 1, "posting")
-		}
-		return &mcphttp.ToolResult{Text: "posted"}, nil
+	f.tool("thread_post", func(_ context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
+		out.Progress(1, 1, "posting")
+		return textResult("posted"), nil
 	})
 	e := &fuzzEnv{f: f}
 	e.tokA, _ = f.provider("T", "A", 0)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 	"github.com/agenthost/mcpruntime/internal/principal"
@@ -102,12 +104,10 @@ func TestHTTPStreamKeepAlive(t *testing.T) {
 func TestHTTPStreamProgress(t *testing.T) {
 	f := newFake(t)
 	_, tok := openMinted(t, f, "T", "A")
-	f.tool("count_to_three", func(ctx context.Context, _ principal.Principal, _ json.RawMessage, progress mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
-		if progress != nil {
-			progress(1, 3, "one")
-			progress(2, 3, "two")
-		}
-		return &mcphttp.ToolResult{Text: "three"}, nil
+	f.tool("count_to_three", func(ctx context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
+		out.Progress(1, 3, "one")
+		out.Progress(2, 3, "two")
+		return textResult("three"), nil
 	})
 	e := newMCPEnv(t, f, mcphttp.Options{})
 	sid := e.Initialize(tok)
@@ -242,11 +242,11 @@ func TestHTTPStreamCloseStreamsKeepsCalls(t *testing.T) {
 	_, tok := openMinted(t, f, "T", "A")
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	f.tool("slow", func(ctx context.Context, _ principal.Principal, _ json.RawMessage, _ mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
+	f.tool("slow", func(ctx context.Context, _ principal.Principal, _ json.RawMessage, _ mcphttp.Output) (*mcp.CallToolResult, error) {
 		started <- struct{}{}
 		select {
 		case <-release:
-			return &mcphttp.ToolResult{Text: "finished"}, nil
+			return textResult("finished"), nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

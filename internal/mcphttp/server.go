@@ -1,8 +1,6 @@
 package mcphttp
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -22,53 +20,12 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// ErrUnknownTool is returned by a Backend's CallTool for a name no tool
-// has; the client gets JSON-RPC -32602.
-var ErrUnknownTool = errors.New("unknown tool")
-
 // caller is a request's principal as admitted: who its token
 // authenticated as, and the endpoint's credential generation read just
 // before (SPEC §5 step 0 compares it at dispatch).
 type caller struct {
 	principal.Principal
 	credGen uint64
-}
-
-// ToolDescriptor is one entry of tools/list.
-type ToolDescriptor struct {
-	Name        string
-	Description string
-	InputSchema json.RawMessage
-}
-
-// ToolResult is a tools/call result: one text content block, an optional
-// structured result, and whether the tool failed. The module root's
-// ToolResult is this type.
-type ToolResult struct {
-	Text              string // one text content block
-	StructuredContent any    // optional structured result
-	IsError           bool
-}
-
-// ProgressFunc reports the progress of a tools/call to its client (a
-// notifications/progress message); total and message are optional (0,
-// "").
-type ProgressFunc func(progress, total float64, message string)
-
-// Backend is what the endpoint serves: authentication and tools. The
-// module root implements it over the Runtime.
-type Backend interface {
-	// Authenticate returns the principal a bearer token authenticates as,
-	// or an error (an AuthReasoner says why). Principal.CredentialID names
-	// the credential row the endpoint reads again at dispatch, and
-	// Principal.Expires when the token stops authenticating by the clock.
-	Authenticate(token string) (principal.Principal, error)
-	// Tools lists the tools of tools/list.
-	Tools() []ToolDescriptor
-	// CallTool runs one tools/call for p. progress is nil unless the
-	// client asked for progress. A name no tool has is ErrUnknownTool; an
-	// error once ctx is done is a cancellation, never answered.
-	CallTool(ctx context.Context, p principal.Principal, name string, args json.RawMessage, progress ProgressFunc) (*ToolResult, error)
 }
 
 // Options are the endpoint's settings. Zero values mean the defaults
