@@ -52,7 +52,8 @@ var update = flag.Bool("update", false, "rewrite the server frames of testdata/c
 // {{C}} a client grant's, {{R}} a revoked one's; {{sessionN}} is the N-th
 // session id the endpoint answered, and is written so in server frames.
 // The fake backend serves whoami, count_to_three (two progress
-// notifications, then its result) and block (runs until cancelled).
+// notifications, then its result), log_levels (logs at debug, info,
+// warning and error, then answers) and block (runs until cancelled).
 func TestConformance(t *testing.T) {
 	files, err := filepath.Glob("testdata/conformance/*.txtar")
 	if err != nil || len(files) == 0 {
@@ -135,6 +136,13 @@ func runTranscript(t *testing.T, file string) {
 		out.Progress(1, 3, "one")
 		out.Progress(2, 3, "two")
 		return textResult("three"), nil
+	})
+	f.tool("log_levels", func(_ context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
+		for _, l := range []mcp.LoggingLevel{"debug", "info", "warning", "error"} {
+			out.Log(l, "fake", map[string]string{"said": string(l)})
+		}
+		out.Log("loud", "fake", "not a level: never sent")
+		return textResult("logged"), nil
 	})
 	tr := &transcript{t: t, tokens: map[string]string{}, creds: map[string]string{},
 		async: map[string]*ht.Pending{}, held: map[string]*ht.Held{}, streams: map[string]*ht.Stream{},

@@ -142,7 +142,7 @@ func (s *Server) ended(e *session.Entry, err error) bool {
 // knownMethod reports whether m is a request method the endpoint serves
 // on a session.
 func knownMethod(m string) bool {
-	return m == "initialize" || m == "ping" || featureMethod(m)
+	return m == "initialize" || m == "ping" || m == "logging/setLevel" || featureMethod(m)
 }
 
 // featureMethod reports whether m is one the backend answers (Serve).
@@ -264,7 +264,9 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// notify handles a notification; unknown ones are ignored, as JSON-RPC asks.
+// notify handles a notification; unknown ones are ignored, as JSON-RPC
+// asks. notifications/roots/list_changed is accepted and needs nothing: the
+// runtime asks for roots afresh each time it needs them.
 func (s *Server) notify(e *session.Entry, msg *message) {
 	switch msg.Method {
 	case "notifications/initialized":
@@ -288,6 +290,8 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *se
 	switch {
 	case msg.Method == "ping":
 		writeResult(w, msg.ID, struct{}{})
+	case msg.Method == "logging/setLevel":
+		s.setLevel(w, e, msg)
 	case featureMethod(msg.Method):
 		s.serve(w, r, p, e, msg)
 	default:

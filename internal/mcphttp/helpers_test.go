@@ -36,6 +36,7 @@ type fake struct {
 	mu        sync.Mutex // guards the fields below
 	tools     []fakeTool
 	resources map[string]fakeResource // by URI
+	caps      *mcp.ServerCapabilities // nil: everything
 	n         int                     // credentials minted
 }
 
@@ -161,8 +162,14 @@ func (f *fake) Authenticate(tok string) (principal.Principal, error) {
 	}, nil
 }
 
-// Capabilities declares everything the endpoint serves.
+// Capabilities declares everything the endpoint serves, unless a test set
+// f.caps.
 func (f *fake) Capabilities() *mcp.ServerCapabilities {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.caps != nil {
+		return f.caps
+	}
 	return &mcp.ServerCapabilities{
 		Completions: &mcp.CompletionCapabilities{},
 		Logging:     &mcp.LoggingCapabilities{},

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/agenthost/mcpruntime/actors/session"
 )
 
@@ -44,7 +42,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p caller, e *sess
 	defer e.EndCall(key)
 
 	// One allocation for the request and its Output.
-	out := &callWriter{w: w, s: s, ctx: ctx, cancel: cancel, credential: p.CredentialID, progressToken: progressToken(params)}
+	out := &callWriter{w: w, s: s, e: e, ctx: ctx, cancel: cancel, credential: p.CredentialID, progressToken: progressToken(params)}
 	defer out.end()
 	out.req = Request{
 		Method:             msg.Method,
@@ -95,6 +93,7 @@ type callWriter struct {
 	req           Request // the request it is the Output of
 	w             http.ResponseWriter
 	s             *Server
+	e             *session.Entry
 	ctx           context.Context
 	cancel        context.CancelCauseFunc
 	credential    string
@@ -114,9 +113,6 @@ func (c *callWriter) Progress(progress, total float64, message string) {
 		ProgressToken: c.progressToken, Progress: progress, Total: total, Message: message,
 	}})
 }
-
-// Log implements Output.
-func (c *callWriter) Log(level mcp.LoggingLevel, logger string, data any) {}
 
 // CloseStream implements Output.
 func (c *callWriter) CloseStream() {}
