@@ -24,6 +24,9 @@ type Entry struct {
 	version string
 	caps    *mcp.ClientCapabilities
 	Calls
+	// Streams are the session's SSE streams and the events kept for their
+	// resumption; shared with the HTTP path like Calls.
+	Streams Streams
 }
 
 // ID returns the session's id (Mcp-Session-Id).
@@ -75,6 +78,8 @@ var (
 // concurrent initializes cannot overshoot a cap (SPEC §5.3). Its methods are
 // safe for concurrent use.
 type Table struct {
+	streams StreamLimits // every session's
+
 	mu       sync.RWMutex // guards the fields below
 	max      int
 	maxPerNS int
@@ -86,10 +91,11 @@ type Table struct {
 	closed   bool
 }
 
-// NewTable returns a table of at most max sessions, maxPerNS per namespace.
-func NewTable(max, maxPerNS int) *Table {
+// NewTable returns a table of at most max sessions, maxPerNS per namespace,
+// each keeping at most what streams allows of its streams' events.
+func NewTable(max, maxPerNS int, streams StreamLimits) *Table {
 	return &Table{
-		max: max, maxPerNS: maxPerNS,
+		max: max, maxPerNS: maxPerNS, streams: streams,
 		perNS:    map[string]int{},
 		starting: map[string]*Entry{},
 		byID:     map[string]*Entry{},
@@ -129,6 +135,7 @@ func (t *Table) Reserve(id string, owner Owner, now time.Time) (e, evicted *Entr
 	t.reserved++
 	t.perNS[ns]++
 	e = &Entry{id: id, owner: owner, created: now}
+	e.Streams.limits = &t.streams
 	e.last.Store(now.UnixNano())
 	t.starting[id] = e
 	return e, evicted, nil

@@ -46,14 +46,17 @@ var update = flag.Bool("update", false, "rewrite the server frames of testdata/c
 //	-- client stream N --  a GET whose stream stays open; its answer's status and
 //	                       headers are the next server frame; "-- close N --" ends it
 //	-- do ACTION --        revoke A|B|C (the credential behind a token), started
-//	                       (wait until the blocking tool runs)
+//	                       (wait until the blocking tool runs), release (the
+//	                       reconnect tool answers)
 //
 // In client frames {{A}} and {{B}} are provider tokens of (T, A) and (U, A),
 // {{C}} a client grant's, {{R}} a revoked one's; {{sessionN}} is the N-th
 // session id the endpoint answered, and is written so in server frames.
 // The fake backend serves whoami, count_to_three (two progress
 // notifications, then its result), log_levels (logs at debug, info,
-// warning and error, then answers) and block (runs until cancelled).
+// warning and error, then answers), reconnect (a progress notification,
+// then Output.CloseStream; it answers on "do release") and block (runs
+// until cancelled).
 func TestConformance(t *testing.T) {
 	files, err := filepath.Glob("testdata/conformance/*.txtar")
 	if err != nil || len(files) == 0 {
@@ -144,6 +147,17 @@ func runTranscript(t *testing.T, file string) {
 		out.Log("loud", "fake", "not a level: never sent")
 		return textResult("logged"), nil
 	})
+	reconnected := make(chan struct{})
+	f.tool("reconnect", func(ctx context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
+		out.Progress(1, 2, "stream closing")
+		out.CloseStream()
+		select {
+		case <-reconnected:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return textResult("resumed"), nil
+	})
 	tr := &transcript{t: t, tokens: map[string]string{}, creds: map[string]string{},
 		async: map[string]*ht.Pending{}, held: map[string]*ht.Held{}, streams: map[string]*ht.Stream{},
 		blocking: f.blocking("block", false)}
@@ -191,6 +205,8 @@ func runTranscript(t *testing.T, file string) {
 			tr.streams[name].Close()
 		case fr.name == "do started":
 			tr.blocking.WaitStarted(t, "the blocking tool")
+		case fr.name == "do release":
+			close(reconnected)
 		case verb == "do" && strings.HasPrefix(name, "revoke "):
 			f.revoke(tr.creds[strings.TrimPrefix(name, "revoke ")])
 		default:

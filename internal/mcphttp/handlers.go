@@ -1,13 +1,10 @@
 package mcphttp
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/julienschmidt/httprouter"
@@ -296,77 +293,6 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *se
 		s.serve(w, r, p, e, msg)
 	default:
 		s.failFor(w, failMethodNotFound, msg.ID, fmt.Sprintf("method %q not found", msg.Method))
-	}
-}
-
-func writeEvent(w http.ResponseWriter, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", b); err != nil {
-		return err
-	}
-	return http.NewResponseController(w).Flush()
-}
-
-// handleGet opens the session's standalone SSE stream.
-func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	p, e, ok := s.admit(w, r)
-	if !ok {
-		return
-	}
-	if v, ok := headerVersion(r); !ok {
-		s.failVersion(w, nil, v)
-		return
-	}
-	if !accepts(r, "text/event-stream") {
-		s.fail(w, failAcceptGet)
-		return
-	}
-	if e == nil {
-		s.fail(w, failStreamNoSession)
-		return
-	}
-	// The stream registers its own cancel in the session's Calls: the
-	// session's actor ends it (CloseStream, the session's end).
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	switch err := e.OpenStream(cancel); {
-	case errors.Is(err, session.ErrStreamBusy):
-		s.fail(w, failStreamOpen)
-		return
-	case err != nil:
-		s.fail(w, failUnknownSession) // ended between the owner check and now
-		return
-	}
-	e.Begin(s.opts.Now())
-	defer func() {
-		// Unregistered before the activity ends: whoever sees the session
-		// idle sees no stream.
-		e.EndStream()
-		e.End(s.opts.Now())
-	}()
-	startEventStream(w)
-	rc := http.NewResponseController(w)
-	if rc.Flush() != nil {
-		return
-	}
-	dead := make(chan struct{})
-	defer s.live.WatchCredential(p.CredentialID, func() { close(dead) })()
-	tick := time.NewTicker(s.opts.KeepAlive)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-dead:
-			return
-		case <-tick.C:
-			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil || rc.Flush() != nil {
-				return
-			}
-		}
 	}
 }
 

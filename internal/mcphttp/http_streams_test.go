@@ -70,7 +70,8 @@ func TestHTTPStreamSecondGetConflict(t *testing.T) {
 }
 
 // TestHTTPStreamKeepAlive: an idle stream carries ": keepalive" comments
-// every Options.KeepAlive.
+// every Options.KeepAlive, after its priming event (the retry field, the
+// stream's event 0 and no data).
 func TestHTTPStreamKeepAlive(t *testing.T) {
 	f := newFake(t)
 	ct, _ := issueClient(t, f, "ide", memdb.AccessReadOnly)
@@ -82,13 +83,18 @@ func TestHTTPStreamKeepAlive(t *testing.T) {
 	}
 	ht.WaitUntil(t, "three keep-alive comments", func() bool {
 		n := 0
-		for _, l := range st.Snapshot() {
-			switch l {
-			case ": keepalive":
+		lines := st.Snapshot()
+		for i, l := range lines {
+			switch {
+			case i < 3:
+				if want := []string{"retry: 1000", "id: 1.0", "data:"}[i]; l != want {
+					t.Fatalf("stream line %d %q, want %q (the priming event)", i, l, want)
+				}
+			case l == ": keepalive":
 				n++
-			case "":
+			case l == "":
 			default:
-				t.Fatalf("stream line %q, want only keep-alive comments", l)
+				t.Fatalf("stream line %q, want only keep-alive comments after the priming event", l)
 			}
 		}
 		return n >= 3

@@ -28,7 +28,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p caller, e *sess
 		s.failFor(w, failInvalidParams, msg.ID, "params must be an object")
 		return
 	}
-	ctx, cancel := context.WithCancelCause(r.Context())
+	// The client going away does not cancel the request (2025-11-25: a
+	// disconnection SHOULD NOT be taken as a cancellation): it may resume
+	// the stream. notifications/cancelled, the session's end and the
+	// request's credential dying while it streams do.
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 	defer cancel(nil)
 	key, _ := idKey(msg.ID) // a validated id: a string or an integer
 	switch err := e.BeginCall(key, cancel); {
@@ -42,7 +46,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p caller, e *sess
 	defer e.EndCall(key)
 
 	// One allocation for the request and its Output.
-	out := &callWriter{w: w, s: s, e: e, ctx: ctx, cancel: cancel, credential: p.CredentialID, progressToken: progressToken(params)}
+	out := &callWriter{w: w, s: s, e: e, ctx: ctx, conn: r.Context(), cancel: cancel, credential: p.CredentialID, progressToken: progressToken(params)}
 	defer out.end()
 	out.req = Request{
 		Method:             msg.Method,
@@ -87,21 +91,28 @@ func progressToken(params json.RawMessage) json.RawMessage {
 }
 
 // callWriter is the Output of one request and its answer: application/json
-// when the response is all there is, text/event-stream once a notification
-// has to go first.
+// when the response is all there is, text/event-stream once something has
+// to go first. Once it streams, its events are kept in the session's
+// Streams until the response went out on a live connection, so that a
+// client that lost the connection resumes the stream (GET with
+// Last-Event-ID): the POST's connection writes them as they come while it
+// lives; after a write failed, or CloseStream, they wait for the client's
+// GET.
 type callWriter struct {
 	req           Request // the request it is the Output of
 	w             http.ResponseWriter
 	s             *Server
 	e             *session.Entry
-	ctx           context.Context
+	ctx           context.Context // the request's: cancelled, the session ended, …
+	conn          context.Context // the connection's: done once the client went
 	cancel        context.CancelCauseFunc
 	credential    string
 	progressToken json.RawMessage // nil: the request asked for no progress
 
-	mu        sync.Mutex // guards the fields below; Output may be called from any goroutine
-	streaming bool
-	done      bool // answered or abandoned: Output is a no-op from now on
+	mu     sync.Mutex      // guards the fields below; Output may be called from any goroutine
+	stream *session.Stream // once it streams
+	direct bool            // the POST's connection still delivers the stream
+	done   bool            // answered or abandoned: Output is a no-op from now on
 }
 
 // Progress implements Output.
@@ -113,9 +124,6 @@ func (c *callWriter) Progress(progress, total float64, message string) {
 		ProgressToken: c.progressToken, Progress: progress, Total: total, Message: message,
 	}})
 }
-
-// CloseStream implements Output.
-func (c *callWriter) CloseStream() {}
 
 // notification is a JSON-RPC notification the endpoint sends.
 type notification struct {
@@ -132,23 +140,102 @@ type progressParams struct {
 	Total         float64         `json:"total,omitempty"`
 }
 
+// event sends v on the request's stream, which it starts if need be.
 func (c *callWriter) event(v any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done || c.ctx.Err() != nil {
+	data, err := json.Marshal(v)
+	if err != nil {
+		c.s.opts.Logger.Error("encode event", "err", err)
 		return
 	}
-	if !c.streaming {
-		c.streaming = true
-		startEventStream(c.w)
-		// A stream opened under a credential closes when it is revoked or
-		// expires: the call is cancelled and the response ends.
-		stop := c.s.live.WatchCredential(c.credential, c.credentialDead)
-		context.AfterFunc(c.ctx, stop)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done || c.ctx.Err() != nil || !c.startStream() {
+		return
 	}
-	if err := writeEvent(c.w, v); err != nil {
+	c.send(data, false)
+}
+
+// startStream turns the answer into an event stream, if it is not one yet:
+// a stream of the session, the 200 text/event-stream, on a resumable
+// session its priming event. False: the session ended. c.mu is held.
+func (c *callWriter) startStream() bool {
+	if c.stream != nil {
+		return true
+	}
+	st, err := c.e.Streams.Open(false)
+	if err != nil {
 		c.cancel(err)
+		return false
 	}
+	c.stream = st
+	var b []byte
+	if resumable(c.req.ProtocolVersion) {
+		// The connection ends with the stream, so that CloseStream can end
+		// it early: the body is not chunked but delimited by the
+		// connection's end (net/http's way for SSE: Transfer-Encoding
+		// identity), and no client reuses a connection the server closed.
+		h := c.w.Header()
+		h.Set("Connection", "close")
+		h.Set("Transfer-Encoding", "identity")
+		b = appendPriming(nil, st.ID())
+	}
+	startEventStream(c.w)
+	if _, err := c.w.Write(b); err == nil && http.NewResponseController(c.w).Flush() == nil {
+		c.direct = true
+	}
+	// A stream opened under a credential closes when it is revoked or
+	// expires: the call is cancelled and the response ends.
+	stop := c.s.live.WatchCredential(c.credential, c.credentialDead)
+	context.AfterFunc(c.ctx, stop)
+	return true
+}
+
+// send keeps data as the stream's next event and writes it on the POST's
+// connection while that lives; final: it is the response, and once written
+// the stream is complete. c.mu is held.
+func (c *callWriter) send(data []byte, final bool) {
+	seq := c.stream.Append(data, final, "")
+	if c.direct && c.conn.Err() != nil {
+		c.direct = false // net/http saw the client go: a write could still "succeed"
+	}
+	if !c.direct {
+		return
+	}
+	_, err := c.w.Write(appendEvent(nil, c.stream.ID(), seq, data))
+	if err == nil {
+		err = http.NewResponseController(c.w).Flush()
+	}
+	switch {
+	case err != nil:
+		c.direct = false // the client went; it may resume
+	case final:
+		c.stream.Complete()
+	}
+}
+
+// CloseStream implements Output: on a resumable session the request's
+// stream ends now, its priming event sent (the stream starts if it had
+// not), without the response; the request goes on, and the client resumes
+// the stream with GET and Last-Event-ID. The POST's connection is taken
+// from net/http and closed (an HTTP/1 response cannot end otherwise while
+// its handler runs; the stream's body is delimited by the connection's
+// end, see startStream); where it cannot be taken (HTTP/2), the stream
+// stops being written and ends when the request's handler returns, its
+// response kept for the GET.
+func (c *callWriter) CloseStream() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done || c.ctx.Err() != nil || !resumable(c.req.ProtocolVersion) || !c.startStream() || !c.direct {
+		return
+	}
+	c.direct = false
+	rc := http.NewResponseController(c.w)
+	if rc.Flush() != nil {
+		return
+	}
+	if conn, _, err := rc.Hijack(); err == nil {
+		conn.Close()
+	} // else the handler's return ends the response
 }
 
 func (c *callWriter) credentialDead() { c.cancel(errCredentialDead) }
@@ -166,16 +253,17 @@ func (c *callWriter) end() {
 
 // abandon ends a call whose context ended before its answer was written:
 // it gets no JSON-RPC response, whatever the backend returned (the receiver
-// of a cancellation SHOULD NOT answer it). A stream ends with what it sent.
-// In JSON mode the answer is the session's 404 when the session ended under
-// the call (as a request arriving now would get), else — the client
-// cancelled it, or went away — an event stream that ends with no message.
+// of a cancellation SHOULD NOT answer it). A stream ends with what it sent,
+// and is not kept. In JSON mode the answer is the session's 404 when the
+// session ended under the call (as a request arriving now would get), else
+// — the client cancelled it — an event stream that ends with no message.
 func (c *callWriter) abandon(cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.done = true
 	switch {
-	case c.streaming:
+	case c.stream != nil:
+		c.stream.Complete()
 	case errors.Is(cause, session.ErrClosed):
 		c.s.fail(c.w, failUnknownSession)
 	default:
@@ -188,14 +276,11 @@ func (c *callWriter) answer(id json.RawMessage, result any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.done = true
-	if !c.streaming {
+	if c.stream == nil {
 		writeResultResponse(c.w, id, result)
 		return
 	}
-	if c.ctx.Err() != nil {
-		return // the stream was closed under it (revocation, DELETE)
-	}
-	writeEvent(c.w, resultResponse(id, result))
+	c.final(resultResponse(id, result))
 }
 
 // finish answers the call with r, the JSON-RPC error of failure f.
@@ -203,12 +288,23 @@ func (c *callWriter) finish(f failure, r *response) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.done = true
-	if !c.streaming {
+	if c.stream == nil {
 		c.s.failWith(c.w, f, r)
 		return
 	}
+	c.final(r)
+}
+
+// final sends r as the stream's last event. c.mu is held.
+func (c *callWriter) final(r *response) {
 	if c.ctx.Err() != nil {
-		return // the stream was closed under it (revocation, DELETE)
+		c.stream.Complete() // the stream was closed under it (revocation, DELETE)
+		return
 	}
-	writeEvent(c.w, r)
+	data, err := json.Marshal(r)
+	if err != nil {
+		c.s.opts.Logger.Error("encode response", "err", err)
+		data, _ = json.Marshal(errorResponse(r.ID, CodeInternalError, "internal error"))
+	}
+	c.send(data, true)
 }

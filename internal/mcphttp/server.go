@@ -81,6 +81,15 @@ type Options struct {
 	MaxSessions int
 	// KeepAlive is the interval of SSE keep-alive comments. Zero: 25 s.
 	KeepAlive time.Duration
+	// ReplayEvents bounds the SSE events a session keeps for its clients
+	// to resume their streams (GET with Last-Event-ID): the events of
+	// streams not delivered to completion, in all of the session's
+	// streams; past it the oldest goes (the newest always stays). The
+	// standalone stream's notifications wait there too. Zero: 256.
+	ReplayEvents int
+	// ReplayBytes bounds the bytes of those events the same way. Zero:
+	// 1 MiB.
+	ReplayBytes int
 	// RetryAfter is the Retry-After of 429 and 503 answers. Zero: 1 s.
 	RetryAfter time.Duration
 	// ActorTimeout bounds each request to a session actor. Zero: 5 s.
@@ -168,6 +177,12 @@ func (o Options) withDefaults() Options {
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 25 * time.Second
 	}
+	if o.ReplayEvents <= 0 {
+		o.ReplayEvents = 256
+	}
+	if o.ReplayBytes <= 0 {
+		o.ReplayBytes = 1 << 20
+	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = time.Second
 	}
@@ -229,7 +244,8 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 	}
 	s.live = liveness.New(store, s.opts.Now)
 	s.unhookGen = store.OnCredentialsChanged(func([]*memdb.Credential) { s.credGen.Add(1) })
-	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace)
+	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace,
+		session.StreamLimits{Events: s.opts.ReplayEvents, Bytes: s.opts.ReplayBytes})
 	s.sessionProps = session.NewProps(&session.Config{
 		Store:       store,
 		Table:       s.sessions,
