@@ -203,11 +203,11 @@ func (r *Runtime) Stats() Stats {
 	s := Stats{Threads: len(r.threads), Instances: len(r.instances), Clients: len(r.clients)}
 	r.mu.Unlock()
 	rd := r.store.Read()
-	if ps, err := rd.ProviderSessionsByState(nil, memdb.SessionOpen); err == nil {
+	if ps, err := rd.ProviderSessionsByState(memdb.SessionOpen); err == nil {
 		s.ProviderSessions = len(ps)
 	}
 	s.MCPSessions = r.mcpSessions()
-	s.LiveCredentials, _ = rd.CountCredentialsByState(nil, memdb.StateLive)
+	s.LiveCredentials, _ = rd.CountCredentialsByState(memdb.StateLive)
 	for _, bucket := range r.system.ProcessRegistry.LocalPIDs.LocalPIDs {
 		s.Processes += bucket.Count()
 	}

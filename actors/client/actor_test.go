@@ -66,7 +66,7 @@ func TestIssueToken(t *testing.T) {
 			if strings.Contains(fmt.Sprintf("%+v", got), res.Token) {
 				t.Errorf("the token itself is stored: %+v", got)
 			}
-			byHash, err := e.store.Read().CredentialByTokenHash(nil, token.Hash(res.Token))
+			byHash, err := e.store.Read().CredentialByTokenHash(token.Hash(res.Token))
 			if err != nil || byHash.ID != res.CredentialID {
 				t.Errorf("CredentialByTokenHash = %+v, %v; want %s", byHash, err, res.CredentialID)
 			}
@@ -163,10 +163,10 @@ func TestRevoke(t *testing.T) {
 	if n := len(e.tokens("g1")); n != 0 {
 		t.Errorf("%d token rows left after revoke, want 0", n)
 	}
-	if _, err := e.store.Read().ClientGrant(nil, "g1"); !errors.Is(err, memdb.ErrNotFound) {
+	if _, err := e.store.Read().ClientGrant("g1"); !errors.Is(err, memdb.ErrNotFound) {
 		t.Errorf("ClientGrant(g1) after revoke = %v, want ErrNotFound", err)
 	}
-	if c, err := e.store.Read().CredentialByTokenHash(nil, token.Hash(kept)); err != nil || !c.LiveAt(e.clock.Now()) {
+	if c, err := e.store.Read().CredentialByTokenHash(token.Hash(kept)); err != nil || !c.LiveAt(e.clock.Now()) {
 		t.Errorf("g2's token after revoking g1 = %+v, %v; want live", c, err)
 	}
 	if g := e.grant(other); g.State != memdb.StateLive {

@@ -103,7 +103,7 @@ func (e *env) issue(pid *actor.PID, revokePrevious bool) *client.TokenIssued {
 
 func (e *env) cred(id string) *memdb.Credential {
 	e.t.Helper()
-	c, err := e.store.Read().Credential(nil, id)
+	c, err := e.store.Read().Credential(id)
 	if err != nil {
 		e.t.Fatalf("Credential(%s) = %v", id, err)
 	}
@@ -112,7 +112,7 @@ func (e *env) cred(id string) *memdb.Credential {
 
 func (e *env) tokens(grant string) []*memdb.Credential {
 	e.t.Helper()
-	cs, err := e.store.Read().CredentialsByNamespace(nil, client.Namespace(grant))
+	cs, err := e.store.Read().CredentialsByNamespace(client.Namespace(grant))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -187,7 +187,7 @@ func (a *instanceActor) stopping(ctx actor.Context) {
 func (a *instanceActor) start() {
 	inst := a.cfg.Instance
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		if _, err := w.Instance(nil, inst.ID); err == nil {
+		if _, err := w.Instance(inst.ID); err == nil {
 			return nil // a restart: the record is already there
 		}
 		return w.PutInstance(&inst)
@@ -199,7 +199,7 @@ func (a *instanceActor) start() {
 
 // records returns the instance's open sessions as stored.
 func (a *instanceActor) records() []memdb.ProviderSession {
-	sessions, err := a.cfg.Store.Read().ProviderSessionsByInstance(nil, a.cfg.Instance.ID)
+	sessions, err := a.cfg.Store.Read().ProviderSessionsByInstance(a.cfg.Instance.ID)
 	if err != nil {
 		a.cfg.Logger.Error("list provider sessions", "instance", a.cfg.Instance.ID, "err", err)
 	}

@@ -27,7 +27,7 @@ func TestInstanceRecordWrittenOnStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.spawn("a", d, "thread.read")
-	got, err := e.store.Read().Instance(nil, "a")
+	got, err := e.store.Read().Instance("a")
 	if err != nil {
 		t.Fatalf("Instance(a) = %v", err)
 	}

@@ -294,7 +294,7 @@ func (a *instanceActor) releaseIdle(ctx actor.Context, dl time.Time) []*child {
 func (a *instanceActor) idleSince(rd *memdb.Reader, c *child) (since time.Time, busy bool) {
 	since = c.lastActive
 	for _, id := range c.record.Threads {
-		t, err := rd.Thread(nil, id)
+		t, err := rd.Thread(id)
 		if err != nil {
 			continue // deleted: no turns any more
 		}

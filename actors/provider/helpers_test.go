@@ -155,7 +155,7 @@ func (e *env) sessions(pid *actor.PID) []memdb.ProviderSession {
 }
 
 func (e *env) record(id string) (*memdb.ProviderSession, error) {
-	return e.store.Read().ProviderSession(nil, id)
+	return e.store.Read().ProviderSession(id)
 }
 
 // acquire asks pid for a session serving b.Thread with b's credential.

@@ -226,7 +226,7 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 		if diff := cmp.Diff(before, e.cred(rb.CredentialID)); diff != "" {
 			t.Errorf("(T, b) credential changed (-before +after):\n%s", diff)
 		}
-		sessions, err := e.store.Read().ProviderSessionsByInstance(nil, "a")
+		sessions, err := e.store.Read().ProviderSessionsByInstance("a")
 		if err != nil || len(sessions) != 0 {
 			t.Errorf("provider sessions of a = %+v, %v; want none", sessions, err)
 		}
@@ -901,7 +901,7 @@ func TestDelete(t *testing.T) {
 		t.Errorf("Delete = %+v, want 1 live credential revoked", r)
 	}
 	rd := e.store.Read()
-	if _, err := rd.Thread(nil, "T"); !errors.Is(err, memdb.ErrNotFound) {
+	if _, err := rd.Thread("T"); !errors.Is(err, memdb.ErrNotFound) {
 		t.Errorf("Thread(T) after delete = %v, want ErrNotFound", err)
 	}
 	if n := len(e.creds("T")); n != 0 {

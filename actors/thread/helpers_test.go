@@ -195,7 +195,7 @@ func (e *env) startRun(pid *actor.PID, instance string) string {
 
 func (e *env) cred(id string) *memdb.Credential {
 	e.t.Helper()
-	c, err := e.store.Read().Credential(nil, id)
+	c, err := e.store.Read().Credential(id)
 	if err != nil {
 		e.t.Fatalf("Credential(%s) = %v", id, err)
 	}
@@ -204,7 +204,7 @@ func (e *env) cred(id string) *memdb.Credential {
 
 func (e *env) creds(threadID string) []*memdb.Credential {
 	e.t.Helper()
-	cs, err := e.store.Read().CredentialsByThread(nil, threadID)
+	cs, err := e.store.Read().CredentialsByThread(threadID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func (e *env) creds(threadID string) []*memdb.Credential {
 
 func (e *env) pairCreds(threadID, instance string) []*memdb.Credential {
 	e.t.Helper()
-	cs, err := e.store.Read().CredentialsByThreadInstance(nil, threadID, instance)
+	cs, err := e.store.Read().CredentialsByThreadInstance(threadID, instance)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func (e *env) pairCreds(threadID, instance string) []*memdb.Credential {
 
 func (e *env) record(id string) *memdb.ProviderSession {
 	e.t.Helper()
-	r, err := e.store.Read().ProviderSession(nil, id)
+	r, err := e.store.Read().ProviderSession(id)
 	if err != nil {
 		e.t.Fatalf("ProviderSession(%s) = %v", id, err)
 	}

@@ -102,7 +102,7 @@ func (a *threadActor) openSession(ctx actor.Context, instance string, dl time.Ti
 		fail(err)
 		return
 	}
-	creds, err := r.CredentialsByThreadInstance(nil, a.cfg.ID, inst.ID)
+	creds, err := r.CredentialsByThreadInstance(a.cfg.ID, inst.ID)
 	if err != nil {
 		fail(err)
 		return
@@ -263,7 +263,7 @@ func (a *threadActor) failOpen(ctx actor.Context, f *flight, err error) {
 	delete(a.flights, f.instance)
 	if f.token != "" {
 		a.write(func(w *memdb.Writer) error {
-			c, err := w.Credential(nil, f.cred.ID)
+			c, err := w.Credential(f.cred.ID)
 			if err != nil {
 				return nil // pruned or deleted already
 			}

@@ -464,7 +464,7 @@ func (s *Server) deadSince(p caller) string {
 	if s.credGen.Load() == p.credGen && (p.Expires.IsZero() || now.Before(p.Expires)) {
 		return ""
 	}
-	c, err := s.store.Read().Credential(nil, p.CredentialID)
+	c, err := s.store.Read().Credential(p.CredentialID)
 	switch {
 	case err != nil:
 		return "unknown"
