@@ -197,9 +197,9 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	admin("instance", "create", "codex", "--driver", "inproc")
 	admin("thread", "create", "t1", "--instance", "codex")
-	auth := admin("session", "open", "t1", "codex", "--field", "authorization")
+	auth := admin("provider-session", "open", "t1", "codex", "--field", "authorization")
 	if !strings.HasPrefix(auth, "Bearer ") {
-		t.Fatalf("session open printed authorization %q", auth)
+		t.Fatalf("provider-session open printed authorization %q", auth)
 	}
 	runID := admin("run", "start", "t1", "codex", "-f", "runId")
 	var thread struct {
@@ -226,9 +226,9 @@ func TestServeEndToEnd(t *testing.T) {
 		!strings.Contains(body, "mcpruntime_mcp_sessions 1") {
 		t.Errorf("metrics: %d\n%s", code, body)
 	}
-	sessions := admin("sessions")
+	sessions := admin("mcp-sessions")
 	if !strings.Contains(sessions, c.sid) || strings.Contains(sessions, strings.TrimPrefix(auth, "Bearer ")) {
-		t.Errorf("admin sessions: %s", sessions)
+		t.Errorf("admin mcp-sessions: %s", sessions)
 	}
 	// Every admin command prints the API's answer, archive included.
 	admin("thread", "create", "t9")
@@ -330,7 +330,7 @@ func TestServeDemoAndEnvToken(t *testing.T) {
 	if code != 0 || stdout != "active\n" {
 		t.Errorf("admin with the env token: exit %d %q %q", code, stdout, stderr)
 	}
-	code, _, stderr = runCLI(context.Background(), map[string]string{"RUNTIME_ADMIN_TOKEN": "wrong"}, "admin", "--admin-url", "http://"+adminAddr, "sessions")
+	code, _, stderr = runCLI(context.Background(), map[string]string{"RUNTIME_ADMIN_TOKEN": "wrong"}, "admin", "--admin-url", "http://"+adminAddr, "mcp-sessions")
 	if code != 1 || !strings.Contains(stderr, "401") {
 		t.Errorf("wrong admin token: exit %d %q", code, stderr)
 	}
@@ -435,11 +435,11 @@ func TestBinarySIGTERM(t *testing.T) {
 	}
 	cli("instance", "create", "codex")
 	cli("thread", "create", "t1", "--instance", "codex")
-	auth := cli("session", "open", "t1", "codex", "-f", "authorization")
+	auth := cli("provider-session", "open", "t1", "codex", "-f", "authorization")
 	c := newMCPClient(t, mcpURL, auth)
 	c.initialize()
-	if !strings.Contains(cli("sessions"), c.sid) {
-		t.Error("admin sessions does not list the MCP session")
+	if !strings.Contains(cli("mcp-sessions"), c.sid) {
+		t.Error("admin mcp-sessions does not list the MCP session")
 	}
 	c.http.CloseIdleConnections()
 
