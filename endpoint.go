@@ -100,8 +100,8 @@ type Observer interface {
 type MCPSessionInfo struct {
 	ID         string    `json:"id"`
 	Owner      string    `json:"owner"` // namespace
-	Created    time.Time `json:"created"`
-	LastActive time.Time `json:"lastActive"`
+	Created    time.Time `json:"created,omitzero"`
+	LastActive time.Time `json:"lastActive,omitzero"`
 	Busy       bool      `json:"busy"` // a call in flight or a stream open
 }
 

@@ -176,7 +176,7 @@ func (r *Runtime) checkOpen() error {
 
 // Authenticate resolves a bearer token to its principal: a shape check,
 // one hash, one lock-free store read, and a liveness check against the
-// clock (internal/credential). It is what the transport calls on every
+// clock (internal/credential). It is what the MCP endpoint calls on every
 // request. Failures are *AuthError values matching ErrUnauthenticated.
 func (r *Runtime) Authenticate(tok string) (Principal, error) {
 	return credential.Authenticate(r.store.Read(), tok, r.cfg.Now())

@@ -125,7 +125,7 @@ func (s *serveCmd) validate() error {
 }
 
 // runtimeDuration maps a duration setting to the runtime's convention
-// (mcpruntime.NoExpiry, or a negative transport timeout, for never).
+// (mcpruntime.NoExpiry, or a negative MCP endpoint timeout, for never).
 func runtimeDuration(d duration) time.Duration {
 	if d == never {
 		return mcpruntime.NoExpiry

@@ -288,7 +288,7 @@ type AuthError struct {
 
 func (e *AuthError) Error() string { return "unauthenticated: " + e.Reason + " token" }
 
-// AuthReason returns Reason, for the transport's metrics.
+// AuthReason returns Reason, for the MCP endpoint's metrics.
 func (e *AuthError) AuthReason() string { return e.Reason }
 
 // Is makes errors.Is(err, fault.ErrUnauthenticated) true.

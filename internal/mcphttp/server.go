@@ -283,7 +283,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 		Logger:      s.opts.Logger,
 	})
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
-	s.armSweep() // after the registry is made: the sweep reads it
+	s.armSweep() // after the session table is made: the sweep reads it
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
