@@ -331,10 +331,7 @@ func methodLabel(m string) string {
 func (s *Server) Close() {
 	s.closing.Do(func() {
 		for _, e := range s.sessions.CloseAll() {
-			// Answered once the session ended, or not within ActorTimeout:
-			// either way it is stopped next.
-			_ = s.root.RequestFuture(e.PID(), &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Wait()
-			_ = s.root.StopFuture(e.PID()).Wait()
+			s.endSession(e.PID())
 		}
 		s.live.Close()
 		s.unhookGen()
@@ -345,6 +342,14 @@ func (s *Server) Close() {
 		}
 		s.sweepMu.Unlock()
 	})
+}
+
+// endSession ends a session for the endpoint's shutdown and waits until its
+// actor stopped. The Delete is answered once the session ended, or not
+// within ActorTimeout: either way the actor is stopped next.
+func (s *Server) endSession(pid *actor.PID) {
+	_ = s.root.RequestFuture(pid, &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Wait()
+	_ = s.root.StopFuture(pid).Wait()
 }
 
 // sweepEvery is how often the idle sweep runs: a quarter of the idle
