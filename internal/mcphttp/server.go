@@ -352,6 +352,14 @@ func (s *Server) endSession(pid *actor.PID) {
 	_ = s.root.StopFuture(pid).Wait()
 }
 
+// Closed reports whether Close has run: the sessions ended, the liveness
+// monitor and the idle sweep stopped. For testing.
+func (s *Server) Closed() bool {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	return s.sweepStopped
+}
+
 // sweepEvery is how often the idle sweep runs: a quarter of the idle
 // timeout, so a session ends at most that late, between 5 ms and a minute.
 func (s *Server) sweepEvery() time.Duration {
