@@ -22,12 +22,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// timeout bounds every request a test makes; it is never a threshold that
-// a correct implementation could exceed.
-const timeout = actortest.Timeout
-
-var t0 = actortest.T0
-
 type env struct {
 	t     *testing.T
 	sys   *actor.ActorSystem
@@ -41,7 +35,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	store := actortest.NewStore(t)
 	sys := actortest.NewSystem(t)
-	e := &env{t: t, sys: sys, root: sys.Root, store: store, clock: actortest.NewClock(t0)}
+	e := &env{t: t, sys: sys, root: sys.Root, store: store, clock: actortest.NewClock(actortest.T0)}
 	t.Cleanup(func() {
 		for _, pid := range slices.Backward(e.pids) {
 			if err := e.root.StopFuture(pid).Wait(); err != nil {

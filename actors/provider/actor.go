@@ -274,25 +274,6 @@ func (a *instanceActor) put(r memdb.ProviderSession) {
 	}
 }
 
-// gather waits for every future without blocking the actor, then calls
-// done on the actor's turn with their answers, in order.
-func gather(ctx actor.Context, fs []*actor.Future, done func(results []any, errs []error)) {
-	results, errs := make([]any, len(fs)), make([]error, len(fs))
-	if len(fs) == 0 {
-		done(results, errs)
-		return
-	}
-	left := len(fs)
-	for i, f := range fs {
-		ctx.ReenterAfter(f, func(res any, err error) {
-			results[i], errs[i] = res, err
-			if left--; left == 0 {
-				done(results, errs)
-			}
-		})
-	}
-}
-
 // timeoutFault is the fault of a request whose deadline passed before it
 // was served.
 func timeoutFault(what string) fault.Fault {

@@ -208,25 +208,6 @@ func (a *threadActor) prune(w *memdb.Writer) error {
 	return credential.Prune(w, creds, a.cfg.RevokedKept)
 }
 
-// gather waits for every future, without blocking the actor, and then calls
-// done on the actor's turn.
-func (a *threadActor) gather(ctx actor.Context, fs []*actor.Future, done func([]any, []error)) {
-	results, errs := make([]any, len(fs)), make([]error, len(fs))
-	if len(fs) == 0 {
-		done(results, errs)
-		return
-	}
-	left := len(fs)
-	for i, f := range fs {
-		ctx.ReenterAfter(f, func(res any, err error) {
-			results[i], errs[i] = res, err
-			if left--; left == 0 {
-				done(results, errs)
-			}
-		})
-	}
-}
-
 func (a *threadActor) write(fn func(w *memdb.Writer) error) {
 	if err := a.cfg.Store.Write(fn); err != nil {
 		a.cfg.Logger.Error("thread write", "thread", a.cfg.ID, "err", err)

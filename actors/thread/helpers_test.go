@@ -2,13 +2,11 @@ package thread_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,13 +31,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// timeout bounds every request a test makes; it is never a threshold that
-// a correct implementation could exceed.
-const timeout = actortest.Timeout
-
 const endpoint = "http://127.0.0.1:7331/mcp"
-
-var t0 = actortest.T0
 
 // env is one test's actor system, store, driver and clock.
 type env struct {
@@ -67,7 +59,7 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 		root:   sys.Root,
 		store:  store,
 		inproc: &providertest.Inproc{},
-		clock:  actortest.NewClock(t0),
+		clock:  actortest.NewClock(actortest.T0),
 		base:   base,
 		work:   &sync.WaitGroup{},
 	}
@@ -78,7 +70,7 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 		Endpoint:    endpoint,
 		MessageLog:  8,
 		RevokedKept: 16,
-		Timeout:     timeout,
+		Timeout:     actortest.Timeout,
 		Logger:      discard,
 	}
 	for _, o := range opts {
@@ -100,12 +92,12 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 func (e *env) addInstance(id string, d provider.Driver, caps ...string) *actor.PID {
 	e.t.Helper()
 	props := provider.Props(provider.Config{
-		Instance:     memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
+		Instance:     memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: actortest.T0},
 		Driver:       d,
 		Store:        e.store,
 		Now:          e.clock.Now,
-		OpTimeout:    timeout,
-		ActorTimeout: timeout,
+		OpTimeout:    actortest.Timeout,
+		ActorTimeout: actortest.Timeout,
 		Work:         e.work,
 		Base:         e.base,
 		Logger:       slog.New(slog.DiscardHandler),
@@ -310,41 +302,4 @@ func everyMessage() []any {
 		&thread.Delete{},
 		&thread.RevokeAll{Reason: credential.ReasonShutdown},
 	}
-}
-
-// gatedDriver wraps a driver: Open waits for gate (if set) and Attach fails
-// while failAttach is set.
-type gatedDriver struct {
-	inner      provider.Driver
-	gate       chan struct{}
-	failAttach *atomic.Bool
-}
-
-func (d *gatedDriver) MultiThread() bool { return d.inner.MultiThread() }
-
-func (d *gatedDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
-	if d.gate != nil {
-		select {
-		case <-d.gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	s, err := d.inner.Open(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return &gatedSession{Session: s, failAttach: d.failAttach}, nil
-}
-
-type gatedSession struct {
-	provider.Session
-	failAttach *atomic.Bool
-}
-
-func (s *gatedSession) Attach(ctx context.Context, b provider.Binding) error {
-	if s.failAttach != nil && s.failAttach.Load() {
-		return errors.New("attach refused")
-	}
-	return s.Session.Attach(ctx, b)
 }

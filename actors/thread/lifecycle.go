@@ -11,6 +11,7 @@ import (
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/internal/gather"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -56,7 +57,7 @@ func (a *threadActor) detachAll(ctx actor.Context, dl time.Time, done func(sessi
 	for i, inst := range insts {
 		fs[i] = ctx.RequestFuture(a.provider(ctx, inst.ID), &provider.DetachThread{Request: deadline.At(dl), Thread: a.cfg.ID}, deadline.Left(dl))
 	}
-	a.gather(ctx, fs, func(results []any, errs []error) {
+	gather.All(ctx, fs, func(results []any, errs []error) {
 		var from []string
 		for i, res := range results {
 			if r, ok := res.(*provider.DetachThreadResult); ok && errs[i] == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/internal/gather"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -220,7 +221,7 @@ func (a *threadActor) finishOpen(ctx actor.Context, f *flight) {
 		for _, msg := range a.abortMessages(f) {
 			fs = append(fs, ctx.RequestFuture(a.provider(ctx, f.instance), msg, deadline.Left(f.deadline)))
 		}
-		a.gather(ctx, fs, func([]any, []error) {
+		gather.All(ctx, fs, func([]any, []error) {
 			if a.flights[f.instance] == f {
 				a.failOpen(ctx, f, err)
 			}
