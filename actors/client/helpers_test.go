@@ -3,7 +3,6 @@ package client_test
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"testing"
 	"time"
 
@@ -28,22 +27,13 @@ type env struct {
 	root  *actor.RootContext
 	store *memdb.Store
 	clock *actortest.Clock
-	pids  []*actor.PID
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	store := actortest.NewStore(t)
 	sys := actortest.NewSystem(t)
-	e := &env{t: t, sys: sys, root: sys.Root, store: store, clock: actortest.NewClock(actortest.T0)}
-	t.Cleanup(func() {
-		for _, pid := range slices.Backward(e.pids) {
-			if err := e.root.StopFuture(pid).Wait(); err != nil {
-				t.Errorf("stop %s: %v", pid.Id, err)
-			}
-		}
-	})
-	return e
+	return &env{t: t, sys: sys, root: sys.Root, store: store, clock: actortest.NewClock(actortest.T0)}
 }
 
 type grantOpts struct {
@@ -72,7 +62,7 @@ func (e *env) spawn(id string, o grantOpts) *actor.PID {
 	if err != nil {
 		e.t.Fatalf("spawn client/%s: %v", id, err)
 	}
-	e.pids = append(e.pids, pid)
+	actortest.StopAtEnd(e.t, e.root, pid)
 	e.grant(pid) // its record is written
 	return pid
 }

@@ -41,7 +41,6 @@ type env struct {
 	opTimeout time.Duration
 	// idleRelease is the IdleRelease of the instances spawned from now on.
 	idleRelease time.Duration
-	pids        []*actor.PID
 
 	mu        sync.Mutex // guards events and allEvents
 	events    []*provider.SessionClosed
@@ -83,11 +82,6 @@ func newEnv(t *testing.T) *env {
 		}
 	})
 	t.Cleanup(func() {
-		for _, pid := range slices.Backward(e.pids) {
-			if err := e.root.StopFuture(pid).Wait(); err != nil {
-				t.Errorf("stop %s: %v", pid.Id, err)
-			}
-		}
 		cancel()
 		e.work.Wait()
 		sys.EventStream.Unsubscribe(sub)
@@ -114,7 +108,7 @@ func (e *env) spawn(id string, d provider.Driver, caps ...string) *actor.PID {
 	if err != nil {
 		e.t.Fatalf("spawn provider/%s: %v", id, err)
 	}
-	e.pids = append(e.pids, pid)
+	actortest.StopAtEnd(e.t, e.root, pid)
 	e.sessions(pid) // barrier: the instance record is written
 	return pid
 }
@@ -240,7 +234,7 @@ func (e *env) stubThread(id string, s *threadStub) *actor.PID {
 	if err != nil {
 		e.t.Fatalf("spawn %s: %v", names.Thread(id), err)
 	}
-	e.pids = append(e.pids, pid)
+	actortest.StopAtEnd(e.t, e.root, pid)
 	return pid
 }
 

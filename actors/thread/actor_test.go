@@ -961,7 +961,7 @@ func TestDeleteAnswersNotFoundWhileFinishing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.pids = append(e.pids, fake)
+	actortest.StopAtEnd(e.t, e.root, fake)
 	pid := e.spawnThread("T", "a")
 	e.mustOpen(pid, "a")
 	// A registered instance: the thread asks every one to detach it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +43,6 @@ type env struct {
 	base   context.Context
 	work   *sync.WaitGroup
 	cfg    thread.Config // template of every thread actor's config
-	pids   []*actor.PID  // stopped in reverse order on cleanup
 }
 
 func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
@@ -77,11 +75,6 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 		o(&e.cfg)
 	}
 	t.Cleanup(func() {
-		for _, pid := range slices.Backward(e.pids) {
-			if err := e.root.StopFuture(pid).Wait(); err != nil {
-				t.Errorf("stop %s: %v", pid.Id, err)
-			}
-		}
 		cancel()
 		e.work.Wait()
 	})
@@ -106,7 +99,7 @@ func (e *env) addInstance(id string, d provider.Driver, caps ...string) *actor.P
 	if err != nil {
 		e.t.Fatalf("spawn provider/%s: %v", id, err)
 	}
-	e.pids = append(e.pids, pid)
+	actortest.StopAtEnd(e.t, e.root, pid)
 	actortest.Ask[*provider.Sessions](e.t, e.root, pid, &provider.GetSessions{}) // its record is written
 	return pid
 }
@@ -139,7 +132,7 @@ func (e *env) spawnThread(id, instance string) *actor.PID {
 	if err != nil {
 		e.t.Fatalf("spawn thread/%s: %v", id, err)
 	}
-	e.pids = append(e.pids, pid)
+	actortest.StopAtEnd(e.t, e.root, pid)
 	e.thread(pid) // its record is written
 	return pid
 }
