@@ -44,7 +44,7 @@ func TestPrecedence(t *testing.T) {
 	file := writeFile(t, `
 listen = "127.0.0.3:1003"
 credential-window = "3h"
-demo = false
+demo = true
 log-format = "json"
 allowed-hosts = ["file.example"]
 max-sessions = 3
@@ -71,8 +71,8 @@ admin-url = "http://127.0.0.3:3"
 			func(c *cli) any { return c.Serve.Listen }, [4]any{"127.0.0.1:1001", "127.0.0.2:1002", "127.0.0.3:1003", "127.0.0.1:7331"}},
 		{"credential-window", []string{"--credential-window", "1h"}, [2]string{"RUNTIME_CREDENTIAL_WINDOW", "2h"},
 			func(c *cli) any { return time.Duration(c.Serve.CredentialWindow) }, [4]any{time.Hour, 2 * time.Hour, 3 * time.Hour, 24 * time.Hour}},
-		{"demo", []string{"--no-demo"}, [2]string{"RUNTIME_DEMO", "true"},
-			func(c *cli) any { return c.Serve.Demo }, [4]any{false, true, false, true}},
+		{"demo", []string{"--demo"}, [2]string{"RUNTIME_DEMO", "false"},
+			func(c *cli) any { return c.Serve.Demo }, [4]any{true, false, true, false}},
 		{"log-format", []string{"--log-format", "text"}, [2]string{"RUNTIME_LOG_FORMAT", "text"},
 			func(c *cli) any { return c.LogFormat }, [4]any{"text", "text", "json", "text"}},
 		{"allowed-hosts", []string{"--allowed-hosts", "flag.example,flag2.example"}, [2]string{"RUNTIME_ALLOWED_HOSTS", "env.example"},
@@ -152,7 +152,7 @@ func TestDefaults(t *testing.T) {
 		AdminTokenFile:   "/home/u/.cache/mcpruntime/admin-token",
 		CredentialWindow: duration(24 * time.Hour), ClientTokenTTL: duration(24 * time.Hour),
 		BodyLimit: 4 << 20, IdleTimeout: duration(30 * time.Minute), ProviderIdle: duration(30 * time.Minute), SessionsPerNamespace: 64,
-		MaxSessions: 100000, KeepAlive: duration(25 * time.Second), ShutdownGrace: duration(10 * time.Second), Demo: true,
+		MaxSessions: 100000, KeepAlive: duration(25 * time.Second), ShutdownGrace: duration(10 * time.Second), Demo: false,
 		HeaderTimeout: duration(10 * time.Second), BodyTimeout: duration(30 * time.Second), RequestsPerNamespace: 256,
 		MaxRequests: 4096, BodyBytesInFlight: 64 << 20,
 		MaxThreads: 10000,

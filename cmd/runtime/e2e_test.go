@@ -294,7 +294,7 @@ func TestServeDemoAndEnvToken(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "admin-token")
 	env := map[string]string{"RUNTIME_ADMIN_TOKEN": "env-admin-token-0123456789abcdef0123456789", "RUNTIME_ADMIN_TOKEN_FILE": tokenFile}
-	mcpAddr, adminAddr, logs, stop := startServe(t, env, "--log-format", "json")
+	mcpAddr, adminAddr, logs, stop := startServe(t, env, "--log-format", "json", "--demo")
 	if _, err := os.Stat(tokenFile); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("admin token file written although RUNTIME_ADMIN_TOKEN is set: %v", err)
 	}
@@ -347,6 +347,35 @@ func TestServeDemoAndEnvToken(t *testing.T) {
 		t.Error("the admin token appears in the logs")
 	}
 	c.http.CloseIdleConnections()
+}
+
+// TestServeHasNoDemoByDefault: a server started without --demo mints
+// nothing: no demo thread, no credential file, nothing in the ready line —
+// a production server must not hold a live credential nobody asked for
+// (issue 12). `make run` passes --demo.
+func TestServeHasNoDemoByDefault(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"RUNTIME_ADMIN_TOKEN": "env-admin-token-0123456789abcdef0123456789", "RUNTIME_ADMIN_TOKEN_FILE": filepath.Join(dir, "admin-token")}
+	_, adminAddr, logs, stop := startServe(t, env, "--log-format", "json")
+	code, stdout, stderr := runCLI(context.Background(), env, "admin", "--admin-url", "http://"+adminAddr, "thread", "list")
+	if code != 0 || strings.Join(strings.Fields(stdout), "") != `{"threads":[]}` {
+		t.Errorf("thread list of a server without --demo: exit %d %q %q; want no thread", code, stdout, stderr)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("files written beside the token file without --demo: %v", ents)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d", code)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		if rec["msg"] == "demo credential written" || rec["demo_credential"] != nil {
+			t.Errorf("a server without --demo logged a demo credential: %s", line)
+		}
+	}
 }
 
 // TestServePortInUse: a second server on the same port fails with exit 1
