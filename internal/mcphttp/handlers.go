@@ -47,8 +47,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (caller, *session
 	return p, e, true
 }
 
-// handlePost serves POST: SPEC §5 steps 1–5 in order, with step 0 (the
-// token and the session checked again) once the body is in.
+// handlePost serves POST: SPEC §5's checks in the order of its table —
+// steps 1–3 (admit), step 5 on the headers, the bounds of step 4, the body
+// (steps 4, 5 and its deadline), step 0 (the token and the session checked
+// again) once the body is in, then step 5 on the body.
 func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	p, e, ok := s.admit(w, r)
 	if !ok {
