@@ -100,8 +100,8 @@ type Observer interface {
 type MCPSessionInfo struct {
 	ID         string    `json:"id"`
 	Owner      string    `json:"owner"` // namespace
-	Created    time.Time `json:"created"`
-	LastActive time.Time `json:"lastActive"`
+	Created    time.Time `json:"created,omitzero"`
+	LastActive time.Time `json:"lastActive,omitzero"`
 	Busy       bool      `json:"busy"` // a call in flight or a stream open
 }
 
@@ -176,14 +176,26 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 		o.Observer = opts.Observer
 	}
 	ep := &MCPEndpoint{srv: mcphttp.New(mcpBackend{r}, r.store, r.system, o)}
+	if testHookEndpointBuilt != nil {
+		testHookEndpointBuilt(ep)
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
+		// Close ran since checkOpen and did not see ep: close it here, or
+		// its liveness monitor and idle sweep outlive the runtime.
+		ep.Close()
 		return nil, ErrClosed
 	}
 	r.servers = append(r.servers, ep)
+	r.mu.Unlock()
 	return ep, nil
 }
+
+// testHookEndpointBuilt, when set, runs in MCPHandler once the endpoint is
+// built and before it is registered, where a Close may come in between.
+// For testing.
+var testHookEndpointBuilt func(*MCPEndpoint)
 
 // mcpSessions is the number of live MCP sessions of the runtime's
 // endpoints: their Tables' counts, the one count of them.

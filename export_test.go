@@ -11,3 +11,13 @@ func Futures(r *Runtime) int { return actortest.Futures(r.system) }
 
 // EndpointInFlight returns what e's POST requests hold now. For testing.
 func EndpointInFlight(e *MCPEndpoint) mcphttp.InFlight { return e.srv.InFlight() }
+
+// EndpointClosed reports whether e's Close has run. For testing.
+func EndpointClosed(e *MCPEndpoint) bool { return e.srv.Closed() }
+
+// OnEndpointBuilt makes MCPHandler call f with each endpoint it built,
+// before registering it, until restore is called. For testing.
+func OnEndpointBuilt(f func(*MCPEndpoint)) (restore func()) {
+	testHookEndpointBuilt = f
+	return func() { testHookEndpointBuilt = nil }
+}

@@ -176,7 +176,7 @@ func (r *Runtime) checkOpen() error {
 
 // Authenticate resolves a bearer token to its principal: a shape check,
 // one hash, one lock-free store read, and a liveness check against the
-// clock (internal/credential). It is what the transport calls on every
+// clock (internal/credential). It is what the MCP endpoint calls on every
 // request. Failures are *AuthError values matching ErrUnauthenticated.
 func (r *Runtime) Authenticate(tok string) (Principal, error) {
 	return credential.Authenticate(r.store.Read(), tok, r.cfg.Now())
@@ -203,11 +203,11 @@ func (r *Runtime) Stats() Stats {
 	s := Stats{Threads: len(r.threads), Instances: len(r.instances), Clients: len(r.clients)}
 	r.mu.Unlock()
 	rd := r.store.Read()
-	if ps, err := rd.ProviderSessionsByState(nil, memdb.SessionOpen); err == nil {
+	if ps, err := rd.ProviderSessionsByState(memdb.SessionOpen); err == nil {
 		s.ProviderSessions = len(ps)
 	}
 	s.MCPSessions = r.mcpSessions()
-	s.LiveCredentials, _ = rd.CountCredentialsByState(nil, memdb.StateLive)
+	s.LiveCredentials, _ = rd.CountCredentialsByState(memdb.StateLive)
 	for _, bucket := range r.system.ProcessRegistry.LocalPIDs.LocalPIDs {
 		s.Processes += bucket.Count()
 	}

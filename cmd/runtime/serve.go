@@ -49,7 +49,7 @@ type serveCmd struct {
 	MaxSessions          int      `config:"" default:"100000" placeholder:"N" help:"MCP sessions in all; past it initialize gets 503."`
 	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
 	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, the deadline of the whole shutdown: calls and requests in flight, then provider sessions (an agent still running then is killed); /readyz answers 503 meanwhile."`
-	Demo                 bool     `config:"" default:"true" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its Authorization value to a 0600 file."`
+	Demo                 bool     `config:"" default:"false" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its live Authorization value to a 0600 file: for trying the server out (make run passes it), never for production."`
 
 	// The admin listener's guard and the bound on threads (issue 11).
 	AdminAllowedHosts []string `config:"" placeholder:"HOST" help:"Host header values the admin listener (admin API, /healthz, /readyz, /metrics) accepts besides loopback ones and, when --admin-listen is beyond loopback, its own host."`
@@ -125,7 +125,7 @@ func (s *serveCmd) validate() error {
 }
 
 // runtimeDuration maps a duration setting to the runtime's convention
-// (mcpruntime.NoExpiry, or a negative transport timeout, for never).
+// (mcpruntime.NoExpiry, or a negative MCP endpoint timeout, for never).
 func runtimeDuration(d duration) time.Duration {
 	if d == never {
 		return mcpruntime.NoExpiry
