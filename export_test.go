@@ -11,3 +11,14 @@ func Futures(r *Runtime) int { return actortest.Futures(r.system) }
 
 // EndpointInFlight returns what e's POST requests hold now. For testing.
 func EndpointInFlight(e *MCPEndpoint) mcphttp.InFlight { return e.srv.InFlight() }
+
+// AddChangeFeed makes f hear the runtime's list changes and resource
+// updates, as an endpoint does. For testing.
+func AddChangeFeed(r *Runtime, f interface {
+	ListChanged(kind string)
+	ResourceUpdated(uri string)
+}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.testFeeds = append(r.testFeeds, f)
+}
