@@ -22,3 +22,7 @@ func AddChangeFeed(r *Runtime, f interface {
 	defer r.mu.Unlock()
 	r.testFeeds = append(r.testFeeds, f)
 }
+
+// NewBackend returns the backend an endpoint made with opts serves, to call
+// its Serve directly. For testing.
+func NewBackend(r *Runtime, opts MCPOptions) mcphttp.Backend { return newBackend(r, opts) }
