@@ -112,7 +112,7 @@ func registerInputTools(rt *mcpruntime.Runtime) error {
 					c, _ := accepted(&call.Exchange, "step1")
 					name, _ := c["name"].(string)
 					return mcpruntime.InputRequired(mcp.InputRequestMap{"step2": &mcp.ElicitParams{
-						Message: "Step 2: What is your favorite color?",
+						Message:         "Step 2: What is your favorite color?",
 						RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"color": map[string]any{"type": "string"}}, "required": []string{"color"}},
 					}}, "round=2;name="+name), nil
 				default:
