@@ -61,10 +61,19 @@ func (r *Runtime) builtinTools() []Tool {
 }
 
 // structured is a result of v: v as structuredContent, its JSON as the one
-// text block.
+// text block. The result, its block and its content slice are one
+// allocation (the built-ins are on the hot path).
 func structured(v any) *mcp.CallToolResult {
 	b, _ := json.Marshal(v)
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: v}
+	one := &struct {
+		res     mcp.CallToolResult
+		text    mcp.TextContent
+		content [1]mcp.Content
+	}{}
+	one.text.Text = string(b)
+	one.content[0] = &one.text
+	one.res.Content, one.res.StructuredContent = one.content[:], v
+	return &one.res
 }
 
 func (r *Runtime) toolCapabilities(ctx context.Context, call *ToolCall) (*mcp.CallToolResult, error) {

@@ -122,10 +122,21 @@ func errorAsInvalidParams(err error) mcphttp.Response {
 // callTool serves tools/call: the hot path.
 func (b *mcpBackend) callTool(ctx context.Context, req *mcphttp.Request, x Exchange) mcphttp.Response {
 	var p struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
+		Name      string
+		Arguments json.RawMessage
 	}
-	if !decodeParams(req.Params, &p) || p.Name == "" {
+	// Read without decoding the arguments: they are validated by the
+	// tool's schema, and the handler decodes them.
+	err := mcphttp.EachMember(req.Params, func(name, value []byte) error {
+		switch string(name) {
+		case "name":
+			return mcphttp.StringValue(value, &p.Name)
+		case "arguments":
+			p.Arguments = value
+		}
+		return nil
+	})
+	if err != nil || p.Name == "" {
 		return invalidParams("tools/call needs params.name")
 	}
 	call := &ToolCall{Caller: req.Caller, Name: p.Name, Arguments: p.Arguments, Exchange: x}

@@ -260,3 +260,14 @@ func TestServeCancelled(t *testing.T) {
 		t.Errorf("cancelled Serve = %+v, want no result", res)
 	}
 }
+
+// TestBackendCapabilities (SPEC §5b.10): every feature is declared.
+func TestBackendCapabilities(t *testing.T) {
+	rt := quietRuntime(t, mcpruntime.Config{})
+	got := wire(t, mcpruntime.NewBackend(rt, mcpruntime.MCPOptions{}).Capabilities())
+	want := map[string]any{"completions": map[string]any{}, "logging": map[string]any{}, "prompts": map[string]any{"listChanged": true},
+		"resources": map[string]any{"listChanged": true, "subscribe": true}, "tools": map[string]any{"listChanged": true}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("capabilities (-want +got):\n%s", diff)
+	}
+}
