@@ -81,9 +81,11 @@ type lifecycleMachine struct {
 	texts  int // counter for message texts
 	// closes counts provider-session close events (SubscribeProviderEvents).
 	closes atomic.Int64
-	// subs are the resource subscriptions accepted so far
+	// subs are the resource subscriptions accepted so far, and resources
+	// whether the machine's resources are registered
 	// (resources_prop_test.go).
-	subs []modelSub
+	subs      []modelSub
+	resources bool
 }
 
 // subscribeCounting subscribes to the runtime's provider events and counts
@@ -135,7 +137,6 @@ func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
 		}
 		s.m.instances[inst.id] = modelInstance{caps: inst.caps, multi: inst.multi}
 	}
-	registerMachineResources(t, rt)
 	return s
 }
 

@@ -30,7 +30,15 @@ const (
 	resNone         = "test://none"          // never registered
 )
 
-func registerMachineResources(t *rapid.T, rt *mcpruntime.Runtime) {
+// ensureResources registers the machine's resources on first use, so that
+// every machine built on the lifecycle machine's actions (the HTTP and the
+// concurrent ones too) has them.
+func (s *lifecycleMachine) ensureResources(t *rapid.T) {
+	if s.resources {
+		return
+	}
+	s.resources = true
+	rt := s.rt
 	for uri, class := range map[string]mcpruntime.Access{resProviderOnly: mcpruntime.AccessReadAsCaller, resPostCap: mcpruntime.AccessRead} {
 		r := mcpruntime.Resource{Resource: mcp.Resource{URI: uri, Name: uri}, Access: class,
 			Handler: func(_ context.Context, read *mcpruntime.ResourceRead) (*mcp.ReadResourceResult, error) {
@@ -86,6 +94,7 @@ func (s *lifecycleMachine) ReadResource(t *rapid.T) {
 	if len(s.m.creds) == 0 {
 		t.Skip("no token yet")
 	}
+	s.ensureResources(t)
 	c := pick(t, "reader", s.m.creds)
 	if !s.m.live(c) {
 		t.Skip("a dead token reads nothing")
@@ -130,6 +139,7 @@ func (s *lifecycleMachine) Subscribe(t *rapid.T) {
 	if len(s.m.creds) == 0 {
 		t.Skip("no token yet")
 	}
+	s.ensureResources(t)
 	c := pick(t, "subscriber", s.m.creds)
 	if !s.m.live(c) {
 		t.Skip("a dead token subscribes to nothing")
