@@ -1,8 +1,6 @@
 package mcpruntime
 
 import (
-	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"time"
@@ -71,6 +69,10 @@ type MCPOptions struct {
 	// Observer is told about requests, authentication failures, MCP
 	// sessions and the bounds' refusals, for metrics. Nil: nobody.
 	Observer Observer
+	// ListPageSize is the number of entries of one page of tools/list,
+	// resources/list, resources/templates/list and prompts/list; the rest
+	// follows with nextCursor. Zero: DefaultListPageSize (100).
+	ListPageSize int
 }
 
 // Observer receives the MCP endpoint's events (the metrics package
@@ -175,7 +177,7 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 	if opts.Observer != nil {
 		o.Observer = opts.Observer
 	}
-	ep := &MCPEndpoint{srv: mcphttp.New(mcpBackend{r}, r.store, r.system, o)}
+	ep := &MCPEndpoint{srv: mcphttp.New(newBackend(r, opts), r.store, r.system, o)}
 	if testHookEndpointBuilt != nil {
 		testHookEndpointBuilt(ep)
 	}
@@ -208,23 +210,4 @@ func (r *Runtime) mcpSessions() int {
 		n += ep.Sessions()
 	}
 	return n
-}
-
-// mcpBackend adapts the Runtime to the MCP endpoint: the principal and
-// the tool result pass through as they are.
-type mcpBackend struct{ r *Runtime }
-
-func (b mcpBackend) Authenticate(tok string) (Principal, error) { return b.r.Authenticate(tok) }
-
-func (b mcpBackend) Tools() []mcphttp.ToolDescriptor {
-	tools := b.r.Tools()
-	out := make([]mcphttp.ToolDescriptor, len(tools))
-	for i, t := range tools {
-		out[i] = mcphttp.ToolDescriptor{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
-	}
-	return out
-}
-
-func (b mcpBackend) CallTool(ctx context.Context, p Principal, name string, args json.RawMessage, progress mcphttp.ProgressFunc) (*ToolResult, error) {
-	return b.r.CallTool(ctx, p, name, args, progress)
 }

@@ -21,3 +21,18 @@ func OnEndpointBuilt(f func(*MCPEndpoint)) (restore func()) {
 	testHookEndpointBuilt = f
 	return func() { testHookEndpointBuilt = nil }
 }
+
+// AddChangeFeed makes f hear the runtime's list changes and resource
+// updates, as an endpoint does. For testing.
+func AddChangeFeed(r *Runtime, f interface {
+	ListChanged(kind string)
+	ResourceUpdated(uri string)
+}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.testFeeds = append(r.testFeeds, f)
+}
+
+// NewBackend returns the backend an endpoint made with opts serves, to call
+// its Serve directly. For testing.
+func NewBackend(r *Runtime, opts MCPOptions) mcphttp.Backend { return newBackend(r, opts) }

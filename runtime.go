@@ -30,7 +30,11 @@ type Runtime struct {
 	base    context.Context
 	cancel  context.CancelFunc
 	work    sync.WaitGroup // driver goroutines
-	tools   toolRegistry
+	tools   catalog[*registeredTool]
+	// resources, templates and prompts are the MCP features besides tools.
+	resources catalog[*registeredResource]
+	templates catalog[*registeredTemplate]
+	prompts   catalog[*registeredPrompt]
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -41,6 +45,7 @@ type Runtime struct {
 	closeTimeouts map[string]time.Duration
 	clients       map[string]*actor.PID
 	servers       []*MCPEndpoint
+	testFeeds     []changeFeed // for testing: feeds that are not endpoints
 }
 
 // New starts a runtime.
@@ -75,6 +80,10 @@ func New(cfg Config) (*Runtime, error) {
 			r.Close()
 			return nil, fmt.Errorf("register built-in tool: %w", err)
 		}
+	}
+	if err := r.registerBuiltinResources(); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("register built-in resources: %w", err)
 	}
 	return r, nil
 }

@@ -221,7 +221,8 @@ func (r *Runtime) Post(ctx context.Context, caller Principal, threadID, text str
 // the same store transaction that the caller is live (SPEC §4 mutate
 // class), and returns the effect's value, which must be an R. threadID ""
 // means the caller's own thread. The effect is plain data (see
-// thread.Effect).
+// thread.Effect). An effect that appends a message tells the subscribers of
+// the thread's transcript (ResourceUpdated).
 func Mutate[R any](ctx context.Context, rt *Runtime, caller Principal, threadID string, effect thread.Effect) (R, error) {
 	var zero R
 	if threadID == "" {
@@ -237,6 +238,10 @@ func Mutate[R any](ctx context.Context, rt *Runtime, caller Principal, threadID 
 	res, err := call[*thread.MutateResult](ctx, rt, t, &thread.Mutate{Caller: caller, Effect: effect}, rt.budget(opActor, ""))
 	if err != nil {
 		return zero, err
+	}
+	switch effect.(type) {
+	case thread.AppendMessage, *thread.AppendMessage:
+		rt.ResourceUpdated(TranscriptURI(threadID)) // SPEC §5b.5
 	}
 	v, ok := res.Value.(R)
 	if !ok {

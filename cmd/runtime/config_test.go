@@ -155,7 +155,7 @@ func TestDefaults(t *testing.T) {
 		MaxSessions: 100000, KeepAlive: duration(25 * time.Second), ShutdownGrace: duration(10 * time.Second), Demo: false,
 		HeaderTimeout: duration(10 * time.Second), BodyTimeout: duration(30 * time.Second), RequestsPerNamespace: 256,
 		MaxRequests: 4096, BodyBytesInFlight: 64 << 20,
-		MaxThreads: 10000,
+		MaxThreads: 10000, ListPageSize: 100,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
@@ -198,6 +198,7 @@ func TestInvalidConfigExits2(t *testing.T) {
 		{"bad duration file", []string{"--config", badFileDuration}, nil, `key "idle-timeout" = "soon"`},
 		{"negative duration", []string{"--shutdown-grace=-1s"}, nil, "--shutdown-grace -1s: want a positive duration"},
 		{"never where not allowed", []string{"--keep-alive", "never"}, nil, "--keep-alive: never is not allowed"},
+		{"empty list page", nil, map[string]string{"RUNTIME_LIST_PAGE_SIZE": "0"}, "--list-page-size 0: want at least 1"},
 		{"unknown key in file", []string{"--config", unknownKey}, nil, `unknown key "listen-adress"`},
 		{"table in file", []string{"--config", table}, nil, `unknown key "server"`},
 		{"config key in file", []string{"--config", configKey}, nil, `unknown key "config"`},

@@ -54,6 +54,9 @@ type serveCmd struct {
 	// The admin listener's guard and the bound on threads (issue 11).
 	AdminAllowedHosts []string `config:"" placeholder:"HOST" help:"Host header values the admin listener (admin API, /healthz, /readyz, /metrics) accepts besides loopback ones and, when --admin-listen is beyond loopback, its own host."`
 	MaxThreads        int      `config:"" default:"10000" placeholder:"N" help:"Threads in all (active and archived); past it creating one fails (admin API: 409 too_many_threads)."`
+
+	// The MCP lists (issue 13).
+	ListPageSize int `config:"" default:"100" placeholder:"N" help:"Entries of one page of an MCP list (tools, resources, resource templates, prompts); the rest follows with nextCursor."`
 }
 
 // validate checks what the types alone do not.
@@ -112,7 +115,7 @@ func (s *serveCmd) validate() error {
 	}{
 		{"body-limit", int64(s.BodyLimit)}, {"sessions-per-namespace", int64(s.SessionsPerNamespace)}, {"max-sessions", int64(s.MaxSessions)},
 		{"requests-per-namespace", int64(s.RequestsPerNamespace)}, {"max-requests", int64(s.MaxRequests)}, {"body-bytes-in-flight", int64(s.BodyBytesInFlight)},
-		{"max-threads", int64(s.MaxThreads)},
+		{"max-threads", int64(s.MaxThreads)}, {"list-page-size", int64(s.ListPageSize)},
 	} {
 		if n.v < 1 {
 			add("--%s %d: want at least 1", n.name, n.v)
@@ -253,6 +256,7 @@ func (s *serveCmd) Run(d *deps) error {
 		MaxSessionsPerNamespace: s.SessionsPerNamespace,
 		MaxSessions:             s.MaxSessions,
 		KeepAlive:               time.Duration(s.KeepAlive),
+		ListPageSize:            s.ListPageSize,
 		Logger:                  log,
 	})
 	if err != nil {

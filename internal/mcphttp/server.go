@@ -55,9 +55,10 @@ type ToolResult struct {
 // "").
 type ProgressFunc func(progress, total float64, message string)
 
-// Backend is what the endpoint serves: authentication and tools. The
-// module root implements it over the Runtime.
-type Backend interface {
+// LegacyBackend is what this endpoint serves until the issue 13 transport
+// replaces it with Backend (backend.go): authentication and tools. The
+// module root implements both.
+type LegacyBackend interface {
 	// Authenticate returns the principal a bearer token authenticates as,
 	// or an error (an AuthReasoner says why). Principal.CredentialID names
 	// the credential row the endpoint reads again at dispatch, and
@@ -238,7 +239,7 @@ func (o Options) withDefaults() Options {
 // Server is the MCP Streamable HTTP endpoint. It is an http.Handler.
 type Server struct {
 	opts    Options
-	backend Backend
+	backend LegacyBackend
 	store   *memdb.Store
 	root    *actor.RootContext
 	router  *httprouter.Router
@@ -264,7 +265,7 @@ type Server struct {
 
 // New returns the endpoint. Sessions are actors of system; their records
 // live in store.
-func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
+func New(b LegacyBackend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
 	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
 	s.originHost = httpguard.Guard{
 		AllowedHosts: s.opts.AllowedHosts, AllowedOrigins: s.opts.AllowedOrigins,
