@@ -24,7 +24,7 @@ func specSections(t *testing.T) (sections map[string]bool, steps map[int]bool) {
 	}
 	defer f.Close()
 	heading := regexp.MustCompile(`^## ([0-9]+[a-z]?)\. `)
-	para := regexp.MustCompile(`^\*\*([0-9]+\.[0-9]+) `)
+	para := regexp.MustCompile(`^\*\*([0-9]+[a-z]?\.[0-9]+) `)
 	item := regexp.MustCompile(`^([0-9]+)\. `)
 	stepRow := regexp.MustCompile(`^\| [0-9]+ \| ([0-9, ]+) \|`)
 	sections, steps = map[string]bool{}, map[int]bool{}
