@@ -14,8 +14,8 @@ build: ## compile everything and bin/runtime
 	$(GO) build -o bin/runtime ./cmd/runtime
 
 .PHONY: run
-run: ## run the runtime on its embedded in-memory default (loopback only)
-	$(GO) run ./cmd/runtime
+run: ## run the runtime on its embedded in-memory default (loopback only), with the demo thread and its credential
+	$(GO) run ./cmd/runtime --demo
 
 .PHONY: demo
 demo: ## the whole story over real HTTP on free loopback ports, with real agent processes; fails if a step deviates

@@ -1,14 +1,9 @@
 package mcpruntime
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 )
@@ -74,6 +69,10 @@ type MCPOptions struct {
 	// Observer is told about requests, authentication failures, MCP
 	// sessions and the bounds' refusals, for metrics. Nil: nobody.
 	Observer Observer
+	// ListPageSize is the number of entries of one page of tools/list,
+	// resources/list, resources/templates/list and prompts/list; the rest
+	// follows with nextCursor. Zero: DefaultListPageSize (100).
+	ListPageSize int
 }
 
 // Observer receives the MCP endpoint's events (the metrics package
@@ -103,8 +102,8 @@ type Observer interface {
 type MCPSessionInfo struct {
 	ID         string    `json:"id"`
 	Owner      string    `json:"owner"` // namespace
-	Created    time.Time `json:"created"`
-	LastActive time.Time `json:"lastActive"`
+	Created    time.Time `json:"created,omitzero"`
+	LastActive time.Time `json:"lastActive,omitzero"`
 	Busy       bool      `json:"busy"` // a call in flight or a stream open
 }
 
@@ -178,15 +177,27 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 	if opts.Observer != nil {
 		o.Observer = opts.Observer
 	}
-	ep := &MCPEndpoint{srv: mcphttp.New(mcpBackend{r}, r.store, r.system, o)}
+	ep := &MCPEndpoint{srv: mcphttp.New(newBackend(r, opts), r.store, r.system, o)}
+	if testHookEndpointBuilt != nil {
+		testHookEndpointBuilt(ep)
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
+		// Close ran since checkOpen and did not see ep: close it here, or
+		// its liveness monitor and idle sweep outlive the runtime.
+		ep.Close()
 		return nil, ErrClosed
 	}
 	r.servers = append(r.servers, ep)
+	r.mu.Unlock()
 	return ep, nil
 }
+
+// testHookEndpointBuilt, when set, runs in MCPHandler once the endpoint is
+// built and before it is registered, where a Close may come in between.
+// For testing.
+var testHookEndpointBuilt func(*MCPEndpoint)
 
 // mcpSessions is the number of live MCP sessions of the runtime's
 // endpoints: their Tables' counts, the one count of them.
@@ -199,47 +210,4 @@ func (r *Runtime) mcpSessions() int {
 		n += ep.Sessions()
 	}
 	return n
-}
-
-// mcpBackend adapts the Runtime to the MCP endpoint: tools/list and
-// tools/call over the tool registry; the other feature methods are not
-// served yet, so the capabilities declare tools only.
-type mcpBackend struct{ r *Runtime }
-
-func (b mcpBackend) Authenticate(tok string) (Principal, error) { return b.r.Authenticate(tok) }
-
-func (b mcpBackend) Capabilities() *mcp.ServerCapabilities {
-	return &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
-}
-
-func (b mcpBackend) CanRead(Principal, string) bool { return false }
-
-func (b mcpBackend) Serve(ctx context.Context, req *mcphttp.Request) mcphttp.Response {
-	switch req.Method {
-	case "tools/list":
-		tools := b.r.Tools()
-		res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, len(tools))}
-		for i, t := range tools {
-			res.Tools[i] = &mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
-		}
-		return mcphttp.Response{Result: res}
-	case "tools/call":
-		name, args, ok := mcphttp.ToolCallParams(req.Params)
-		if !ok {
-			return mcphttp.Response{Err: &mcphttp.RPCError{Code: mcphttp.CodeInvalidParams, Message: "tools/call needs params.name"}}
-		}
-		res, err := b.r.CallTool(ctx, req.Caller, name, args, req.Out.Progress)
-		switch {
-		case errors.Is(err, ErrUnknownTool):
-			return mcphttp.Response{Err: &mcphttp.RPCError{Code: mcphttp.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}}
-		case err != nil:
-			return mcphttp.Response{} // cancelled: nothing is answered
-		}
-		return mcphttp.Response{Result: &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: res.Text}},
-			StructuredContent: res.StructuredContent,
-			IsError:           res.IsError,
-		}}
-	}
-	return mcphttp.Response{Err: &mcphttp.RPCError{Code: mcphttp.CodeMethodNotFound, Message: fmt.Sprintf("method %q not found", req.Method)}}
 }

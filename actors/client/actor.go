@@ -70,7 +70,7 @@ func (a *grantActor) live(ctx actor.Context) {
 			ctx.Poison(ctx.Self())
 		}
 	case *GetGrant:
-		g, err := a.cfg.Store.Read().ClientGrant(nil, a.cfg.ID)
+		g, err := a.cfg.Store.Read().ClientGrant(a.cfg.ID)
 		res := &GrantInfo{Fault: fault.From(err)}
 		if err == nil {
 			res.Grant = *g
@@ -91,7 +91,7 @@ func (a *grantActor) revoked(ctx actor.Context) {
 
 func (a *grantActor) start() {
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		if _, err := w.ClientGrant(nil, a.cfg.ID); err == nil {
+		if _, err := w.ClientGrant(a.cfg.ID); err == nil {
 			return nil // a restart
 		}
 		return w.PutClientGrant(&memdb.ClientGrant{
@@ -107,7 +107,7 @@ func (a *grantActor) start() {
 func (a *grantActor) issue(revokePrevious bool) (tok, id string, err error) {
 	now := a.cfg.Now()
 	err = a.cfg.Store.Write(func(w *memdb.Writer) error {
-		olds, err := w.CredentialsByNamespace(nil, Namespace(a.cfg.ID))
+		olds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
 		if err != nil {
 			return err
 		}
@@ -136,7 +136,7 @@ func (a *grantActor) issue(revokePrevious bool) (tok, id string, err error) {
 
 // prune drops the oldest revoked token rows beyond RevokedKept.
 func (a *grantActor) prune(w *memdb.Writer) error {
-	creds, err := w.CredentialsByNamespace(nil, Namespace(a.cfg.ID))
+	creds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func (a *grantActor) revoke() (int, error) {
 	n := 0
 	now := a.cfg.Now()
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		creds, err := w.CredentialsByNamespace(nil, Namespace(a.cfg.ID))
+		creds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
 		if err != nil {
 			return err
 		}

@@ -128,7 +128,7 @@ func RevokeAll(w *memdb.Writer, rows []*memdb.Credential, reason string, now tim
 // RevokeThread revokes every credential of thread, across all instances,
 // and returns how many it revoked.
 func RevokeThread(w *memdb.Writer, thread, reason string, now time.Time) (int, error) {
-	rows, err := w.CredentialsByThread(nil, thread)
+	rows, err := w.CredentialsByThread(thread)
 	if err != nil {
 		return 0, err
 	}
@@ -140,7 +140,7 @@ func RevokeThread(w *memdb.Writer, thread, reason string, now time.Time) (int, e
 // than keep, and returns their ids. No credential of another pair is
 // touched (SPEC §6.4).
 func RevokePair(w *memdb.Writer, thread, instance, keep, reason string, now time.Time) ([]string, error) {
-	rows, err := w.CredentialsByThreadInstance(nil, thread, instance)
+	rows, err := w.CredentialsByThreadInstance(thread, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func RevokeExpired(w *memdb.Writer, rows []*memdb.Credential, now time.Time) err
 // window (a turn started) and returns how many it refreshed. An expired
 // credential stays expired.
 func Touch(w *memdb.Writer, thread string, now time.Time, window time.Duration) (int, error) {
-	rows, err := w.CredentialsByThread(nil, thread)
+	rows, err := w.CredentialsByThread(thread)
 	if err != nil {
 		return 0, err
 	}
@@ -210,7 +210,7 @@ func Delete(w *memdb.Writer, rows []*memdb.Credential, now time.Time) (int, erro
 // Live reports whether the credential with id authenticates at now and,
 // if it does, until when (zero: no expiry).
 func Live(r *memdb.Reader, id string, now time.Time) (bool, time.Time) {
-	c, err := r.Credential(nil, id)
+	c, err := r.Credential(id)
 	if err != nil || !c.LiveAt(now) {
 		return false, time.Time{}
 	}
@@ -228,7 +228,7 @@ func NamespaceLive(r *memdb.Reader, namespace string, now time.Time) (bool, time
 	if kind == principal.KindProvider {
 		return Live(r, id, now)
 	}
-	rows, _ := r.CredentialsByNamespace(nil, namespace)
+	rows, _ := r.CredentialsByNamespace(namespace)
 	live, last := false, time.Time{}
 	for _, c := range rows {
 		if !c.LiveAt(now) {
@@ -253,7 +253,7 @@ func NamespaceLive(r *memdb.Reader, namespace string, now time.Time) (bool, time
 // answer holds until the commit. The errors match ErrNotLive or
 // ErrReadOnly.
 func CheckLive(r *memdb.Reader, caller principal.Principal, now time.Time) error {
-	cred, err := r.Credential(nil, caller.CredentialID)
+	cred, err := r.Credential(caller.CredentialID)
 	if err != nil || !cred.LiveAt(now) {
 		return fmt.Errorf("credential %s: %w", caller.CredentialID, fault.ErrNotLive)
 	}
@@ -264,7 +264,7 @@ func CheckLive(r *memdb.Reader, caller principal.Principal, now time.Time) error
 		}
 		return nil
 	case memdb.KindProvider:
-		own, err := r.Thread(nil, cred.Thread)
+		own, err := r.Thread(cred.Thread)
 		if err != nil || own.Status != memdb.ThreadActive || own.Run == nil || own.Run.Instance != cred.Instance {
 			return fmt.Errorf("caller (%s, %s): %w", cred.Thread, cred.Instance, fault.ErrNotLive)
 		}
@@ -288,7 +288,7 @@ type AuthError struct {
 
 func (e *AuthError) Error() string { return "unauthenticated: " + e.Reason + " token" }
 
-// AuthReason returns Reason, for the transport's metrics.
+// AuthReason returns Reason, for the MCP endpoint's metrics.
 func (e *AuthError) AuthReason() string { return e.Reason }
 
 // Is makes errors.Is(err, fault.ErrUnauthenticated) true.
@@ -301,7 +301,7 @@ func Authenticate(r *memdb.Reader, tok string, now time.Time) (principal.Princip
 	if !token.Valid(tok) {
 		return principal.Principal{}, &AuthError{Reason: AuthMalformed}
 	}
-	c, err := r.CredentialByTokenHash(nil, token.Hash(tok))
+	c, err := r.CredentialByTokenHash(token.Hash(tok))
 	if err != nil {
 		return principal.Principal{}, &AuthError{Reason: AuthUnknown}
 	}

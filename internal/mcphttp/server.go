@@ -256,7 +256,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 		Logger:      s.opts.Logger,
 	})
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
-	s.armSweep() // after the registry is made: the sweep reads it
+	s.armSweep() // after the session table is made: the sweep reads it
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
@@ -304,10 +304,7 @@ func methodLabel(m string) string {
 func (s *Server) Close() {
 	s.closing.Do(func() {
 		for _, e := range s.sessions.CloseAll() {
-			// Answered once the session ended, or not within ActorTimeout:
-			// either way it is stopped next.
-			_ = s.root.RequestFuture(e.PID(), &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Wait()
-			_ = s.root.StopFuture(e.PID()).Wait()
+			s.endSession(e.PID())
 		}
 		s.live.Close()
 		s.unhookGen()
@@ -318,6 +315,22 @@ func (s *Server) Close() {
 		}
 		s.sweepMu.Unlock()
 	})
+}
+
+// endSession ends a session for the endpoint's shutdown and waits until its
+// actor stopped. The Delete is answered once the session ended, or not
+// within ActorTimeout: either way the actor is stopped next.
+func (s *Server) endSession(pid *actor.PID) {
+	_ = s.root.RequestFuture(pid, &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Wait()
+	_ = s.root.StopFuture(pid).Wait()
+}
+
+// Closed reports whether Close has run: the sessions ended, the liveness
+// monitor and the idle sweep stopped. For testing.
+func (s *Server) Closed() bool {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	return s.sweepStopped
 }
 
 // sweepEvery is how often the idle sweep runs: a quarter of the idle
@@ -437,7 +450,7 @@ func (s *Server) deadSince(p caller) string {
 	if s.credGen.Load() == p.credGen && (p.Expires.IsZero() || now.Before(p.Expires)) {
 		return ""
 	}
-	c, err := s.store.Read().Credential(nil, p.CredentialID)
+	c, err := s.store.Read().Credential(p.CredentialID)
 	switch {
 	case err != nil:
 		return "unknown"

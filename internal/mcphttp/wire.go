@@ -158,24 +158,3 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
-
-// ToolCallParams reads tools/call's params as Request.Params carries them:
-// name (a non-empty string) and arguments (nil when absent), without the
-// allocations of encoding/json — a backend's help for the hot path. Names
-// are matched exactly, as JSON-RPC's are; a repeated member: the last
-// wins. ok is false when there is no name.
-func ToolCallParams(params json.RawMessage) (name string, arguments json.RawMessage, ok bool) {
-	if !json.Valid(params) {
-		return "", nil, false
-	}
-	err := eachMember(params, func(n, value []byte) error {
-		switch string(n) {
-		case "name":
-			return stringValue(value, &name)
-		case "arguments":
-			arguments = value
-		}
-		return nil
-	})
-	return name, arguments, err == nil && name != ""
-}

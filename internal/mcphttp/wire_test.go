@@ -84,29 +84,3 @@ func TestToolResultEncodingShapes(t *testing.T) {
 		}
 	}
 }
-
-func TestToolCallParams(t *testing.T) {
-	tests := []struct {
-		params   string
-		ok       bool
-		name     string
-		argument string
-	}{
-		{`{"name":"echo","arguments":{"text":"hi"}}`, true, "echo", `{"text":"hi"}`},
-		{` { "arguments" : [1, {"a":"}"}] , "name" : "e\u0063ho" } `, true, "echo", `[1, {"a":"}"}]`},
-		{`{"name":"x","name":"y"}`, true, "y", ""}, // the last one wins, as in encoding/json
-		{`{"Name":"echo"}`, false, "", ""},         // names are case-sensitive
-		{`{"name":""}`, false, "", ""},
-		{`{"name":7}`, false, "", ""},
-		{`{"arguments":{}}`, false, "", ""},
-		{`["echo"]`, false, "", ""},
-		{`{"name":"x"`, false, "", ""},
-		{``, false, "", ""},
-	}
-	for _, tt := range tests {
-		name, args, ok := ToolCallParams(json.RawMessage(tt.params))
-		if ok != tt.ok || ok && (name != tt.name || string(args) != tt.argument) {
-			t.Errorf("ToolCallParams(%s) = %q, %s, %v; want %q, %s, %v", tt.params, name, args, ok, tt.name, tt.argument, tt.ok)
-		}
-	}
-}
