@@ -115,9 +115,13 @@ func (s *Stream) Standalone() bool { return s.standalone }
 // is woken. A stream that ended keeps nothing (the number is still
 // returned).
 func (s *Stream) Append(data []byte, final bool, check string) uint32 {
+	s.ss.mu.Lock()
+	defer s.ss.mu.Unlock()
+	return s.appendLocked(data, final, check)
+}
+
+func (s *Stream) appendLocked(data []byte, final bool, check string) uint32 {
 	ss := s.ss
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
 	s.seq++
 	if s.gone || s.final {
 		return s.seq
@@ -322,21 +326,22 @@ func (r *Reader) Detach() {
 // Notify appends an event to the session's standalone stream if a reader
 // delivers it now, and reports whether it did: notifications for the
 // client (list changes, resource updates) go only to an open stream.
-func (ss *Streams) Notify(data []byte, check string) bool {
+// dropped is the session's count of events that went undelivered, if this
+// one pushed one out (the reader is slower than what comes), else 0.
+func (ss *Streams) Notify(data []byte, check string) (sent bool, dropped uint64) {
 	ss.mu.Lock()
-	var target *Stream
+	defer ss.mu.Unlock()
 	for _, s := range ss.streams {
 		if s.standalone && s.reader != nil {
-			target = s
-			break
+			before := ss.dropped
+			s.appendLocked(data, false, check)
+			if ss.dropped != before {
+				dropped = ss.dropped
+			}
+			return true, dropped
 		}
 	}
-	ss.mu.Unlock()
-	if target == nil {
-		return false
-	}
-	target.Append(data, false, check)
-	return true
+	return false, 0
 }
 
 // Kept returns how many events and bytes the session keeps, and how many

@@ -95,12 +95,14 @@ func TestStreamsReader(t *testing.T) {
 // takes notifications only while a reader delivers it.
 func TestStreamsStandalone(t *testing.T) {
 	ss := newStreams(100, 1<<20)
-	if ss.Notify([]byte("n0"), "") {
+	if sent, _ := ss.Notify([]byte("n0"), ""); sent {
 		t.Fatal("Notify with no standalone stream delivered")
 	}
 	s, _ := ss.Open(true)
 	r := s.Attach()
-	if !ss.Notify([]byte("n1"), "") || !ss.Notify([]byte("n2"), "u") {
+	sent1, _ := ss.Notify([]byte("n1"), "")
+	sent2, _ := ss.Notify([]byte("n2"), "u")
+	if !sent1 || !sent2 {
 		t.Fatal("Notify with a reader did not deliver")
 	}
 	events, _, _, _ := r.Next()
@@ -116,7 +118,7 @@ func TestStreamsStandalone(t *testing.T) {
 	if ss.Kind(s.ID()) != StreamStandalone {
 		t.Fatal("a standalone stream with an undelivered event went at Detach")
 	}
-	if ss.Notify([]byte("n4"), "") {
+	if sent, _ := ss.Notify([]byte("n4"), ""); sent {
 		t.Fatal("Notify delivered to a stream no reader delivers")
 	}
 	r2, err := ss.Resume(s.ID(), 2)

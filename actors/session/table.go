@@ -27,6 +27,9 @@ type Entry struct {
 	// Streams are the session's SSE streams and the events kept for their
 	// resumption; shared with the HTTP path like Calls.
 	Streams Streams
+	// subs are the URIs the session subscribed (resources/subscribe);
+	// guarded by its Table's subscriptions.mu, nil while none.
+	subs map[string]struct{}
 }
 
 // ID returns the session's id (Mcp-Session-Id).
@@ -78,7 +81,8 @@ var (
 // concurrent initializes cannot overshoot a cap (SPEC §5.3). Its methods are
 // safe for concurrent use.
 type Table struct {
-	streams StreamLimits // every session's
+	streams StreamLimits  // every session's
+	subs    subscriptions // resources/subscribe, by session and by URI
 
 	mu       sync.RWMutex // guards the fields below
 	max      int
@@ -182,6 +186,7 @@ func (t *Table) Release(e *Entry) {
 }
 
 func (t *Table) removeLocked(e *Entry) {
+	t.dropAllLocked(e)
 	delete(t.byID, e.id)
 	delete(t.byNS[e.owner.Namespace], e.id)
 	if len(t.byNS[e.owner.Namespace]) == 0 {

@@ -47,7 +47,10 @@ var update = flag.Bool("update", false, "rewrite the server frames of testdata/c
 //	                       headers are the next server frame; "-- close N --" ends it
 //	-- do ACTION --        revoke A|B|C (the credential behind a token), started
 //	                       (wait until the blocking tool runs), release (the
-//	                       reconnect tool answers)
+//	                       reconnect tool answers), updated URI (the backend
+//	                       tells ResourceUpdated), listchanged KIND (ListChanged)
+//	-- read N K --         the first K events with data stream N carried, each
+//	                       its id and data; the next server frame
 //
 // In client frames {{A}} and {{B}} are provider tokens of (T, A) and (U, A),
 // {{C}} a client grant's, {{R}} a revoked one's; {{sessionN}} is the N-th
@@ -167,6 +170,8 @@ func runTranscript(t *testing.T, file string) {
 	var gone string
 	tr.tokens["R"], gone = f.client("gone", memdb.AccessReadOnly, 0)
 	f.revoke(gone)
+	f.resource("test://watched", "watched")
+	f.resource("test://secret", "secret", principal.ProviderNamespace(tr.creds["B"]))
 	tr.e = newMCPEnv(t, f, opts)
 
 	var answers []string // the server frames, in order
@@ -207,6 +212,17 @@ func runTranscript(t *testing.T, file string) {
 			tr.blocking.WaitStarted(t, "the blocking tool")
 		case fr.name == "do release":
 			close(reconnected)
+		case verb == "do" && strings.HasPrefix(name, "updated "):
+			tr.e.srv.ResourceUpdated(strings.TrimPrefix(name, "updated "))
+		case verb == "do" && strings.HasPrefix(name, "listchanged "):
+			tr.e.srv.ListChanged(strings.TrimPrefix(name, "listchanged "))
+		case verb == "read":
+			stream, count, _ := strings.Cut(name, " ")
+			k, err := strconv.Atoi(count)
+			if err != nil {
+				t.Fatalf("frame %q: read N K", fr.name)
+			}
+			answers = append(answers, tr.read(stream, k))
 		case verb == "do" && strings.HasPrefix(name, "revoke "):
 			f.revoke(tr.creds[strings.TrimPrefix(name, "revoke ")])
 		default:
@@ -224,7 +240,7 @@ func runTranscript(t *testing.T, file string) {
 		}
 		got = append(got, fr)
 		verb, _, _ := strings.Cut(fr.name, " ")
-		if fr.name == "client" || verb == "await" || verb == "finish" || strings.HasPrefix(fr.name, "client stream ") {
+		if fr.name == "client" || verb == "await" || verb == "finish" || verb == "read" || strings.HasPrefix(fr.name, "client stream ") {
 			got = append(got, txtarFile{name: "server", data: answers[n]})
 			n++
 			if i+1 >= len(frames) || frames[i+1].name != "server" {
@@ -247,6 +263,32 @@ func runTranscript(t *testing.T, file string) {
 	if diff := cmp.Diff(a.format(), out.format()); diff != "" {
 		t.Errorf("%s: the endpoint's answers differ from the transcript (-want +got):\n%s", file, diff)
 	}
+}
+
+// read waits until stream name carried k events with data and renders
+// them, each as its id and data lines.
+func (tr *transcript) read(name string, k int) string {
+	tr.t.Helper()
+	st := tr.streams[name]
+	var events []ht.SSEEvent
+	ht.WaitUntil(tr.t, fmt.Sprintf("stream %s: %d events", name, k), func() bool {
+		events = events[:0]
+		for _, ev := range st.Events() {
+			if ev.Data != "" {
+				events = append(events, ev)
+			}
+		}
+		return len(events) >= k
+	})
+	var b strings.Builder
+	for _, ev := range events[:k] {
+		fmt.Fprintf(&b, "id: %s\ndata: %s\n\n", ev.ID, ev.Data)
+	}
+	s := b.String()
+	for i, id := range tr.sessions {
+		s = strings.ReplaceAll(s, id, "{{session"+strconv.Itoa(i+1)+"}}")
+	}
+	return s
 }
 
 // request builds the request of a client frame: "METHOD PATH", headers, a

@@ -51,12 +51,14 @@ const (
 	failStreamOpen        // a second standalone stream (GET)
 	failSessionBusy       // the session actor did not answer in time (GET, DELETE)
 	// JSON-RPC errors of a dispatched request: HTTP 200.
-	failInvalidParams  // params missing or malformed
-	failMethodNotFound // a method not served
-	failBackendError   // the backend's own JSON-RPC error (Response.Err): its code and message
-	failDuplicateID    // the id of a request in flight on the session
-	failBackendFailed  // the backend failed; the detail is logged, never answered
-	failureCount       // keep last
+	failInvalidParams        // params missing or malformed
+	failMethodNotFound       // a method not served
+	failBackendError         // the backend's own JSON-RPC error (Response.Err): its code and message
+	failDuplicateID          // the id of a request in flight on the session
+	failBackendFailed        // the backend failed; the detail is logged, never answered
+	failResourceNotFound     // resources/subscribe of a URI unknown or not readable: the same answer
+	failTooManySubscriptions // resources/subscribe past Options.MaxSubscriptions
+	failureCount             // keep last
 )
 
 // An answer is what the table says about one failure.
@@ -118,6 +120,8 @@ var failures = [failureCount]answer{
 	failBackendError:         {status: http.StatusOK, code: CodeInvalidParams, message: "invalid params"},
 	failDuplicateID:          {status: http.StatusOK, code: CodeInvalidRequest, message: "request id already in flight"},
 	failBackendFailed:        {status: http.StatusOK, code: CodeInternalError, message: "internal error"},
+	failResourceNotFound:     {status: http.StatusOK, code: CodeResourceNotFound, message: "Resource not found"},
+	failTooManySubscriptions: {status: http.StatusOK, code: CodeInvalidRequest, message: "too many subscriptions for this session"},
 }
 
 func init() {

@@ -6,6 +6,8 @@ type SessionState struct {
 	Events  int    // events kept for resumption
 	Bytes   int    // their bytes
 	Dropped uint64 // events that went before they were delivered
+	// Subscriptions is how many URIs the session subscribed.
+	Subscriptions int
 }
 
 // State returns the shared state of live session sid of namespace ns; ok
@@ -16,5 +18,10 @@ func (s *Server) State(sid, ns string) (SessionState, bool) {
 		return SessionState{}, false
 	}
 	events, bytes, dropped := e.Streams.Kept()
-	return SessionState{Streams: e.Streams.Len(), Events: events, Bytes: bytes, Dropped: dropped}, true
+	return SessionState{Streams: e.Streams.Len(), Events: events, Bytes: bytes, Dropped: dropped,
+		Subscriptions: s.sessions.Subscriptions(e)}, true
 }
+
+// SubscribedURIs returns how many URIs the endpoint's subscription index
+// holds, over all sessions. For testing.
+func (s *Server) SubscribedURIs() int { return s.sessions.SubscribedURIs() }

@@ -141,7 +141,8 @@ func (s *Server) ended(e *session.Entry, err error) bool {
 // knownMethod reports whether m is a request method the endpoint serves
 // on a session.
 func knownMethod(m string) bool {
-	return m == "initialize" || m == "ping" || m == "logging/setLevel" || featureMethod(m)
+	return m == "initialize" || m == "ping" || m == "logging/setLevel" ||
+		m == "resources/subscribe" || m == "resources/unsubscribe" || featureMethod(m)
 }
 
 // featureMethod reports whether m is one the backend answers (Serve).
@@ -298,6 +299,8 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *se
 		writeResult(w, msg.ID, struct{}{})
 	case msg.Method == "logging/setLevel":
 		s.setLevel(w, e, msg)
+	case msg.Method == "resources/subscribe", msg.Method == "resources/unsubscribe":
+		s.subscribe(w, p, e, msg, msg.Method == "resources/subscribe")
 	case featureMethod(msg.Method):
 		s.serve(w, r, p, e, msg)
 	default:

@@ -90,6 +90,9 @@ type Options struct {
 	// ReplayBytes bounds the bytes of those events the same way. Zero:
 	// 1 MiB.
 	ReplayBytes int
+	// MaxSubscriptions bounds the resources one session may subscribe
+	// (resources/subscribe); past it a subscribe is refused. Zero: 256.
+	MaxSubscriptions int
 	// RetryAfter is the Retry-After of 429 and 503 answers. Zero: 1 s.
 	RetryAfter time.Duration
 	// ActorTimeout bounds each request to a session actor. Zero: 5 s.
@@ -182,6 +185,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReplayBytes <= 0 {
 		o.ReplayBytes = 1 << 20
+	}
+	if o.MaxSubscriptions <= 0 {
+		o.MaxSubscriptions = 256
 	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = time.Second
