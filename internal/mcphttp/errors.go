@@ -32,7 +32,8 @@ const (
 	failBodyUnreadable       // the body could not be read
 	failParse                // malformed JSON (step 5)
 	failEncoding             // invalid UTF-8 or an escaped lone surrogate (step 5)
-	failBatch                // a JSON-RPC batch (step 5)
+	failBatch                // a JSON-RPC batch but on a 2025-03-26 session (step 5)
+	failBatchTooLarge        // a batch of more than maxBatch messages
 	failInvalidMessage       // not a JSON-RPC 2.0 message (step 5)
 	failUnsupportedVersion   // a protocol version not served (step 5, SPEC §5a); its data lists the served ones
 	failStreamNoSession      // GET or DELETE without Mcp-Session-Id (step 5)
@@ -99,6 +100,7 @@ var failures = [failureCount]answer{
 	failParse:                {status: http.StatusBadRequest, code: CodeParseError, message: "parse error"},
 	failEncoding:             {status: http.StatusBadRequest, code: CodeParseError, message: "body is " + errEncoding.Error()},
 	failBatch:                {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "JSON-RPC batches are not supported"},
+	failBatchTooLarge:        {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "JSON-RPC batch of more than " + strconv.Itoa(maxBatch) + " messages"},
 	failInvalidMessage:       {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "invalid JSON-RPC message"},
 	failUnsupportedVersion:   {status: http.StatusBadRequest, code: CodeUnsupportedProtocolVersion, message: "Unsupported protocol version"},
 	failStreamNoSession:      {status: http.StatusBadRequest, code: CodeSessionRequired, message: "Mcp-Session-Id required"},

@@ -84,6 +84,9 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	switch {
+	case errors.Is(err, errBatch) && e != nil && batchable(e.Version()):
+		s.batch(w, r, p, e, body)
+		return
 	case errors.Is(err, errBatch):
 		s.fail(w, failBatch)
 		return

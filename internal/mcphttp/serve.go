@@ -47,6 +47,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p caller, e *sess
 
 	// One allocation for the request and its Output.
 	out := &callWriter{w: w, s: s, e: e, ctx: ctx, conn: r.Context(), cancel: cancel, credential: p.CredentialID, progressToken: progressToken(params)}
+	_, out.batch = w.(*batchWriter)
 	defer out.end()
 	out.req = Request{
 		Method:             msg.Method,
@@ -108,6 +109,7 @@ type callWriter struct {
 	cancel        context.CancelCauseFunc
 	credential    string
 	progressToken json.RawMessage // nil: the request asked for no progress
+	batch         bool            // one request of a batch: its answer is JSON, nothing streams
 
 	mu     sync.Mutex      // guards the fields below; Output may be called from any goroutine
 	stream *session.Stream // once it streams
@@ -149,7 +151,7 @@ func (c *callWriter) event(v any) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done || c.ctx.Err() != nil || !c.startStream() {
+	if c.done || c.batch || c.ctx.Err() != nil || !c.startStream() {
 		return
 	}
 	c.send(data, false)
@@ -225,7 +227,7 @@ func (c *callWriter) send(data []byte, final bool) {
 func (c *callWriter) CloseStream() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done || c.ctx.Err() != nil || !resumable(c.req.ProtocolVersion) || !c.startStream() || !c.direct {
+	if c.done || c.batch || c.ctx.Err() != nil || !resumable(c.req.ProtocolVersion) || !c.startStream() || !c.direct {
 		return
 	}
 	c.direct = false
