@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -105,6 +106,9 @@ type mcpSess struct {
 	id      string
 	owner   string // namespace
 	deleted bool   // DELETEd by its owner
+	// subs are the URIs it subscribed (resources/subscribe accepted, no
+	// unsubscribe since); nil while none.
+	subs map[string]bool
 }
 
 // mcpState is the model of the MCP endpoint's sessions.
@@ -119,6 +123,7 @@ func (st *mcpState) clone() *mcpState {
 	out := newMCPState()
 	for _, s := range st.sessions {
 		c := *s
+		c.subs = maps.Clone(s.subs)
 		out.sessions = append(out.sessions, &c)
 		out.byID[c.id] = &c
 	}
@@ -349,6 +354,8 @@ type httpMachine struct {
 	lastBatch string
 	// statsSeen: the session count Stats last agreed with.
 	statsSeen int
+	// tools names the barrier tools ResourceUpdated registers.
+	tools int
 }
 
 func newHTTPMachine(t *rapid.T) *httpMachine {
@@ -425,6 +432,8 @@ var httpWeight = map[string]int{
 	"CallRead":            1,
 	"Stream":              1,
 	"Delete":              1,
+	"HTTPSubscribe":       3,
+	"ResourceUpdated":     2,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {
