@@ -17,7 +17,7 @@ import (
 	mcpruntime "github.com/agenthost/mcpruntime"
 )
 
-// The HTTP machine's subscriptions (SPEC §5b.12–5b.14): resources/subscribe
+// The HTTP machine's subscriptions (SPEC §5b.13–14): resources/subscribe
 // and unsubscribe over HTTP by any token on any session, and deliveries of
 // notifications/resources/updated to a session's standalone stream. The
 // promises: a subscribe is accepted exactly when the caller may read the

@@ -2,7 +2,6 @@ package mcphttp
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"sync"
 
@@ -17,7 +16,8 @@ import (
 // array of their responses in the batch's order (application/json, never a
 // stream: a request of a batch sends no progress or log); a batch of
 // notifications and responses only is 202. An element that is not a
-// JSON-RPC message is answered in place with -32600 and a null id.
+// JSON-RPC message is answered in place with -32600 and no id (no answer
+// of the endpoint carries "id": null).
 
 // maxBatch bounds the messages of one batch: its requests run at once.
 const maxBatch = 64
@@ -67,7 +67,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, p caller, e *sess
 		answers[i] = bw
 		msg, err := decodeMessage(el)
 		if err != nil {
-			s.failFor(bw, failInvalidMessage, json.RawMessage("null"), "")
+			s.failFor(bw, failInvalidMessage, nil, "") // no id: none is known
 			continue
 		}
 		wg.Add(1)

@@ -48,8 +48,8 @@ func batchAnswers(t *testing.T, res *ht.Result) []ht.Answer {
 
 // TestHTTPBatch: on a 2025-03-26 session a batch is answered with one JSON
 // array of its requests' responses, in the batch's order: a notification
-// and a response get none, an element that is not a message -32600 with a
-// null id, initialize -32600 as on any session; a request that reports
+// and a response get none, an element that is not a message -32600 without
+// an id (never "id": null), initialize -32600 as on any session; a request that reports
 // progress sends none (the answer is JSON), its result comes.
 func TestHTTPBatch(t *testing.T) {
 	f := newFake(t)
@@ -70,7 +70,7 @@ func TestHTTPBatch(t *testing.T) {
 	want := []struct {
 		id   string
 		code int // 0: a result
-	}{{`"p"`, 0}, {`7`, 0}, {`null`, mcphttp.CodeInvalidRequest}, {`1`, mcphttp.CodeInvalidRequest}, {`"u"`, mcphttp.CodeMethodNotFound}}
+	}{{`"p"`, 0}, {`7`, 0}, {``, mcphttp.CodeInvalidRequest}, {`1`, mcphttp.CodeInvalidRequest}, {`"u"`, mcphttp.CodeMethodNotFound}}
 	if len(got) != len(want) {
 		t.Fatalf("batch answered %d responses %+v, want %d", len(got), got, len(want))
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/session"
 )
 
-// Subscriptions and the change feed (SPEC §5b.12–5b.14). A session
+// Subscriptions and the change feed (SPEC §5b.13–14). A session
 // subscribes resources by URI (resources/subscribe, the endpoint's own
 // method); the Table keeps each session's set and an index URI → sessions.
 // The backend tells the endpoint of changes through ListChanged and
