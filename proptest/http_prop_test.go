@@ -356,6 +356,8 @@ type httpMachine struct {
 	statsSeen int
 	// tools names the barrier tools ResourceUpdated registers.
 	tools int
+	// header, while set, goes on every request (Resume's Last-Event-ID).
+	header http.Header
 }
 
 func newHTTPMachine(t *rapid.T) *httpMachine {
@@ -434,6 +436,7 @@ var httpWeight = map[string]int{
 	"Delete":              1,
 	"HTTPSubscribe":       3,
 	"ResourceUpdated":     2,
+	"Resume":              1,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {
@@ -516,6 +519,9 @@ func (h *httpMachine) do(method string, who caller, sid string, body []byte) res
 	}
 	if sid != "" {
 		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	for k, v := range h.header {
+		req.Header[k] = v
 	}
 	switch method {
 	case http.MethodPost:

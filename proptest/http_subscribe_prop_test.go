@@ -230,3 +230,29 @@ func (h *httpMachine) ResourceUpdated(t *rapid.T) {
 		t.Fatalf("%s: delivered = %v, want %v (subscribed %v, may read %v)", call, got, want, tg.s.subs[uri], h.mayRead(tg.c, uri))
 	}
 }
+
+// Resume is a GET with a Last-Event-ID no session ever issued (a stream id
+// past any the machine reaches, or not an id of this endpoint), by any
+// token on any session: admitted, it is the unknown session's 404, byte for
+// byte (exchange's twin check), so that a Last-Event-ID tells nothing of
+// another session's streams (SPEC §5b.16).
+func (h *httpMachine) Resume(t *rapid.T) {
+	who := h.genCaller(t)
+	sid := h.genSession(t, who)
+	if rapid.IntRange(0, 9).Draw(t, "noSession") == 0 {
+		sid = ""
+	}
+	id := rapid.SampledFrom([]string{"4294967295.0", "4294967295.7", "mcps_x-1", "1.2.3", ""}).Draw(t, "lastEventID")
+	call := fmt.Sprintf("GET Last-Event-ID %q (%v, session %q)", id, who, sid)
+	want, _ := admit(h.m, h.mcp, who, sid)
+	switch {
+	case want != 0:
+	case sid == "":
+		want = http.StatusBadRequest
+	default:
+		want = http.StatusNotFound
+	}
+	h.header = http.Header{"Last-Event-Id": {id}}
+	defer func() { h.header = nil }()
+	h.exchange(t, call, http.MethodGet, who, sid, func() []byte { return nil }, want)
+}
