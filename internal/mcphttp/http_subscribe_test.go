@@ -1,6 +1,7 @@
 package mcphttp_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -287,4 +288,38 @@ func TestHTTPSubscriptionStorm(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	ht.WaitUntil(t, "the index empties with the sessions", func() bool { return e.srv.SubscribedURIs() == 0 })
+}
+
+// TestHTTPClientCapabilitiesReachServe: what the client declared at
+// initialize reaches every Backend.Serve of the session — roots as the
+// go-sdk's RootsV2, which its own decoding leaves nil — and a client that
+// declared nothing is an empty, non-nil value.
+func TestHTTPClientCapabilitiesReachServe(t *testing.T) {
+	f := newFake(t)
+	_, tok := openMinted(t, f, "T", "A")
+	seen := make(chan *mcp.ClientCapabilities, 2)
+	f.serveTool("caps", func(_ context.Context, req *mcphttp.Request, _ json.RawMessage) mcphttp.Response {
+		seen <- req.ClientCapabilities
+		return mcphttp.Response{Result: textResult("ok")}
+	})
+	e := newMCPEnv(t, f, mcphttp.Options{})
+	for _, test := range []struct {
+		caps       string
+		roots      bool
+		sampling   bool
+		rootsEvent bool
+	}{
+		{`{"roots":{"listChanged":true},"sampling":{}}`, true, true, true},
+		{`{}`, false, false, false},
+	} {
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + test.caps + `,"clientInfo":{"name":"t","version":"1"}}}`
+		res := e.Post(tok, "", body)
+		sid := res.Header.Get("Mcp-Session-Id")
+		ht.WantStatus(t, "initialize", res, http.StatusOK)
+		ht.WantStatus(t, "tools/call caps", e.Post(tok, sid, ht.CallBody(`2`, "caps", "")), http.StatusOK)
+		c := <-seen
+		if c == nil || (c.RootsV2 != nil) != test.roots || (c.Sampling != nil) != test.sampling || (c.RootsV2 != nil && c.RootsV2.ListChanged != test.rootsEvent) {
+			t.Fatalf("capabilities %s reached Serve as %+v (roots %+v)", test.caps, c, c.RootsV2)
+		}
+	}
 }
