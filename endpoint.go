@@ -73,6 +73,17 @@ type MCPOptions struct {
 	// resources/list, resources/templates/list and prompts/list; the rest
 	// follows with nextCursor. Zero: DefaultListPageSize (100).
 	ListPageSize int
+	// ReplayEvents bounds the SSE events one MCP session keeps so that its
+	// client can resume a stream it lost (GET with Last-Event-ID; 2025-11-25
+	// resumable streams), and the notifications waiting for its standalone
+	// stream (list changes, resource updates): past it the oldest goes.
+	// Zero: 256.
+	ReplayEvents int
+	// ReplayBytes bounds the bytes of those events the same way. Zero: 1 MiB.
+	ReplayBytes int
+	// MaxSubscriptions bounds the resources one MCP session may subscribe
+	// (resources/subscribe); past it a subscribe is refused. Zero: 256.
+	MaxSubscriptions int
 }
 
 // Observer receives the MCP endpoint's events (the metrics package
@@ -167,6 +178,9 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 		MaxSessionsPerNamespace: opts.MaxSessionsPerNamespace,
 		MaxSessions:             opts.MaxSessions,
 		KeepAlive:               opts.KeepAlive,
+		ReplayEvents:            opts.ReplayEvents,
+		ReplayBytes:             opts.ReplayBytes,
+		MaxSubscriptions:        opts.MaxSubscriptions,
 		RetryAfter:              opts.RetryAfter,
 		ActorTimeout:            opts.ActorTimeout,
 		ServerName:              opts.ServerName,

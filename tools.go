@@ -12,7 +12,6 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agenthost/mcpruntime/actors/thread"
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -374,7 +373,7 @@ func validateStructured(sch *jsonschema.Schema, v any) error {
 }
 
 // ErrUnknownTool is returned by CallTool for a name no tool has.
-var ErrUnknownTool = mcphttp.ErrUnknownTool
+var ErrUnknownTool = errors.New("unknown tool")
 
 // refusalFor maps a runtime error from a handler to the stable codes of
 // SPEC §4; anything else is a generic tool error (its text is the error's).

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -105,6 +106,9 @@ type mcpSess struct {
 	id      string
 	owner   string // namespace
 	deleted bool   // DELETEd by its owner
+	// subs are the URIs it subscribed (resources/subscribe accepted, no
+	// unsubscribe since); nil while none.
+	subs map[string]bool
 }
 
 // mcpState is the model of the MCP endpoint's sessions.
@@ -119,6 +123,7 @@ func (st *mcpState) clone() *mcpState {
 	out := newMCPState()
 	for _, s := range st.sessions {
 		c := *s
+		c.subs = maps.Clone(s.subs)
 		out.sessions = append(out.sessions, &c)
 		out.byID[c.id] = &c
 	}
@@ -349,6 +354,10 @@ type httpMachine struct {
 	lastBatch string
 	// statsSeen: the session count Stats last agreed with.
 	statsSeen int
+	// tools names the barrier tools ResourceUpdated registers.
+	tools int
+	// header, while set, goes on every request (Resume's Last-Event-ID).
+	header http.Header
 }
 
 func newHTTPMachine(t *rapid.T) *httpMachine {
@@ -425,6 +434,9 @@ var httpWeight = map[string]int{
 	"CallRead":            1,
 	"Stream":              1,
 	"Delete":              1,
+	"HTTPSubscribe":       3,
+	"ResourceUpdated":     2,
+	"Resume":              1,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {
@@ -507,6 +519,9 @@ func (h *httpMachine) do(method string, who caller, sid string, body []byte) res
 	}
 	if sid != "" {
 		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	for k, v := range h.header {
+		req.Header[k] = v
 	}
 	switch method {
 	case http.MethodPost:

@@ -37,6 +37,9 @@ func (o Owner) Owns(namespace string) bool {
 type Calls struct {
 	busy atomic.Int64 // requests in flight + open streams
 	last atomic.Int64 // unix nanos of the last request start or end
+	// logLevel is the session's logging/setLevel, as the endpoint ranks
+	// levels; 0 until the client sets one.
+	logLevel atomic.Int32
 
 	mu     sync.Mutex                         // guards the fields below
 	calls  map[string]context.CancelCauseFunc // by request id key; nil until the first call
@@ -55,6 +58,13 @@ func (a *Calls) End(now time.Time) {
 	a.last.Store(now.UnixNano())
 	a.busy.Add(-1)
 }
+
+// SetLogLevel records the session's log level (logging/setLevel), ranked
+// by the endpoint; 0 sends no log.
+func (a *Calls) SetLogLevel(rank int32) { a.logLevel.Store(rank) }
+
+// LogLevel returns the session's log level, 0 if none was set.
+func (a *Calls) LogLevel() int32 { return a.logLevel.Load() }
 
 // Busy reports whether a request or stream is open.
 func (a *Calls) Busy() bool { return a.busy.Load() > 0 }

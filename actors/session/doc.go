@@ -29,6 +29,15 @@
 // calls run at once. Idle is judged in one place, Calls.idle, which the
 // sweep's filter and the actor's decision both ask.
 //
+// So are its [Streams] (streams.go): the session's SSE streams and the
+// events kept until each was delivered to completion, so that a client
+// resumes a lost stream (Last-Event-ID; SPEC §5b.16), bounded per session by
+// the Table's [StreamLimits] and empty — no map — for a session that never
+// streamed; and its subscriptions (subscriptions.go), kept by the Table
+// per session and by URI under one lock, dropped when the Table removes the
+// session (SPEC §5b.13). The actor closes the Streams as the session ends:
+// every reader stops.
+//
 // # The actor
 //
 // The actor owns the session's endings and its record. All sessions of an
@@ -40,7 +49,7 @@
 // eviction by the endpoint, when its owner namespace has no live credential
 // left (revoked or expired: the monitor tells it), and when it is stopped
 // (shutdown). Ending cancels every call in flight and the stream, closes
-// the Calls so none starts afterwards, removes the ownership record, frees
+// the Calls and the Streams so none starts afterwards, removes the ownership record, frees
 // the slot in the Table, calls OnEnd, and stops the actor. The record is
 // removed before the actor stops, so the id answers 404 forever after.
 //

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Entry is one MCP session as its endpoint's Table holds it: its id and
@@ -18,7 +19,17 @@ type Entry struct {
 	owner   Owner
 	created time.Time
 	pid     *actor.PID // set by Commit, before the entry is findable; nil while reserved
+	// version and caps are what initialize negotiated and declared: set by
+	// SetProtocol before Commit, read-only once the entry is findable.
+	version string
+	caps    *mcp.ClientCapabilities
 	Calls
+	// Streams are the session's SSE streams and the events kept for their
+	// resumption; shared with the HTTP path like Calls.
+	Streams Streams
+	// subs are the URIs the session subscribed (resources/subscribe);
+	// guarded by its Table's subscriptions.mu, nil while none.
+	subs map[string]struct{}
 }
 
 // ID returns the session's id (Mcp-Session-Id).
@@ -29,6 +40,28 @@ func (e *Entry) Owner() Owner { return e.owner }
 
 // PID returns the session's actor.
 func (e *Entry) PID() *actor.PID { return e.pid }
+
+// SetProtocol records what initialize negotiated: the protocol version
+// and the client's declared capabilities (nil: none declared). The
+// endpoint calls it once, before Commit makes the entry findable.
+func (e *Entry) SetProtocol(version string, caps *mcp.ClientCapabilities) {
+	e.version, e.caps = version, caps
+}
+
+// Version returns the protocol version the session negotiated.
+func (e *Entry) Version() string { return e.version }
+
+// ClientCapabilities returns the capabilities the client declared at
+// initialize; never nil. The value is shared: read-only.
+func (e *Entry) ClientCapabilities() *mcp.ClientCapabilities {
+	if e.caps == nil {
+		return noCapabilities
+	}
+	return e.caps
+}
+
+// noCapabilities is the capabilities of a client that declared none.
+var noCapabilities = &mcp.ClientCapabilities{}
 
 // The errors of Table.Reserve.
 var (
@@ -48,6 +81,9 @@ var (
 // concurrent initializes cannot overshoot a cap (SPEC §5.3). Its methods are
 // safe for concurrent use.
 type Table struct {
+	streams StreamLimits  // every session's
+	subs    subscriptions // resources/subscribe, by session and by URI
+
 	mu       sync.RWMutex // guards the fields below
 	max      int
 	maxPerNS int
@@ -59,10 +95,11 @@ type Table struct {
 	closed   bool
 }
 
-// NewTable returns a table of at most max sessions, maxPerNS per namespace.
-func NewTable(max, maxPerNS int) *Table {
+// NewTable returns a table of at most max sessions, maxPerNS per namespace,
+// each keeping at most what streams allows of its streams' events.
+func NewTable(max, maxPerNS int, streams StreamLimits) *Table {
 	return &Table{
-		max: max, maxPerNS: maxPerNS,
+		max: max, maxPerNS: maxPerNS, streams: streams,
 		perNS:    map[string]int{},
 		starting: map[string]*Entry{},
 		byID:     map[string]*Entry{},
@@ -102,6 +139,7 @@ func (t *Table) Reserve(id string, owner Owner, now time.Time) (e, evicted *Entr
 	t.reserved++
 	t.perNS[ns]++
 	e = &Entry{id: id, owner: owner, created: now}
+	e.Streams.limits = &t.streams
 	e.last.Store(now.UnixNano())
 	t.starting[id] = e
 	return e, evicted, nil
@@ -148,6 +186,7 @@ func (t *Table) Release(e *Entry) {
 }
 
 func (t *Table) removeLocked(e *Entry) {
+	t.dropAllLocked(e)
 	delete(t.byID, e.id)
 	delete(t.byNS[e.owner.Namespace], e.id)
 	if len(t.byNS[e.owner.Namespace]) == 0 {

@@ -14,7 +14,7 @@ import (
 // its caller must end it — while one committed before is returned by
 // CloseAll as usual.
 func TestTableCommitAfterCloseAll(t *testing.T) {
-	tb := NewTable(10, 10)
+	tb := NewTable(10, 10, StreamLimits{Events: 256, Bytes: 1 << 20})
 	owner := Owner{Namespace: "cred:c1", Credential: "c1"}
 	early, _, err := tb.Reserve("mcps_early", owner, actortest.T0)
 	if err != nil {

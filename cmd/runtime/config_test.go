@@ -156,6 +156,7 @@ func TestDefaults(t *testing.T) {
 		HeaderTimeout: duration(10 * time.Second), BodyTimeout: duration(30 * time.Second), RequestsPerNamespace: 256,
 		MaxRequests: 4096, BodyBytesInFlight: 64 << 20,
 		MaxThreads: 10000, ListPageSize: 100,
+		ReplayEvents: 256, ReplayBytes: 1 << 20, MaxSubscriptions: 256,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)

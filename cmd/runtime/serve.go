@@ -57,6 +57,11 @@ type serveCmd struct {
 
 	// The MCP lists (issue 13).
 	ListPageSize int `config:"" default:"100" placeholder:"N" help:"Entries of one page of an MCP list (tools, resources, resource templates, prompts); the rest follows with nextCursor."`
+
+	// The MCP session's streams and subscriptions (issue 13).
+	ReplayEvents     int      `config:"" default:"256" placeholder:"N" help:"SSE events one MCP session keeps for its client to resume a lost stream (Last-Event-ID) and for its standalone stream's notifications; past it the oldest goes."`
+	ReplayBytes      byteSize `config:"" default:"1MiB" placeholder:"SIZE" help:"Bytes of those events one MCP session keeps; past it the oldest goes."`
+	MaxSubscriptions int      `config:"" default:"256" placeholder:"N" help:"Resources one MCP session may subscribe (resources/subscribe); the next is refused."`
 }
 
 // validate checks what the types alone do not.
@@ -116,6 +121,7 @@ func (s *serveCmd) validate() error {
 		{"body-limit", int64(s.BodyLimit)}, {"sessions-per-namespace", int64(s.SessionsPerNamespace)}, {"max-sessions", int64(s.MaxSessions)},
 		{"requests-per-namespace", int64(s.RequestsPerNamespace)}, {"max-requests", int64(s.MaxRequests)}, {"body-bytes-in-flight", int64(s.BodyBytesInFlight)},
 		{"max-threads", int64(s.MaxThreads)}, {"list-page-size", int64(s.ListPageSize)},
+		{"replay-events", int64(s.ReplayEvents)}, {"replay-bytes", int64(s.ReplayBytes)}, {"max-subscriptions", int64(s.MaxSubscriptions)},
 	} {
 		if n.v < 1 {
 			add("--%s %d: want at least 1", n.name, n.v)
@@ -257,6 +263,9 @@ func (s *serveCmd) Run(d *deps) error {
 		MaxSessions:             s.MaxSessions,
 		KeepAlive:               time.Duration(s.KeepAlive),
 		ListPageSize:            s.ListPageSize,
+		ReplayEvents:            s.ReplayEvents,
+		ReplayBytes:             int(s.ReplayBytes),
+		MaxSubscriptions:        s.MaxSubscriptions,
 		Logger:                  log,
 	})
 	if err != nil {

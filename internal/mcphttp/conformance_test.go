@@ -17,6 +17,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 	"github.com/agenthost/mcpruntime/internal/principal"
@@ -44,13 +46,20 @@ var update = flag.Bool("update", false, "rewrite the server frames of testdata/c
 //	-- client stream N --  a GET whose stream stays open; its answer's status and
 //	                       headers are the next server frame; "-- close N --" ends it
 //	-- do ACTION --        revoke A|B|C (the credential behind a token), started
-//	                       (wait until the blocking tool runs)
+//	                       (wait until the blocking tool runs), release (the
+//	                       reconnect tool answers), updated URI (the backend
+//	                       tells ResourceUpdated), listchanged KIND (ListChanged)
+//	-- read N K --         the first K events with data stream N carried, each
+//	                       its id and data; the next server frame
 //
 // In client frames {{A}} and {{B}} are provider tokens of (T, A) and (U, A),
 // {{C}} a client grant's, {{R}} a revoked one's; {{sessionN}} is the N-th
 // session id the endpoint answered, and is written so in server frames.
 // The fake backend serves whoami, count_to_three (two progress
-// notifications, then its result) and block (runs until cancelled).
+// notifications, then its result), log_levels (logs at debug, info,
+// warning and error, then answers), reconnect (a progress notification,
+// then Output.CloseStream; it answers on "do release") and block (runs
+// until cancelled).
 func TestConformance(t *testing.T) {
 	files, err := filepath.Glob("testdata/conformance/*.txtar")
 	if err != nil || len(files) == 0 {
@@ -129,12 +138,28 @@ func runTranscript(t *testing.T, file string) {
 		frames = frames[1:]
 	}
 	f := newFake(t)
-	f.tool("count_to_three", func(_ context.Context, _ principal.Principal, _ json.RawMessage, progress mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
-		if progress != nil {
-			progress(1, 3, "one")
-			progress(2, 3, "two")
+	f.tool("count_to_three", func(_ context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
+		out.Progress(1, 3, "one")
+		out.Progress(2, 3, "two")
+		return textResult("three"), nil
+	})
+	f.tool("log_levels", func(_ context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
+		for _, l := range []mcp.LoggingLevel{"debug", "info", "warning", "error"} {
+			out.Log(l, "fake", map[string]string{"said": string(l)})
 		}
-		return &mcphttp.ToolResult{Text: "three"}, nil
+		out.Log("loud", "fake", "not a level: never sent")
+		return textResult("logged"), nil
+	})
+	reconnected := make(chan struct{})
+	f.tool("reconnect", func(ctx context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
+		out.Progress(1, 2, "stream closing")
+		out.CloseStream()
+		select {
+		case <-reconnected:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return textResult("resumed"), nil
 	})
 	tr := &transcript{t: t, tokens: map[string]string{}, creds: map[string]string{},
 		async: map[string]*ht.Pending{}, held: map[string]*ht.Held{}, streams: map[string]*ht.Stream{},
@@ -145,6 +170,8 @@ func runTranscript(t *testing.T, file string) {
 	var gone string
 	tr.tokens["R"], gone = f.client("gone", memdb.AccessReadOnly, 0)
 	f.revoke(gone)
+	f.resource("test://watched", "watched")
+	f.resource("test://secret", "secret", principal.ProviderNamespace(tr.creds["B"]))
 	tr.e = newMCPEnv(t, f, opts)
 
 	var answers []string // the server frames, in order
@@ -183,6 +210,19 @@ func runTranscript(t *testing.T, file string) {
 			tr.streams[name].Close()
 		case fr.name == "do started":
 			tr.blocking.WaitStarted(t, "the blocking tool")
+		case fr.name == "do release":
+			close(reconnected)
+		case verb == "do" && strings.HasPrefix(name, "updated "):
+			tr.e.srv.ResourceUpdated(strings.TrimPrefix(name, "updated "))
+		case verb == "do" && strings.HasPrefix(name, "listchanged "):
+			tr.e.srv.ListChanged(strings.TrimPrefix(name, "listchanged "))
+		case verb == "read":
+			stream, count, _ := strings.Cut(name, " ")
+			k, err := strconv.Atoi(count)
+			if err != nil {
+				t.Fatalf("frame %q: read N K", fr.name)
+			}
+			answers = append(answers, tr.read(stream, k))
 		case verb == "do" && strings.HasPrefix(name, "revoke "):
 			f.revoke(tr.creds[strings.TrimPrefix(name, "revoke ")])
 		default:
@@ -200,7 +240,7 @@ func runTranscript(t *testing.T, file string) {
 		}
 		got = append(got, fr)
 		verb, _, _ := strings.Cut(fr.name, " ")
-		if fr.name == "client" || verb == "await" || verb == "finish" || strings.HasPrefix(fr.name, "client stream ") {
+		if fr.name == "client" || verb == "await" || verb == "finish" || verb == "read" || strings.HasPrefix(fr.name, "client stream ") {
 			got = append(got, txtarFile{name: "server", data: answers[n]})
 			n++
 			if i+1 >= len(frames) || frames[i+1].name != "server" {
@@ -223,6 +263,32 @@ func runTranscript(t *testing.T, file string) {
 	if diff := cmp.Diff(a.format(), out.format()); diff != "" {
 		t.Errorf("%s: the endpoint's answers differ from the transcript (-want +got):\n%s", file, diff)
 	}
+}
+
+// read waits until stream name carried k events with data and renders
+// them, each as its id and data lines.
+func (tr *transcript) read(name string, k int) string {
+	tr.t.Helper()
+	st := tr.streams[name]
+	var events []ht.SSEEvent
+	ht.WaitUntil(tr.t, fmt.Sprintf("stream %s: %d events", name, k), func() bool {
+		events = events[:0]
+		for _, ev := range st.Events() {
+			if ev.Data != "" {
+				events = append(events, ev)
+			}
+		}
+		return len(events) >= k
+	})
+	var b strings.Builder
+	for _, ev := range events[:k] {
+		fmt.Fprintf(&b, "id: %s\ndata: %s\n\n", ev.ID, ev.Data)
+	}
+	s := b.String()
+	for i, id := range tr.sessions {
+		s = strings.ReplaceAll(s, id, "{{session"+strconv.Itoa(i+1)+"}}")
+	}
+	return s
 }
 
 // request builds the request of a client frame: "METHOD PATH", headers, a

@@ -12,13 +12,20 @@
 //	               ├─ session.Table          the MCP session by id and owner (step 3), the caps
 //	               ├─ limits                 requests and body bytes in flight (step 4)
 //	               ├─ decodeMessage          one JSON-RPC message, validated in place (step 5)
-//	               ├─ Backend.CallTool       tools/call, on the request's goroutine
+//	               ├─ Backend.Serve          the feature methods, on the request's goroutine
+//	               ├─ callWriter             a request's Output and answer: JSON, or its SSE stream
+//	               ├─ session.Streams        a session's streams and the events kept to resume them
+//	               ├─ session.Table subs     resources/subscribe: per session, and URI → sessions
 //	               └─ liveness.Monitor       ends streams and sessions whose credentials die
 //
 //	session actor "mcp-session/<id>" (actors/session): Start, Delete, IdleCheck, CloseStream
+//	Backend ──▶ Server.ListChanged / ResourceUpdated ──▶ each session's standalone stream
 //
-// [Backend] is the endpoint's one seam: authentication and tools. The module
-// root implements it over the Runtime; the package's tests implement it with
+// [Backend] is the endpoint's one seam (backend.go): authentication, one
+// dispatch entry for the feature methods (tools/*, resources/* but
+// subscribe and unsubscribe, prompts/*, completion/complete), the server capabilities
+// answered at initialize, and whether a principal may read a resource. The
+// module root implements it over the Runtime; the package's tests implement it with
 // a fake over a store of their own, so the endpoint's whole HTTP behaviour
 // is tested here, against the wire (testdata/conformance/*.txtar).
 //
@@ -51,26 +58,51 @@
 //  6. Step 0: the token and the session are checked again, now that the
 //     body is in (recheck): 401 or 404, as a request arriving now would get.
 //  7. The body is decoded (step 5): invalid UTF-8, an escaped lone
-//     surrogate or malformed JSON is -32700, a batch or anything but one
+//     surrogate or malformed JSON is -32700, a batch (but on a session
+//     negotiated at 2025-03-26: batch.go, each message served as alone and
+//     the responses answered as one JSON array) or anything but one
 //     JSON-RPC 2.0 message -32600, all 400 without an id; then the version
 //     (header, or a _meta claim in the body) with the id echoed.
 //  8. initialize creates a session (Table.Reserve, spawn, Start, Commit,
 //     then one GetInfo so the record exists before the id is answered); any
 //     other message needs a session (400). Notifications and responses
-//     answer 202; ping, tools/list and tools/call are answered from the
-//     request's goroutine: tools/call registers itself in the session's
-//     Calls (a duplicate id is -32600), runs Backend.CallTool with a context
-//     that notifications/cancelled, the session's end and the request's own
-//     end cancel, and answers application/json — or text/event-stream once a
-//     progress notification has to go first (callWriter). A call whose
-//     context ended gets no JSON-RPC response (SPEC §5.2).
+//     answer 202; ping, logging/setLevel (logging.go) and
+//     resources/subscribe|unsubscribe (subscribe.go) are answered at once,
+//     the feature methods from the
+//     request's goroutine: the request registers itself in the session's
+//     Calls (a duplicate id is -32600), runs Backend.Serve with a context
+//     that notifications/cancelled, the session's end and the death of a
+//     streaming request's credential cancel — not the client going away
+//     (SPEC §5b.17) — and answers application/json, or text/event-stream
+//     once a notification has to go first (callWriter, the request's
+//     Output). A request whose context ended gets no JSON-RPC response
+//     (SPEC §5.2).
 //
-// GET takes steps 1–3, the version (without an id) and Accept, then opens
-// the session's one standalone stream: it registers its cancel in the
-// session's Calls (a second one is 409) and watches the credential it was
-// opened with; it ends when the client goes, the credential dies, or the
-// session's actor ends it. DELETE takes steps 1–3 and the version, then asks
-// the session's actor to end the session: 204 once the record is gone.
+// GET takes steps 1–3, the version (without an id) and Accept. Without
+// Last-Event-ID it opens the session's one standalone stream: it registers
+// its cancel in the session's Calls (a second one is 409), attaches a
+// reader to a new standalone stream of the session's Streams, where
+// ListChanged and ResourceUpdated queue their notifications, and watches
+// the credential it was opened with; it ends when the client goes, the
+// credential dies, or the session's actor ends it. With Last-Event-ID
+// (streams.go, SPEC §5b.16) it resumes the stream the id names, within the
+// session only: it replays the kept events after the id, then carries the
+// rest of the stream. DELETE takes steps 1–3 and the version, then asks the
+// session's actor to end the session: 204 once the record is gone.
+//
+// # Streams
+//
+// Once a request's answer is an event stream it is a session.Stream: each
+// event is appended to the session's Streams (a bounded buffer over all the
+// session's streams, nothing allocated while it never streamed) and written
+// on the POST's connection while that lives; the response written on a live
+// connection completes the stream and frees its events. A write that failed,
+// or Output.CloseStream (2025-11-25: the connection is taken and closed; the
+// body is delimited by it), leaves the events for a GET with Last-Event-ID.
+// The standalone stream keeps only what its reader has not written yet: its
+// notifications are hints, not a log. resources/updated events carry their
+// URI, and the GET writes one only if its principal may still read it
+// (Backend.CanRead at delivery).
 //
 // # Invariants
 //
@@ -84,7 +116,12 @@
 //     token was authenticated and its expiry has not come, nothing can have
 //     revoked it. Otherwise its row is read by id.
 //   - No JSON-RPC error carries "id": null: the id is echoed only when it
-//     is a valid id of a request.
+//     is a valid id of a request (a batch's element included).
+//   - A Last-Event-ID is looked up in the session the owner check found:
+//     another namespace's stream cannot be named, and an id the session
+//     never issued is the unknown session's 404.
+//   - ListChanged and ResourceUpdated never block on a client: they append
+//     to bounded buffers under short locks; the slow reader loses the oldest.
 //   - Every answer is JSON, no-store, and valid UTF-8.
 //   - Close leaves no session: it ends the sessions the Table's CloseAll
 //     returns, and an initialize whose Commit comes after CloseAll (Commit
@@ -94,7 +131,7 @@
 //
 // A tools/call does not go through a mailbox: it authenticates (one
 // lock-free store read), finds its session in the Table (a read lock),
-// registers itself in the session's Calls (a mutex), runs the tool and
+// registers itself in the session's Calls (a mutex), runs Backend.Serve and
 // answers. The Calls are shared with the session's actor on purpose — the
 // actor cancels what they hold when the session ends — and documented in
 // actors/session. The bounds are two atomics and a sharded map; the fixed

@@ -32,7 +32,8 @@ const (
 	failBodyUnreadable       // the body could not be read
 	failParse                // malformed JSON (step 5)
 	failEncoding             // invalid UTF-8 or an escaped lone surrogate (step 5)
-	failBatch                // a JSON-RPC batch (step 5)
+	failBatch                // a JSON-RPC batch but on a 2025-03-26 session (step 5)
+	failBatchTooLarge        // a batch of more than maxBatch messages
 	failInvalidMessage       // not a JSON-RPC 2.0 message (step 5)
 	failUnsupportedVersion   // a protocol version not served (step 5, SPEC §5a); its data lists the served ones
 	failStreamNoSession      // GET or DELETE without Mcp-Session-Id (step 5)
@@ -51,12 +52,14 @@ const (
 	failStreamOpen        // a second standalone stream (GET)
 	failSessionBusy       // the session actor did not answer in time (GET, DELETE)
 	// JSON-RPC errors of a dispatched request: HTTP 200.
-	failInvalidParams  // params missing or malformed
-	failMethodNotFound // a method not served
-	failUnknownTool    // tools/call of a name no tool has
-	failDuplicateID    // the id of a request in flight on the session
-	failToolError      // the backend failed; the detail is logged, never answered
-	failureCount       // keep last
+	failInvalidParams        // params missing or malformed
+	failMethodNotFound       // a method not served
+	failBackendError         // the backend's own JSON-RPC error (Response.Err): its code and message
+	failDuplicateID          // the id of a request in flight on the session
+	failBackendFailed        // the backend failed; the detail is logged, never answered
+	failResourceNotFound     // resources/subscribe of a URI unknown or not readable: the same answer
+	failTooManySubscriptions // resources/subscribe past Options.MaxSubscriptions
+	failureCount             // keep last
 )
 
 // An answer is what the table says about one failure.
@@ -97,6 +100,7 @@ var failures = [failureCount]answer{
 	failParse:                {status: http.StatusBadRequest, code: CodeParseError, message: "parse error"},
 	failEncoding:             {status: http.StatusBadRequest, code: CodeParseError, message: "body is " + errEncoding.Error()},
 	failBatch:                {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "JSON-RPC batches are not supported"},
+	failBatchTooLarge:        {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "JSON-RPC batch of more than " + strconv.Itoa(maxBatch) + " messages"},
 	failInvalidMessage:       {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "invalid JSON-RPC message"},
 	failUnsupportedVersion:   {status: http.StatusBadRequest, code: CodeUnsupportedProtocolVersion, message: "Unsupported protocol version"},
 	failStreamNoSession:      {status: http.StatusBadRequest, code: CodeSessionRequired, message: "Mcp-Session-Id required"},
@@ -115,9 +119,11 @@ var failures = [failureCount]answer{
 	failSessionBusy:          {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session busy"},
 	failInvalidParams:        {status: http.StatusOK, code: CodeInvalidParams, message: "invalid params"},
 	failMethodNotFound:       {status: http.StatusOK, code: CodeMethodNotFound, message: "method not found"},
-	failUnknownTool:          {status: http.StatusOK, code: CodeInvalidParams, message: "unknown tool"},
+	failBackendError:         {status: http.StatusOK, code: CodeInvalidParams, message: "invalid params"},
 	failDuplicateID:          {status: http.StatusOK, code: CodeInvalidRequest, message: "request id already in flight"},
-	failToolError:            {status: http.StatusOK, code: CodeInternalError, message: "internal error"},
+	failBackendFailed:        {status: http.StatusOK, code: CodeInternalError, message: "internal error"},
+	failResourceNotFound:     {status: http.StatusOK, code: CodeResourceNotFound, message: "Resource not found"},
+	failTooManySubscriptions: {status: http.StatusOK, code: CodeInvalidRequest, message: "too many subscriptions for this session"},
 }
 
 func init() {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -57,7 +59,8 @@ const (
 	sessNone = iota
 	sessOwned
 	sessUnknown
-	sessRaw // the fuzzed string
+	sessRaw      // the fuzzed string
+	sessOwnedOld // A's session negotiated at 2025-03-26: it takes batches
 	sessCount
 )
 
@@ -108,6 +111,7 @@ type fuzzEnv struct {
 	tokClient  string
 	tokRevoked string
 	owned      string
+	ownedOld   string // negotiated at 2025-03-26
 	// The answer to a live principal naming an unknown session.
 	notFound   []byte
 	notFoundCT string
@@ -116,14 +120,12 @@ type fuzzEnv struct {
 func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	tb.Helper()
 	f := newFake(tb)
-	f.tool("thread_read", func(context.Context, principal.Principal, json.RawMessage, mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
-		return &mcphttp.ToolResult{Text: "{}", StructuredContent: map[string]any{}}, nil
+	f.tool("thread_read", func(context.Context, principal.Principal, json.RawMessage, mcphttp.Output) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "{}"}}, StructuredContent: map[string]any{}}, nil
 	})
-	f.tool("thread_post", func(_ context.Context, _ principal.Principal, _ json.RawMessage, progress mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
-		if progress != nil {
-			progress(1, 1, "posting")
-		}
-		return &mcphttp.ToolResult{Text: "posted"}, nil
+	f.tool("thread_post", func(_ context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
+		out.Progress(1, 1, "posting")
+		return textResult("posted"), nil
 	})
 	e := &fuzzEnv{f: f}
 	e.tokA, _ = f.provider("T", "A", 0)
@@ -192,29 +194,35 @@ func (e *fuzzEnv) serve(req *http.Request) *httptest.ResponseRecorder {
 	return w.ResponseRecorder
 }
 
-// ensureOwned makes sure A owns a live session: A's own requests may have
-// deleted it, or evicted it with the 65th initialize.
+// ensureOwned makes sure A owns two live sessions, at 2025-11-25 and at
+// 2025-03-26: A's own requests may have deleted them, or evicted them with
+// the 65th initialize.
 func (e *fuzzEnv) ensureOwned(tb testing.TB) {
 	tb.Helper()
-	if e.owned != "" {
-		if hasRecord(e.f, e.owned) {
-			return
-		}
-	}
-	rec := e.serve(e.request(http.MethodPost, "Bearer "+e.tokA, "",
-		[]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}`)))
-	e.owned = rec.Header().Get("Mcp-Session-Id")
-	if rec.Code != http.StatusOK || e.owned == "" {
-		tb.Fatalf("initialize as A: %d %s", rec.Code, rec.Body)
-	}
+	e.owned = e.ensureSession(tb, e.owned, "2025-11-25")
+	e.ownedOld = e.ensureSession(tb, e.ownedOld, "2025-03-26")
 }
 
-// ownedRecord returns the store record of A's session.
-func (e *fuzzEnv) ownedRecord(t *testing.T) *memdb.MCPSession {
+func (e *fuzzEnv) ensureSession(tb testing.TB, sid, version string) string {
+	tb.Helper()
+	if sid != "" && hasRecord(e.f, sid) {
+		return sid
+	}
+	rec := e.serve(e.request(http.MethodPost, "Bearer "+e.tokA, "",
+		[]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"`+version+`","capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}`)))
+	sid = rec.Header().Get("Mcp-Session-Id")
+	if rec.Code != http.StatusOK || sid == "" {
+		tb.Fatalf("initialize as A at %s: %d %s", version, rec.Code, rec.Body)
+	}
+	return sid
+}
+
+// ownedRecord returns the store record of A's session sid.
+func (e *fuzzEnv) ownedRecord(t *testing.T, sid string) *memdb.MCPSession {
 	t.Helper()
-	rec := mcpRecord(e.f, e.owned)
+	rec := mcpRecord(e.f, sid)
 	if rec == nil {
-		t.Fatalf("A's session %s has no record", e.owned)
+		t.Fatalf("A's session %s has no record", sid)
 	}
 	return rec
 }
@@ -241,6 +249,8 @@ func FuzzHandler(f *testing.F) {
 	f.Add(byte(2), byte(2), byte(sessOwned), byte(0), byte(0), byte(1), byte(0), byte(0), "", []byte(nil))
 	f.Add(byte(2), byte(5), byte(sessOwned), byte(0), byte(0), byte(0), byte(0), byte(0), "", []byte(nil))
 	f.Add(byte(0), byte(1), byte(sessOwned), byte(1), byte(1), byte(1), byte(0), byte(0), "", []byte(batch))
+	f.Add(byte(0), byte(1), byte(sessOwnedOld), byte(1), byte(1), byte(3), byte(0), byte(0), "", []byte(batch))
+	f.Add(byte(0), byte(2), byte(sessOwnedOld), byte(1), byte(1), byte(3), byte(0), byte(0), "", []byte(batch))
 	f.Add(byte(0), byte(1), byte(sessOwned), byte(1), byte(1), byte(1), byte(0), byte(0), "", []byte(cancelled))
 	f.Add(byte(0), byte(1), byte(sessRaw), byte(1), byte(1), byte(1), byte(0), byte(0), "mcps_zz", []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 	f.Add(byte(0), byte(1), byte(sessOwned), byte(1), byte(1), byte(1), byte(0), byte(0), "", []byte("\x00{]garbage"))
@@ -262,6 +272,8 @@ func FuzzHandler(f *testing.F) {
 			sid = unknownSession
 		case sessRaw:
 			sid = rawSID
+		case sessOwnedOld:
+			sid = e.ownedOld
 		}
 
 		req := httptest.NewRequest(m, "/mcp", bytes.NewReader(body))
@@ -279,10 +291,10 @@ func FuzzHandler(f *testing.F) {
 			}
 		}
 
-		foreignOnOwned := a.who == asForeign && sid == e.owned
+		foreignOnOwned := a.who == asForeign && (sid == e.owned || sid == e.ownedOld)
 		var before *memdb.MCPSession
 		if foreignOnOwned {
-			before = e.ownedRecord(t)
+			before = e.ownedRecord(t, sid)
 		}
 
 		rec := e.serve(req)
@@ -319,11 +331,11 @@ func FuzzHandler(f *testing.F) {
 		if guarded && (rec.Code != http.StatusNotFound || rec.Header().Get("Content-Type") != e.notFoundCT) {
 			t.Fatalf("%s by a foreign credential on A's session: %d %q %s, want the unknown-session 404", m, rec.Code, rec.Header().Get("Content-Type"), got)
 		}
-		after := e.ownedRecord(t)
+		after := e.ownedRecord(t, sid)
 		if diff := cmp.Diff(before, after); diff != "" {
 			t.Fatalf("A's session record changed by a foreign %s (-before +after):\n%s", m, diff)
 		}
-		ping := e.serve(e.request(http.MethodPost, "Bearer "+e.tokA, e.owned, []byte(`{"jsonrpc":"2.0","id":99,"method":"ping"}`)))
+		ping := e.serve(e.request(http.MethodPost, "Bearer "+e.tokA, sid, []byte(`{"jsonrpc":"2.0","id":99,"method":"ping"}`)))
 		if ping.Code != http.StatusOK {
 			t.Fatalf("A's ping after a foreign %s: %d %s, want 200", m, ping.Code, ping.Body)
 		}

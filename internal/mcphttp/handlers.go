@@ -1,17 +1,14 @@
 package mcphttp
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"sync"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/julienschmidt/httprouter"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/mcpruntime/actors/session"
 	"github.com/agenthost/mcpruntime/internal/names"
@@ -87,6 +84,9 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	switch {
+	case errors.Is(err, errBatch) && e != nil && batchable(e.Version()):
+		s.batch(w, r, p, e, body)
+		return
 	case errors.Is(err, errBatch):
 		s.fail(w, failBatch)
 		return
@@ -141,9 +141,18 @@ func (s *Server) ended(e *session.Entry, err error) bool {
 	return err != nil && (errors.Is(err, actor.ErrDeadLetter) || !s.sessions.Live(e))
 }
 
+// knownMethod reports whether m is a request method the endpoint serves
+// on a session.
 func knownMethod(m string) bool {
+	return m == "initialize" || m == "ping" || m == "logging/setLevel" ||
+		m == "resources/subscribe" || m == "resources/unsubscribe" || featureMethod(m)
+}
+
+// featureMethod reports whether m is one the backend answers (Serve).
+func featureMethod(m string) bool {
 	switch m {
-	case "initialize", "ping", "tools/list", "tools/call":
+	case "tools/list", "tools/call", "resources/list", "resources/read", "resources/templates/list",
+		"prompts/list", "prompts/get", "completion/complete":
 		return true
 	}
 	return false
@@ -152,7 +161,8 @@ func knownMethod(m string) bool {
 // initialize creates a session owned by the caller's namespace.
 func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, msg *message) {
 	var params struct {
-		ProtocolVersion string `json:"protocolVersion"`
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
 		ClientInfo      struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
@@ -162,6 +172,12 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		s.failFor(w, failInvalidParams, msg.ID, "initialize needs params.protocolVersion")
 		return
 	}
+	caps, err := clientCapabilities(params.Capabilities)
+	if err != nil {
+		s.failFor(w, failInvalidParams, msg.ID, "initialize: params.capabilities must be an object")
+		return
+	}
+	version := negotiate(params.ProtocolVersion)
 	id := token.NewID("mcps_")
 	owner := session.Owner{Namespace: p.Namespace, Credential: p.CredentialID}
 	e, evicted, err := s.sessions.Reserve(id, owner, s.opts.Now())
@@ -176,6 +192,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		s.fail(w, failSessions)
 		return
 	}
+	e.SetProtocol(version, caps)
 	if evicted != nil {
 		// Synchronous, so the evicted id is gone before the new one exists.
 		s.ask(evicted.PID(), &session.Delete{Reason: session.ReasonCap})
@@ -191,7 +208,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 	// behind it.
 	s.root.Send(pid, &session.Start{
 		ID:              id,
-		ProtocolVersion: negotiate(params.ProtocolVersion),
+		ProtocolVersion: version,
 		ClientName:      truncate(params.ClientInfo.Name, 256),
 		ClientVersion:   truncate(params.ClientInfo.Version, 64),
 	})
@@ -213,11 +230,41 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		return
 	}
 	w.Header().Set(headerSession, id)
-	writeResult(w, msg.ID, map[string]any{
-		"protocolVersion": negotiate(params.ProtocolVersion),
-		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
-		"serverInfo":      map[string]string{"name": s.opts.ServerName, "version": s.opts.ServerVersion},
+	writeResult(w, msg.ID, &initializeResult{
+		Capabilities:    s.backend.Capabilities(),
+		ProtocolVersion: version,
+		ServerInfo:      serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion},
 	})
+}
+
+// initializeResult is the result of initialize.
+type initializeResult struct {
+	Capabilities    *mcp.ServerCapabilities `json:"capabilities"`
+	ProtocolVersion string                  `json:"protocolVersion"`
+	ServerInfo      serverInfo              `json:"serverInfo"`
+}
+
+type serverInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// clientCapabilities decodes initialize's params.capabilities: nil when
+// the client declared none (absent, null or {}), else its capabilities —
+// roots, which the SDK type keeps in RootsV2, included.
+func clientCapabilities(raw json.RawMessage) (*mcp.ClientCapabilities, error) {
+	if len(raw) == 0 || string(raw) == "null" || string(raw) == "{}" {
+		return nil, nil
+	}
+	var caps mcp.ClientCapabilities
+	var roots struct {
+		Roots *mcp.RootCapabilities `json:"roots"`
+	}
+	if raw[0] != '{' || json.Unmarshal(raw, &caps) != nil || json.Unmarshal(raw, &roots) != nil {
+		return nil, errInvalid
+	}
+	caps.RootsV2 = roots.Roots
+	return &caps, nil
 }
 
 func truncate(s string, n int) string {
@@ -227,7 +274,9 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// notify handles a notification; unknown ones are ignored, as JSON-RPC asks.
+// notify handles a notification; unknown ones are ignored, as JSON-RPC
+// asks. notifications/roots/list_changed is accepted and needs nothing: the
+// runtime asks for roots afresh each time it needs them.
 func (s *Server) notify(e *session.Entry, msg *message) {
 	switch msg.Method {
 	case "notifications/initialized":
@@ -245,271 +294,20 @@ func (s *Server) notify(e *session.Entry, msg *message) {
 	}
 }
 
-// request dispatches a request of an initialized session.
+// request dispatches a request of an initialized session: the endpoint's
+// own methods here, the feature methods through Backend.Serve.
 func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *session.Entry, msg *message) {
-	switch msg.Method {
-	case "ping":
+	switch {
+	case msg.Method == "ping":
 		writeResult(w, msg.ID, struct{}{})
-	case "tools/list":
-		tools := s.backend.Tools()
-		list := make([]map[string]any, len(tools))
-		for i, t := range tools {
-			list[i] = map[string]any{"name": t.Name, "description": t.Description, "inputSchema": t.InputSchema}
-		}
-		writeResult(w, msg.ID, map[string]any{"tools": list})
-	case "tools/call":
-		s.callTool(w, r, p, e, msg)
+	case msg.Method == "logging/setLevel":
+		s.setLevel(w, e, msg)
+	case msg.Method == "resources/subscribe", msg.Method == "resources/unsubscribe":
+		s.subscribe(w, p, e, msg, msg.Method == "resources/subscribe")
+	case featureMethod(msg.Method):
+		s.serve(w, r, p, e, msg)
 	default:
 		s.failFor(w, failMethodNotFound, msg.ID, fmt.Sprintf("method %q not found", msg.Method))
-	}
-}
-
-func (s *Server) callTool(w http.ResponseWriter, r *http.Request, p caller, e *session.Entry, msg *message) {
-	params, ok := callParams(msg.Params)
-	if !ok {
-		s.failFor(w, failInvalidParams, msg.ID, "tools/call needs params.name")
-		return
-	}
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	key, _ := idKey(msg.ID) // a validated id: a string or an integer
-	switch err := e.BeginCall(key, cancel); {
-	case errors.Is(err, session.ErrClosed):
-		s.fail(w, failUnknownSession) // ended between the owner check and now
-		return
-	case err != nil:
-		s.failFor(w, failDuplicateID, msg.ID, err.Error())
-		return
-	}
-	defer e.EndCall(key)
-
-	out := &callWriter{w: w, s: s, ctx: ctx, cancel: cancel, credential: p.CredentialID}
-	var progress ProgressFunc
-	if len(params.ProgressToken) > 0 {
-		progress = func(done, total float64, message string) {
-			n := map[string]any{"progressToken": params.ProgressToken, "progress": done}
-			if total > 0 {
-				n["total"] = total
-			}
-			if message != "" {
-				n["message"] = message
-			}
-			out.event(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": n})
-		}
-	}
-	result, err := s.backend.CallTool(ctx, p.Principal, params.Name, params.Arguments, progress)
-	switch {
-	case ctx.Err() != nil:
-		out.abandon(context.Cause(ctx))
-	case errors.Is(err, ErrUnknownTool):
-		out.finish(failUnknownTool, errorResponse(msg.ID, failures[failUnknownTool].code, fmt.Sprintf("unknown tool %q", params.Name)))
-	case err != nil:
-		s.opts.Logger.Error("tool call", "tool", params.Name, "err", err)
-		out.finish(failToolError, errorResponse(msg.ID, failures[failToolError].code, failures[failToolError].message))
-	default:
-		out.finish(0, resultResponse(msg.ID, toolResult{
-			Content:    []textContent{{Type: "text", Text: result.Text}},
-			IsError:    result.IsError,
-			Structured: result.StructuredContent,
-		}))
-	}
-}
-
-// toolResult is the result of tools/call.
-type toolResult struct {
-	Content    []textContent `json:"content"`
-	IsError    bool          `json:"isError"`
-	Structured any           `json:"structuredContent,omitempty"`
-}
-
-type textContent struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-// toolCall is what tools/call's params carry that the endpoint reads.
-type toolCall struct {
-	Name          string
-	Arguments     json.RawMessage
-	ProgressToken json.RawMessage // params._meta.progressToken
-}
-
-// callParams reads tools/call's params: name (a non-empty string),
-// arguments, _meta.progressToken. Names are matched exactly, as JSON-RPC's
-// are. params comes from a validated body.
-func callParams(params json.RawMessage) (toolCall, bool) {
-	var c toolCall
-	if len(params) == 0 {
-		return c, false
-	}
-	err := eachMember(params, func(name, value []byte) error {
-		switch string(name) {
-		case "name":
-			return stringValue(value, &c.Name)
-		case "arguments":
-			c.Arguments = value
-		case "_meta":
-			if value[0] != '{' {
-				return nil
-			}
-			return eachMember(value, func(name, value []byte) error {
-				if string(name) == "progressToken" {
-					c.ProgressToken = value
-				}
-				return nil
-			})
-		}
-		return nil
-	})
-	return c, err == nil && c.Name != ""
-}
-
-// callWriter answers one request: application/json when the result is all
-// there is, text/event-stream once a notification has to go first.
-type callWriter struct {
-	w          http.ResponseWriter
-	s          *Server
-	ctx        context.Context
-	cancel     context.CancelCauseFunc
-	credential string
-
-	mu        sync.Mutex // guards the fields below; progress may come from any goroutine
-	streaming bool
-	done      bool
-}
-
-func (c *callWriter) event(v any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done || c.ctx.Err() != nil {
-		return
-	}
-	if !c.streaming {
-		c.streaming = true
-		startEventStream(c.w)
-		// A stream opened under a credential closes when it is revoked or
-		// expires: the call is cancelled and the response ends.
-		stop := c.s.live.WatchCredential(c.credential, c.credentialDead)
-		context.AfterFunc(c.ctx, stop)
-	}
-	if err := writeEvent(c.w, v); err != nil {
-		c.cancel(err)
-	}
-}
-
-func (c *callWriter) credentialDead() { c.cancel(errCredentialDead) }
-
-// errCredentialDead cancels a streaming call whose credential was revoked
-// or expired.
-var errCredentialDead = errors.New("credential no longer live")
-
-// abandon ends a call whose context ended before its answer was written:
-// it gets no JSON-RPC response, whatever the tool returned (the receiver
-// of a cancellation SHOULD NOT answer it). A stream ends with what it sent.
-// In JSON mode the answer is the session's 404 when the session ended under
-// the call (as a request arriving now would get), else — the client
-// cancelled it, or went away — an event stream that ends with no message.
-func (c *callWriter) abandon(cause error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.done = true
-	switch {
-	case c.streaming:
-	case errors.Is(cause, session.ErrClosed):
-		c.s.fail(c.w, failUnknownSession)
-	default:
-		startEventStream(c.w)
-	}
-}
-
-// finish answers the call with r: its result, or the JSON-RPC error of
-// failure f (0 for a result).
-func (c *callWriter) finish(f failure, r *response) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.done = true
-	if !c.streaming {
-		if f != 0 {
-			c.s.failWith(c.w, f, r)
-			return
-		}
-		writeResponse(c.w, r)
-		return
-	}
-	if c.ctx.Err() != nil {
-		return // the stream was closed under it (revocation, DELETE)
-	}
-	writeEvent(c.w, r)
-}
-
-func writeEvent(w http.ResponseWriter, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", b); err != nil {
-		return err
-	}
-	return http.NewResponseController(w).Flush()
-}
-
-// handleGet opens the session's standalone SSE stream.
-func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	p, e, ok := s.admit(w, r)
-	if !ok {
-		return
-	}
-	if v, ok := headerVersion(r); !ok {
-		s.failVersion(w, nil, v)
-		return
-	}
-	if !accepts(r, "text/event-stream") {
-		s.fail(w, failAcceptGet)
-		return
-	}
-	if e == nil {
-		s.fail(w, failStreamNoSession)
-		return
-	}
-	// The stream registers its own cancel in the session's Calls: the
-	// session's actor ends it (CloseStream, the session's end).
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	switch err := e.OpenStream(cancel); {
-	case errors.Is(err, session.ErrStreamBusy):
-		s.fail(w, failStreamOpen)
-		return
-	case err != nil:
-		s.fail(w, failUnknownSession) // ended between the owner check and now
-		return
-	}
-	e.Begin(s.opts.Now())
-	defer func() {
-		// Unregistered before the activity ends: whoever sees the session
-		// idle sees no stream.
-		e.EndStream()
-		e.End(s.opts.Now())
-	}()
-	startEventStream(w)
-	rc := http.NewResponseController(w)
-	if rc.Flush() != nil {
-		return
-	}
-	dead := make(chan struct{})
-	defer s.live.WatchCredential(p.CredentialID, func() { close(dead) })()
-	tick := time.NewTicker(s.opts.KeepAlive)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-dead:
-			return
-		case <-tick.C:
-			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil || rc.Flush() != nil {
-				return
-			}
-		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
@@ -25,21 +26,34 @@ import (
 // fake is the endpoint's backend in this package's tests: its tokens are
 // credential rows of a store of its own — hashed, looked up, revoked and
 // expired as the runtime's are, so that the endpoint's dispatch check and
-// its liveness monitor see them the same way — and its tools are
-// functions the tests register.
+// its liveness monitor see them the same way — and its tools and
+// resources are what the tests register.
 type fake struct {
 	t     testing.TB
 	store *memdb.Store
 	clock *actortest.Clock
 
-	mu    sync.Mutex // guards the fields below
-	tools []fakeTool
-	n     int // credentials minted
+	mu        sync.Mutex // guards the fields below
+	tools     []fakeTool
+	resources map[string]fakeResource // by URI
+	caps      *mcp.ServerCapabilities // nil: everything
+	n         int                     // credentials minted
 }
 
+// toolFunc is the body of one of the fake's tools: it gets the caller, the
+// arguments and the request's Output.
+type toolFunc func(ctx context.Context, p principal.Principal, args json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error)
+
 type fakeTool struct {
-	mcphttp.ToolDescriptor
-	run func(ctx context.Context, p principal.Principal, args json.RawMessage, progress mcphttp.ProgressFunc) (*mcphttp.ToolResult, error)
+	name  string
+	serve func(ctx context.Context, req *mcphttp.Request, args json.RawMessage) mcphttp.Response
+}
+
+// fakeResource is a text resource; readers are the namespaces that may
+// read it (none: every caller).
+type fakeResource struct {
+	text    string
+	readers []string
 }
 
 // authError is the fake's authentication failure; it says why, as the
@@ -57,31 +71,72 @@ func newFake(t testing.TB) *fake {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fake{t: t, store: store, clock: actortest.NewClock(t0)}
-	f.tool("whoami", func(_ context.Context, p principal.Principal, _ json.RawMessage, _ mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
-		return &mcphttp.ToolResult{Text: p.Kind + " " + p.Namespace, StructuredContent: map[string]string{"kind": p.Kind, "namespace": p.Namespace}}, nil
+	f := &fake{t: t, store: store, clock: actortest.NewClock(t0), resources: map[string]fakeResource{}}
+	f.tool("whoami", func(_ context.Context, p principal.Principal, _ json.RawMessage, _ mcphttp.Output) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{
+			Content:           []mcp.Content{&mcp.TextContent{Text: p.Kind + " " + p.Namespace}},
+			StructuredContent: map[string]string{"kind": p.Kind, "namespace": p.Namespace},
+		}, nil
 	})
 	return f
 }
 
-// tool registers a tool; a later one of the same name replaces it.
-func (f *fake) tool(name string, run func(ctx context.Context, p principal.Principal, args json.RawMessage, progress mcphttp.ProgressFunc) (*mcphttp.ToolResult, error)) {
+// textResult is a tool result of one text block.
+func textResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// tool registers a tool; a later one of the same name replaces it. An
+// error is the tool's failure (an isError result), unless the request's
+// context is done: a cancellation, answered with nothing.
+func (f *fake) tool(name string, run toolFunc) {
+	f.serveTool(name, func(ctx context.Context, req *mcphttp.Request, args json.RawMessage) mcphttp.Response {
+		res, err := run(ctx, req.Caller, args, req.Out)
+		switch {
+		case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			return mcphttp.Response{} // cancelled, not failed
+		case err != nil:
+			res = textResult("tool failed: " + err.Error())
+			res.IsError = true
+		case res == nil:
+			res = &mcp.CallToolResult{}
+		}
+		return mcphttp.Response{Result: res}
+	})
+}
+
+// serveTool registers a tool that answers the whole Response itself (input
+// requests, its own errors).
+func (f *fake) serveTool(name string, serve func(ctx context.Context, req *mcphttp.Request, args json.RawMessage) mcphttp.Response) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.tools = slices.DeleteFunc(f.tools, func(t fakeTool) bool { return t.Name == name })
-	f.tools = append(f.tools, fakeTool{
-		ToolDescriptor: mcphttp.ToolDescriptor{Name: name, Description: "test tool " + name, InputSchema: json.RawMessage(`{"type":"object"}`)},
-		run:            run,
-	})
-	slices.SortFunc(f.tools, func(a, b fakeTool) int { return strings.Compare(a.Name, b.Name) })
+	f.tools = slices.DeleteFunc(f.tools, func(t fakeTool) bool { return t.name == name })
+	f.tools = append(f.tools, fakeTool{name: name, serve: serve})
+	slices.SortFunc(f.tools, func(a, b fakeTool) int { return strings.Compare(a.name, b.name) })
+}
+
+// resource registers a text resource at uri that the namespaces readers
+// may read (none: everyone).
+func (f *fake) resource(uri, text string, readers ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resources[uri] = fakeResource{text: text, readers: readers}
+}
+
+// removeResource removes the resource at uri.
+func (f *fake) removeResource(uri string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.resources, uri)
 }
 
 // blocking registers a tool that blocks until its context is done.
 func (f *fake) blocking(name string, progress bool) *ht.Blocking {
 	b := ht.NewBlocking()
-	f.tool(name, func(ctx context.Context, _ principal.Principal, _ json.RawMessage, p mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
-		if !progress {
-			p = nil
+	f.tool(name, func(ctx context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
+		var p func(float64, float64, string)
+		if progress {
+			p = out.Progress
 		}
 		return nil, b.Run(ctx, p)
 	})
@@ -107,35 +162,79 @@ func (f *fake) Authenticate(tok string) (principal.Principal, error) {
 	}, nil
 }
 
-func (f *fake) Tools() []mcphttp.ToolDescriptor {
+// Capabilities declares everything the endpoint serves, unless a test set
+// f.caps.
+func (f *fake) Capabilities() *mcp.ServerCapabilities {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]mcphttp.ToolDescriptor, len(f.tools))
-	for i, t := range f.tools {
-		out[i] = t.ToolDescriptor
+	if f.caps != nil {
+		return f.caps
 	}
-	return out
+	return &mcp.ServerCapabilities{
+		Completions: &mcp.CompletionCapabilities{},
+		Logging:     &mcp.LoggingCapabilities{},
+		Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+		Resources:   &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true},
+		Tools:       &mcp.ToolCapabilities{ListChanged: true},
+	}
 }
 
-func (f *fake) CallTool(ctx context.Context, p principal.Principal, name string, args json.RawMessage, progress mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
+// CanRead: the resource exists and p's namespace is among its readers.
+func (f *fake) CanRead(p principal.Principal, uri string) bool {
 	f.mu.Lock()
-	i := slices.IndexFunc(f.tools, func(t fakeTool) bool { return t.Name == name })
-	var run func(context.Context, principal.Principal, json.RawMessage, mcphttp.ProgressFunc) (*mcphttp.ToolResult, error)
-	if i >= 0 {
-		run = f.tools[i].run
+	defer f.mu.Unlock()
+	r, ok := f.resources[uri]
+	return ok && (len(r.readers) == 0 || slices.Contains(r.readers, p.Namespace))
+}
+
+// codeResourceNotFound is MCP 2025-11-25's resource-not-found error.
+const codeResourceNotFound = -32002
+
+func (f *fake) Serve(ctx context.Context, req *mcphttp.Request) mcphttp.Response {
+	switch req.Method {
+	case "tools/list":
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, len(f.tools))}
+		for i, t := range f.tools {
+			res.Tools[i] = &mcp.Tool{Name: t.name, Description: "test tool " + t.name, InputSchema: json.RawMessage(`{"type":"object"}`)}
+		}
+		return mcphttp.Response{Result: res}
+	case "tools/call":
+		var params struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		}
+		if json.Unmarshal(req.Params, &params) != nil || params.Name == "" {
+			return mcphttp.Response{Err: &mcphttp.RPCError{Code: mcphttp.CodeInvalidParams, Message: "tools/call needs params.name"}}
+		}
+		f.mu.Lock()
+		i := slices.IndexFunc(f.tools, func(t fakeTool) bool { return t.name == params.Name })
+		var serve func(context.Context, *mcphttp.Request, json.RawMessage) mcphttp.Response
+		if i >= 0 {
+			serve = f.tools[i].serve
+		}
+		f.mu.Unlock()
+		if serve == nil {
+			return mcphttp.Response{Err: &mcphttp.RPCError{Code: mcphttp.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", params.Name)}}
+		}
+		return serve(ctx, req, params.Arguments)
+	case "resources/read":
+		var params struct {
+			URI string `json:"uri"`
+		}
+		if json.Unmarshal(req.Params, &params) != nil {
+			return mcphttp.Response{Err: &mcphttp.RPCError{Code: mcphttp.CodeInvalidParams, Message: "resources/read needs params.uri"}}
+		}
+		if !f.CanRead(req.Caller, params.URI) {
+			return mcphttp.Response{Err: &mcphttp.RPCError{Code: codeResourceNotFound, Message: "Resource not found", Data: map[string]string{"uri": params.URI}}}
+		}
+		f.mu.Lock()
+		text := f.resources[params.URI].text
+		f.mu.Unlock()
+		return mcphttp.Response{Result: &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: params.URI, MIMEType: "text/plain", Text: text}}}}
 	}
-	f.mu.Unlock()
-	if run == nil {
-		return nil, fmt.Errorf("tool %q: %w", name, mcphttp.ErrUnknownTool)
-	}
-	res, err := run(ctx, p, args, progress)
-	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return nil, err // cancelled, not failed
-	}
-	if err != nil {
-		return &mcphttp.ToolResult{Text: "tool failed: " + err.Error(), IsError: true}, nil
-	}
-	return res, nil
+	return mcphttp.Response{Err: &mcphttp.RPCError{Code: mcphttp.CodeMethodNotFound, Message: fmt.Sprintf("method %q not served by the fake", req.Method)}}
 }
 
 // mint writes a live credential row and returns its token and id.

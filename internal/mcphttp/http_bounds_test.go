@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 	"github.com/agenthost/mcpruntime/internal/principal"
@@ -145,11 +147,11 @@ func TestHTTPBoundsReleased(t *testing.T) {
 	f := newFake(t)
 	_, tok := openMinted(t, f, "T", "A")
 	var calls atomic.Int64
-	f.tool("count", func(context.Context, principal.Principal, json.RawMessage, mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
+	f.tool("count", func(context.Context, principal.Principal, json.RawMessage, mcphttp.Output) (*mcp.CallToolResult, error) {
 		calls.Add(1)
-		return &mcphttp.ToolResult{Text: "counted"}, nil
+		return textResult("counted"), nil
 	})
-	f.tool("panics", func(context.Context, principal.Principal, json.RawMessage, mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
+	f.tool("panics", func(context.Context, principal.Principal, json.RawMessage, mcphttp.Output) (*mcp.CallToolResult, error) {
 		panic("tool bug")
 	})
 	e := newMCPEnv(t, f, mcphttp.Options{MaxRequestsPerNamespace: 2, BodyTimeout: 200 * time.Millisecond})

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 	"github.com/agenthost/mcpruntime/internal/principal"
@@ -18,12 +20,12 @@ import (
 // makes of it (a tool error, or a result as if it ignored the
 // cancellation). With progress it reports progress first, so its answer is
 // an event stream.
-func ctxTool(t *testing.T, f *fake, name string, progress bool, finish func(ctx context.Context) (*mcphttp.ToolResult, error)) chan context.Context {
+func ctxTool(t *testing.T, f *fake, name string, progress bool, finish func(ctx context.Context) (*mcp.CallToolResult, error)) chan context.Context {
 	t.Helper()
 	started := make(chan context.Context, 16)
-	f.tool(name, func(ctx context.Context, _ principal.Principal, _ json.RawMessage, report mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
+	f.tool(name, func(ctx context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
 		if progress {
-			report(1, 0, "started")
+			out.Progress(1, 0, "started")
 		}
 		started <- ctx
 		<-ctx.Done()
@@ -75,15 +77,15 @@ func TestHTTPCancelGetsNoResponse(t *testing.T) {
 	tests := []struct {
 		name     string
 		progress bool
-		finish   func(ctx context.Context) (*mcphttp.ToolResult, error)
+		finish   func(ctx context.Context) (*mcp.CallToolResult, error)
 	}{
-		{"JSON mode, tool fails with ctx.Err", false, func(ctx context.Context) (*mcphttp.ToolResult, error) { return nil, ctx.Err() }},
-		{"JSON mode, tool ignores the cancel", false, func(context.Context) (*mcphttp.ToolResult, error) {
-			return &mcphttp.ToolResult{Text: "done anyway"}, nil
+		{"JSON mode, tool fails with ctx.Err", false, func(ctx context.Context) (*mcp.CallToolResult, error) { return nil, ctx.Err() }},
+		{"JSON mode, tool ignores the cancel", false, func(context.Context) (*mcp.CallToolResult, error) {
+			return textResult("done anyway"), nil
 		}},
-		{"streaming, tool fails with ctx.Err", true, func(ctx context.Context) (*mcphttp.ToolResult, error) { return nil, ctx.Err() }},
-		{"streaming, tool ignores the cancel", true, func(context.Context) (*mcphttp.ToolResult, error) {
-			return &mcphttp.ToolResult{Text: "done anyway"}, nil
+		{"streaming, tool fails with ctx.Err", true, func(ctx context.Context) (*mcp.CallToolResult, error) { return nil, ctx.Err() }},
+		{"streaming, tool ignores the cancel", true, func(context.Context) (*mcp.CallToolResult, error) {
+			return textResult("done anyway"), nil
 		}},
 	}
 	for _, test := range tests {
@@ -137,7 +139,7 @@ func TestHTTPCancelSessionEndedMidCall(t *testing.T) {
 		t.Run(test.name, func(t *testing.T) {
 			f := newFake(t)
 			credID, tok := openMinted(t, f, "T", "A")
-			started := ctxTool(t, f, "slow", false, func(ctx context.Context) (*mcphttp.ToolResult, error) { return nil, ctx.Err() })
+			started := ctxTool(t, f, "slow", false, func(ctx context.Context) (*mcp.CallToolResult, error) { return nil, ctx.Err() })
 			e := newMCPEnv(t, f, mcphttp.Options{})
 			sid := e.Initialize(tok)
 			call := e.AsyncPost(tok, sid, ht.CallBody(`"c-1"`, "slow", ""))
@@ -156,7 +158,7 @@ func TestHTTPCancelSessionEndedMidCall(t *testing.T) {
 func TestHTTPCancelIDsByValue(t *testing.T) {
 	f := newFake(t)
 	_, tok := openMinted(t, f, "T", "A")
-	started := ctxTool(t, f, "slow", false, func(ctx context.Context) (*mcphttp.ToolResult, error) { return nil, ctx.Err() })
+	started := ctxTool(t, f, "slow", false, func(ctx context.Context) (*mcp.CallToolResult, error) { return nil, ctx.Err() })
 	e := newMCPEnv(t, f, mcphttp.Options{})
 	sid := e.Initialize(tok)
 

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 	"github.com/agenthost/mcpruntime/internal/principal"
@@ -89,7 +91,7 @@ func TestHTTPProtocolInvalidUTF8(t *testing.T) {
 	_, tok := openMinted(t, f, "T", "A")
 	var mu sync.Mutex
 	var stored []string // the texts thread_post was given
-	f.tool("thread_post", func(_ context.Context, _ principal.Principal, args json.RawMessage, _ mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
+	f.tool("thread_post", func(_ context.Context, _ principal.Principal, args json.RawMessage, _ mcphttp.Output) (*mcp.CallToolResult, error) {
 		var a struct{ Text string }
 		if err := json.Unmarshal(args, &a); err != nil {
 			return nil, err
@@ -97,7 +99,7 @@ func TestHTTPProtocolInvalidUTF8(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		stored = append(stored, a.Text)
-		return &mcphttp.ToolResult{Text: "posted"}, nil
+		return textResult("posted"), nil
 	})
 	posted := func() []string {
 		mu.Lock()

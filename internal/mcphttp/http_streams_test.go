@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 	"github.com/agenthost/mcpruntime/internal/principal"
@@ -68,7 +70,8 @@ func TestHTTPStreamSecondGetConflict(t *testing.T) {
 }
 
 // TestHTTPStreamKeepAlive: an idle stream carries ": keepalive" comments
-// every Options.KeepAlive.
+// every Options.KeepAlive, after its priming event (the retry field, the
+// stream's event 0 and no data).
 func TestHTTPStreamKeepAlive(t *testing.T) {
 	f := newFake(t)
 	ct, _ := issueClient(t, f, "ide", memdb.AccessReadOnly)
@@ -80,13 +83,18 @@ func TestHTTPStreamKeepAlive(t *testing.T) {
 	}
 	ht.WaitUntil(t, "three keep-alive comments", func() bool {
 		n := 0
-		for _, l := range st.Snapshot() {
-			switch l {
-			case ": keepalive":
+		lines := st.Snapshot()
+		for i, l := range lines {
+			switch {
+			case i < 3:
+				if want := []string{"retry: 1000", "id: 1.0", "data:"}[i]; l != want {
+					t.Fatalf("stream line %d %q, want %q (the priming event)", i, l, want)
+				}
+			case l == ": keepalive":
 				n++
-			case "":
+			case l == "":
 			default:
-				t.Fatalf("stream line %q, want only keep-alive comments", l)
+				t.Fatalf("stream line %q, want only keep-alive comments after the priming event", l)
 			}
 		}
 		return n >= 3
@@ -102,12 +110,10 @@ func TestHTTPStreamKeepAlive(t *testing.T) {
 func TestHTTPStreamProgress(t *testing.T) {
 	f := newFake(t)
 	_, tok := openMinted(t, f, "T", "A")
-	f.tool("count_to_three", func(ctx context.Context, _ principal.Principal, _ json.RawMessage, progress mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
-		if progress != nil {
-			progress(1, 3, "one")
-			progress(2, 3, "two")
-		}
-		return &mcphttp.ToolResult{Text: "three"}, nil
+	f.tool("count_to_three", func(ctx context.Context, _ principal.Principal, _ json.RawMessage, out mcphttp.Output) (*mcp.CallToolResult, error) {
+		out.Progress(1, 3, "one")
+		out.Progress(2, 3, "two")
+		return textResult("three"), nil
 	})
 	e := newMCPEnv(t, f, mcphttp.Options{})
 	sid := e.Initialize(tok)
@@ -242,11 +248,11 @@ func TestHTTPStreamCloseStreamsKeepsCalls(t *testing.T) {
 	_, tok := openMinted(t, f, "T", "A")
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	f.tool("slow", func(ctx context.Context, _ principal.Principal, _ json.RawMessage, _ mcphttp.ProgressFunc) (*mcphttp.ToolResult, error) {
+	f.tool("slow", func(ctx context.Context, _ principal.Principal, _ json.RawMessage, _ mcphttp.Output) (*mcp.CallToolResult, error) {
 		started <- struct{}{}
 		select {
 		case <-release:
-			return &mcphttp.ToolResult{Text: "finished"}, nil
+			return textResult("finished"), nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -27,6 +27,10 @@ const (
 	// version the endpoint does not serve (MCP 2026-07-28's
 	// UnsupportedProtocolVersionError).
 	CodeUnsupportedProtocolVersion = -32022
+	// CodeResourceNotFound: resources/subscribe of a URI the caller may not
+	// read, or nothing is at: the answer the backend gives resources/read
+	// for either in a 2025 session.
+	CodeResourceNotFound = -32002
 )
 
 // message is one decoded JSON-RPC message: a request (ID and Method), a

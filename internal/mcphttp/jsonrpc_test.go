@@ -5,38 +5,23 @@ import (
 	"testing"
 )
 
-func TestCallParams(t *testing.T) {
+func TestProgressToken(t *testing.T) {
 	tests := []struct {
 		params string
-		ok     bool
-		want   toolCall
+		want   string // "" for none
 	}{
-		{`{"name":"echo","arguments":{"text":"hi"}}`, true, toolCall{Name: "echo", Arguments: json.RawMessage(`{"text":"hi"}`)}},
-		{` { "arguments" : [1, {"a":"}"}] , "name" : "e\u0063ho" } `, true, toolCall{Name: "echo", Arguments: json.RawMessage(`[1, {"a":"}"}]`)}},
-		{`{"name":"x","_meta":{"progressToken":"p-1","other":{"progressToken":2}}}`, true, toolCall{Name: "x", ProgressToken: json.RawMessage(`"p-1"`)}},
-		{`{"name":"x","_meta":null}`, true, toolCall{Name: "x"}},
-		{`{"name":"x","name":"y"}`, true, toolCall{Name: "y"}}, // the last one wins, as in encoding/json
-		{`{"Name":"echo"}`, false, toolCall{}},                 // names are case-sensitive
-		{`{"name":""}`, false, toolCall{}},
-		{`{"name":7}`, false, toolCall{}},
-		{`{"arguments":{}}`, false, toolCall{}},
-		{`["echo"]`, false, toolCall{}},
-		{`"echo"`, false, toolCall{}},
-		{`null`, false, toolCall{}},
-		{``, false, toolCall{}},
+		{`{"name":"x","_meta":{"progressToken":"p-1","other":{"progressToken":2}}}`, `"p-1"`},
+		{` { "arguments" : [1, {"_meta":"}"}] , "_meta" : { "progressToken" : 7 } } `, `7`},
+		{`{"_meta":{"progressToken":1},"_meta":{"progressToken":2}}`, `2`}, // the last one wins, as in encoding/json
+		{`{"_meta":{"progressToken":null}}`, ""},
+		{`{"_meta":null}`, ""},
+		{`{"_Meta":{"progressToken":1}}`, ""}, // names are case-sensitive
+		{`{"arguments":{"_meta":{"progressToken":1}}}`, ""},
+		{`{}`, ""},
 	}
 	for _, tt := range tests {
-		got, ok := callParams(json.RawMessage(tt.params))
-		if ok != tt.ok {
-			t.Errorf("callParams(%s) ok = %v, want %v", tt.params, ok, tt.ok)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		if got.Name != tt.want.Name || string(got.Arguments) != string(tt.want.Arguments) || string(got.ProgressToken) != string(tt.want.ProgressToken) {
-			t.Errorf("callParams(%s) = {%q %s %s}, want {%q %s %s}", tt.params,
-				got.Name, got.Arguments, got.ProgressToken, tt.want.Name, tt.want.Arguments, tt.want.ProgressToken)
+		if got := progressToken(json.RawMessage(tt.params)); string(got) != tt.want {
+			t.Errorf("progressToken(%s) = %s, want %s", tt.params, got, tt.want)
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package mcphttp
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -22,54 +20,12 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// ErrUnknownTool is returned by a Backend's CallTool for a name no tool
-// has; the client gets JSON-RPC -32602.
-var ErrUnknownTool = errors.New("unknown tool")
-
 // caller is a request's principal as admitted: who its token
 // authenticated as, and the endpoint's credential generation read just
 // before (SPEC §5 step 0 compares it at dispatch).
 type caller struct {
 	principal.Principal
 	credGen uint64
-}
-
-// ToolDescriptor is one entry of tools/list.
-type ToolDescriptor struct {
-	Name        string
-	Description string
-	InputSchema json.RawMessage
-}
-
-// ToolResult is a tools/call result: one text content block, an optional
-// structured result, and whether the tool failed. The module root's
-// ToolResult is this type.
-type ToolResult struct {
-	Text              string // one text content block
-	StructuredContent any    // optional structured result
-	IsError           bool
-}
-
-// ProgressFunc reports the progress of a tools/call to its client (a
-// notifications/progress message); total and message are optional (0,
-// "").
-type ProgressFunc func(progress, total float64, message string)
-
-// LegacyBackend is what this endpoint serves until the issue 13 transport
-// replaces it with Backend (backend.go): authentication and tools. The
-// module root implements both.
-type LegacyBackend interface {
-	// Authenticate returns the principal a bearer token authenticates as,
-	// or an error (an AuthReasoner says why). Principal.CredentialID names
-	// the credential row the endpoint reads again at dispatch, and
-	// Principal.Expires when the token stops authenticating by the clock.
-	Authenticate(token string) (principal.Principal, error)
-	// Tools lists the tools of tools/list.
-	Tools() []ToolDescriptor
-	// CallTool runs one tools/call for p. progress is nil unless the
-	// client asked for progress. A name no tool has is ErrUnknownTool; an
-	// error once ctx is done is a cancellation, never answered.
-	CallTool(ctx context.Context, p principal.Principal, name string, args json.RawMessage, progress ProgressFunc) (*ToolResult, error)
 }
 
 // Options are the endpoint's settings. Zero values mean the defaults
@@ -125,6 +81,18 @@ type Options struct {
 	MaxSessions int
 	// KeepAlive is the interval of SSE keep-alive comments. Zero: 25 s.
 	KeepAlive time.Duration
+	// ReplayEvents bounds the SSE events a session keeps for its clients
+	// to resume their streams (GET with Last-Event-ID): the events of
+	// streams not delivered to completion, in all of the session's
+	// streams; past it the oldest goes (the newest always stays). The
+	// standalone stream's notifications wait there too. Zero: 256.
+	ReplayEvents int
+	// ReplayBytes bounds the bytes of those events the same way. Zero:
+	// 1 MiB.
+	ReplayBytes int
+	// MaxSubscriptions bounds the resources one session may subscribe
+	// (resources/subscribe); past it a subscribe is refused. Zero: 256.
+	MaxSubscriptions int
 	// RetryAfter is the Retry-After of 429 and 503 answers. Zero: 1 s.
 	RetryAfter time.Duration
 	// ActorTimeout bounds each request to a session actor. Zero: 5 s.
@@ -212,6 +180,15 @@ func (o Options) withDefaults() Options {
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 25 * time.Second
 	}
+	if o.ReplayEvents <= 0 {
+		o.ReplayEvents = 256
+	}
+	if o.ReplayBytes <= 0 {
+		o.ReplayBytes = 1 << 20
+	}
+	if o.MaxSubscriptions <= 0 {
+		o.MaxSubscriptions = 256
+	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = time.Second
 	}
@@ -239,7 +216,7 @@ func (o Options) withDefaults() Options {
 // Server is the MCP Streamable HTTP endpoint. It is an http.Handler.
 type Server struct {
 	opts    Options
-	backend LegacyBackend
+	backend Backend
 	store   *memdb.Store
 	root    *actor.RootContext
 	router  *httprouter.Router
@@ -265,7 +242,7 @@ type Server struct {
 
 // New returns the endpoint. Sessions are actors of system; their records
 // live in store.
-func New(b LegacyBackend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
+func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
 	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
 	s.originHost = httpguard.Guard{
 		AllowedHosts: s.opts.AllowedHosts, AllowedOrigins: s.opts.AllowedOrigins,
@@ -273,7 +250,8 @@ func New(b LegacyBackend, store *memdb.Store, system *actor.ActorSystem, opts Op
 	}
 	s.live = liveness.New(store, s.opts.Now)
 	s.unhookGen = store.OnCredentialsChanged(func([]*memdb.Credential) { s.credGen.Add(1) })
-	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace)
+	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace,
+		session.StreamLimits{Events: s.opts.ReplayEvents, Bytes: s.opts.ReplayBytes})
 	s.sessionProps = session.NewProps(&session.Config{
 		Store:       store,
 		Table:       s.sessions,

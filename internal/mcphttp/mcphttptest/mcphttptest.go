@@ -422,12 +422,13 @@ func (s *Stream) WantEnd(t *testing.T, what string) {
 	select {
 	case <-s.done:
 	case <-time.After(HangAfter):
-		t.Fatalf("%s: stream still open %v after the call returned", what, HangAfter)
+		t.Fatalf("%s: stream still open %v after the call returned; it carried %q", what, HangAfter, s.Snapshot())
 	}
 }
 
 // SSEEvents splits a complete event-stream body into the JSON of each
-// event's data; comments are dropped.
+// event's data; comments, and events without data (a priming event, a
+// retry field), are dropped.
 func SSEEvents(t *testing.T, body []byte) []Answer {
 	t.Helper()
 	var out []Answer
@@ -438,7 +439,7 @@ func SSEEvents(t *testing.T, body []byte) []Answer {
 				data = append(data, strings.TrimPrefix(d, " "))
 			}
 		}
-		if len(data) == 0 {
+		if len(data) == 0 || len(data) == 1 && data[0] == "" {
 			continue
 		}
 		var a Answer
@@ -562,4 +563,61 @@ func (p *Pending) Await(t *testing.T, what string) *Result {
 		t.Fatalf("%s: no answer after %v", what, HangAfter)
 	}
 	return nil
+}
+
+// SSEEvent is one event of an event stream as sent: its id, retry field
+// and data ("" for none: a priming event).
+type SSEEvent struct {
+	ID, Retry, Data string
+}
+
+// ParseSSE splits an event stream into its events; comments are dropped,
+// and so are blocks with neither an id nor data.
+func ParseSSE(body string) []SSEEvent {
+	var out []SSEEvent
+	for _, block := range strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n\n") {
+		var ev SSEEvent
+		var data []string
+		hasID := false
+		for _, line := range strings.Split(block, "\n") {
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "id":
+				ev.ID, hasID = value, true
+			case "retry":
+				ev.Retry = value
+			case "data":
+				data = append(data, value)
+			}
+		}
+		if !hasID && len(data) == 0 {
+			continue
+		}
+		ev.Data = strings.Join(data, "\n")
+		out = append(out, ev)
+	}
+	return out
+}
+
+// Events returns the events the stream carried so far.
+func (s *Stream) Events() []SSEEvent {
+	return ParseSSE(strings.Join(s.Snapshot(), "\n"))
+}
+
+// ResumeHeaders is GetHeaders with a Last-Event-ID.
+func ResumeHeaders(tok, sid, lastEventID string) http.Header {
+	h := GetHeaders(tok, sid)
+	h.Set("Last-Event-ID", lastEventID)
+	return h
+}
+
+// StreamWith sends GET with headers h and requires 200 text/event-stream.
+func (e *Client) StreamWith(h http.Header) *Stream {
+	e.T.Helper()
+	s, res := e.OpenStream(h)
+	if s == nil {
+		e.T.Fatalf("GET stream = %s, want 200 text/event-stream", res)
+	}
+	return s
 }

@@ -1,0 +1,27 @@
+package mcphttp
+
+// SessionState is what the tests read of a live session's shared state.
+type SessionState struct {
+	Streams int    // streams kept (not delivered to completion)
+	Events  int    // events kept for resumption
+	Bytes   int    // their bytes
+	Dropped uint64 // events that went before they were delivered
+	// Subscriptions is how many URIs the session subscribed.
+	Subscriptions int
+}
+
+// State returns the shared state of live session sid of namespace ns; ok
+// false if there is none. For testing.
+func (s *Server) State(sid, ns string) (SessionState, bool) {
+	e := s.sessions.Lookup(sid, ns)
+	if e == nil {
+		return SessionState{}, false
+	}
+	events, bytes, dropped := e.Streams.Kept()
+	return SessionState{Streams: e.Streams.Len(), Events: events, Bytes: bytes, Dropped: dropped,
+		Subscriptions: s.sessions.Subscriptions(e)}, true
+}
+
+// SubscribedURIs returns how many URIs the endpoint's subscription index
+// holds, over all sessions. For testing.
+func (s *Server) SubscribedURIs() int { return s.sessions.SubscribedURIs() }
