@@ -17,6 +17,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -403,13 +404,24 @@ func TestFailNextOpen(t *testing.T) {
 		t.Errorf("GetSessions after a failed open = %+v, want none", got)
 	}
 	// The failure is one-shot, and the failed id can be used again once the
-	// failed session actor has stopped.
-	eventually(t, "the failed session actor stopped", func() bool {
-		_, ok := e.sys.ProcessRegistry.GetLocal("provider/a/ps_1")
-		return !ok
+	// instance has reaped the failed session actor; until then an open of
+	// that id is refused as unavailable (never a new actor that the old
+	// one's Terminated would be taken for).
+	var retry *provider.OpenSessionResult
+	eventually(t, "the failed id opens again", func() bool {
+		retry = e.open(pid, "ps_1", binding("t1", "c1"))
+		if err := retry.Err(); err != nil && !errors.Is(err, fault.ErrUnavailable) {
+			t.Fatalf("OpenSession(ps_1) while the failed one stops = %v, want ErrUnavailable or success", err)
+		}
+		return retry.Err() == nil
 	})
-	if got := e.mustOpen(pid, "ps_1", binding("t1", "c1")); got != "ps_1" {
-		t.Errorf("retry session = %q, want ps_1", got)
+	if retry.SessionID != "ps_1" {
+		t.Errorf("retry session = %q, want ps_1", retry.SessionID)
+	}
+	// The session opened is kept: the failed actor's late Terminated did not
+	// close it.
+	if got := e.sessions(pid); len(got) != 1 || got[0].ID != "ps_1" || got[0].State != memdb.SessionOpen {
+		t.Errorf("GetSessions after the retry = %+v, want ps_1 open", got)
 	}
 }
 

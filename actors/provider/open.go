@@ -112,6 +112,12 @@ func (a *instanceActor) openFor(ctx actor.Context, id string, b Binding, dl time
 	}
 	if id == "" {
 		id = token.NewID("ps_")
+	} else if a.children[id] != nil {
+		// The id's earlier session has not been reaped yet (its Terminated
+		// is still on its way, even when the registry already forgot it):
+		// a new actor of that name would be taken for it and closed.
+		answer(&OpenSessionResult{Fault: fault.New(fault.Unavailable, "open provider session %s of %s: the id's previous session is still stopping", id, a.cfg.Instance.ID)})
+		return
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		return newProviderSession(id, a.cfg, b, dl)
