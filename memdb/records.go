@@ -25,6 +25,10 @@ const (
 const (
 	KindProvider = "provider"
 	KindClient   = "client"
+	// KindRefresh is a refresh token of a client grant issued by the
+	// runtime's authorization server: it shares the grant's namespace but
+	// never authenticates a request, and never keeps the namespace live.
+	KindRefresh = "refresh"
 )
 
 // Client-grant access levels.
@@ -125,8 +129,16 @@ type Credential struct {
 	Namespace    string // "cred:<ID>" for provider credentials, "client:<ClientID>" for clients
 	Thread       string // provider credentials only
 	Instance     string // provider credentials only
-	Client       string // client tokens only
-	Access       string // client tokens only: AccessReadOnly or AccessReadWrite
+	Client       string // client tokens and refresh tokens only
+	Access       string // client tokens and refresh tokens only: AccessReadOnly or AccessReadWrite
+	// Audience is the resource (RFC 8707: the MCP endpoint's URL) an
+	// OAuth-issued token is bound to; an endpoint serving another resource
+	// refuses it like an unknown token. "": not bound (provider
+	// credentials, admin-issued client tokens).
+	Audience string
+	// OAuthClient is the SHA-256 (hex) of the OAuth client_id a refresh
+	// token was issued to; only that client may redeem it. "" otherwise.
+	OAuthClient  string
 	Capabilities []string
 	Issued       time.Time
 	LastLive     time.Time // last liveness refresh (mint or turn start)
