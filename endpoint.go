@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
@@ -109,10 +110,21 @@ type MCPSessionInfo struct {
 // http.Handler. Create it with Runtime.MCPHandler.
 type MCPEndpoint struct {
 	srv *mcphttp.Server
+	// oauth serves the OAuth routes (/.well-known/…, /oauth/…) when
+	// Config.OAuth serves this endpoint's path; nil otherwise.
+	oauth http.Handler
 }
 
-// ServeHTTP serves the endpoint.
-func (e *MCPEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) { e.srv.ServeHTTP(w, r) }
+// ServeHTTP serves the endpoint and, when Config.OAuth serves its path,
+// the OAuth routes beside it: every path under /.well-known/ and /oauth/
+// (SPEC §5c). Mounted at "/", it is the whole MCP listener.
+func (e *MCPEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e.oauth != nil && (strings.HasPrefix(r.URL.Path, "/.well-known/") || strings.HasPrefix(r.URL.Path, "/oauth/")) {
+		e.oauth.ServeHTTP(w, r)
+		return
+	}
+	e.srv.ServeHTTP(w, r)
+}
 
 // Close ends every MCP session (their streams close, their calls are
 // cancelled) and waits for their actors to stop; initialize is refused
@@ -139,7 +151,11 @@ func (e *MCPEndpoint) SessionInfos() []MCPSessionInfo {
 }
 
 // MCPHandler returns the MCP Streamable HTTP endpoint (SPEC §5) serving the
-// runtime's tools, to mount on an http.Server. Close ends its sessions. The
+// runtime's tools, to mount on an http.Server. When Config.OAuth serves
+// its path, its 401s lead clients to the OAuth metadata, it accepts the
+// tokens bound to its resource, and it serves the OAuth routes (SPEC §5c):
+// mount it at "/" (or route /.well-known/ and /oauth/ to it, or to
+// Runtime.OAuthHandler). Close ends its sessions. The
 // runtime's Close closes it too. The endpoint bounds how long a POST body
 // may take (MCPOptions.BodyTimeout); how long headers may take is the
 // http.Server's: set its ReadHeaderTimeout (cmd/runtime: 10 s).
@@ -175,7 +191,12 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 	if opts.Observer != nil {
 		o.Observer = opts.Observer
 	}
-	ep := &MCPEndpoint{srv: mcphttp.New(mcpBackend{r}, r.store, r.system, o)}
+	var resource string
+	o.ResourceMetadata, o.ChallengeScope, resource = r.challenge(opts.Path)
+	ep := &MCPEndpoint{srv: mcphttp.New(mcpBackend{r: r, resource: resource}, r.store, r.system, o)}
+	if resource != "" {
+		ep.oauth = r.OAuthHandler()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -199,10 +220,24 @@ func (r *Runtime) mcpSessions() int {
 }
 
 // mcpBackend adapts the Runtime to the MCP endpoint: the principal and
-// the tool result pass through as they are.
-type mcpBackend struct{ r *Runtime }
+// the tool result pass through as they are. resource is the endpoint's
+// OAuth resource ("" when OAuth does not serve it).
+type mcpBackend struct {
+	r        *Runtime
+	resource string
+}
 
-func (b mcpBackend) Authenticate(tok string) (Principal, error) { return b.r.Authenticate(tok) }
+// Authenticate is the runtime's, plus the audience (RFC 8707): a token
+// bound to another resource is refused exactly like an unknown one, and
+// the refusal goes to the audit trail (SPEC §5c).
+func (b mcpBackend) Authenticate(tok string) (Principal, error) {
+	p, err := b.r.Authenticate(tok)
+	if err == nil && p.Audience != "" && p.Audience != b.resource {
+		b.r.credentialEvent(CredentialEvent{Kind: EventAudienceRefused, Client: p.Client, Credential: p.CredentialID, Reason: "audience_mismatch"})
+		return Principal{}, &AuthError{Reason: AuthUnknown}
+	}
+	return p, err
+}
 
 func (b mcpBackend) Tools() []mcphttp.ToolDescriptor {
 	tools := b.r.Tools()

@@ -15,6 +15,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/deadline"
+	"github.com/agenthost/mcpruntime/internal/oauth"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -31,6 +32,8 @@ type Runtime struct {
 	cancel  context.CancelFunc
 	work    sync.WaitGroup // driver goroutines
 	tools   toolRegistry
+	oauth   *oauth.Server   // the authorization server; nil when off
+	jwt     *oauth.Verifier // the resource-server mode's verifier; nil when off
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -64,6 +67,10 @@ func New(cfg Config) (*Runtime, error) {
 		instances:     map[string]*actor.PID{},
 		closeTimeouts: map[string]time.Duration{},
 		clients:       map[string]*actor.PID{},
+	}
+	if err := r.newOAuth(); err != nil {
+		r.Close()
+		return nil, err
 	}
 	r.drivers.Register(provider.InprocKind, provider.InprocFactory)
 	r.drivers.Register(execdriver.Kind, execdriver.Factory(logger))
@@ -142,7 +149,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 	// Revocation first: from here on no token authenticates.
 	wait(threads, &thread.RevokeAll{Reason: credential.ReasonShutdown}, time.Now().Add(r.budget(opActor, "")))
-	wait(clients, &client.Revoke{}, time.Now().Add(r.budget(opActor, "")))
+	wait(clients, &client.Revoke{Reason: credential.ReasonShutdown}, time.Now().Add(r.budget(opActor, "")))
 	// Then the provider sessions; CloseAll answers once they have stopped,
 	// at the latest an actor round trip after ctx's deadline cancelled their
 	// drivers.

@@ -123,14 +123,14 @@ func (p *ProviderSession) Clone() *ProviderSession {
 // Provider credentials are written by their thread's actor, client tokens by
 // their grant's actor.
 type Credential struct {
-	ID           string
-	TokenHash    string // hex SHA-256 of the token; the token itself is never stored
-	Kind         string // KindProvider or KindClient
-	Namespace    string // "cred:<ID>" for provider credentials, "client:<ClientID>" for clients
-	Thread       string // provider credentials only
-	Instance     string // provider credentials only
-	Client       string // client tokens and refresh tokens only
-	Access       string // client tokens and refresh tokens only: AccessReadOnly or AccessReadWrite
+	ID        string
+	TokenHash string // hex SHA-256 of the token; the token itself is never stored
+	Kind      string // KindProvider or KindClient
+	Namespace string // "cred:<ID>" for provider credentials, "client:<ClientID>" for clients
+	Thread    string // provider credentials only
+	Instance  string // provider credentials only
+	Client    string // client tokens and refresh tokens only
+	Access    string // client tokens and refresh tokens only: AccessReadOnly or AccessReadWrite
 	// Audience is the resource (RFC 8707: the MCP endpoint's URL) an
 	// OAuth-issued token is bound to; an endpoint serving another resource
 	// refuses it like an unknown token. "": not bound (provider
