@@ -31,6 +31,19 @@ type adminCmd struct {
 	Run      runCmds      `cmd:"" help:"Runs of a thread."`
 	Client   clientCmds   `cmd:"" help:"Client grants (hosts' own MCP clients)."`
 	Sessions sessionsCmd  `cmd:"" help:"List live MCP sessions (GET /admin/v1/sessions)."`
+	OAuth    oauthCmds    `cmd:"" name:"oauth" help:"OAuth sign-in of MCP clients."`
+}
+
+type oauthCmds struct {
+	Pair oauthPairCmd `cmd:"" help:"Mint a pairing code that approves one OAuth sign-in on the consent page; prints it once (POST /admin/v1/oauth/pairing-codes)."`
+}
+
+type oauthPairCmd struct {
+	Access string `enum:"read-only,read-write" default:"read-only" help:"read-only or read-write: what the signed-in client may do."`
+}
+
+func (c *oauthPairCmd) Run(d *deps) error {
+	return d.call(http.MethodPost, "/admin/v1/oauth/pairing-codes", map[string]any{"access": c.Access})
 }
 
 type instanceCmds struct {

@@ -156,6 +156,7 @@ func TestDefaults(t *testing.T) {
 		HeaderTimeout: duration(10 * time.Second), BodyTimeout: duration(30 * time.Second), RequestsPerNamespace: 256,
 		MaxRequests: 4096, BodyBytesInFlight: 64 << 20,
 		MaxThreads: 10000,
+		oauthFlags: oauthFlags{OAuth: true, PairingCodeTTL: duration(5 * time.Minute), RefreshTokenTTL: duration(720 * time.Hour)},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)

@@ -54,6 +54,8 @@ type serveCmd struct {
 	// The admin listener's guard and the bound on threads (issue 11).
 	AdminAllowedHosts []string `config:"" placeholder:"HOST" help:"Host header values the admin listener (admin API, /healthz, /readyz, /metrics) accepts besides loopback ones and, when --admin-listen is beyond loopback, its own host."`
 	MaxThreads        int      `config:"" default:"10000" placeholder:"N" help:"Threads in all (active and archived); past it creating one fails (admin API: 409 too_many_threads)."`
+
+	oauthFlags `embed:""`
 }
 
 // validate checks what the types alone do not.
@@ -121,6 +123,7 @@ func (s *serveCmd) validate() error {
 	if s.BodyBytesInFlight < s.BodyLimit {
 		add("--body-bytes-in-flight %d: want at least --body-limit (%d)", s.BodyBytesInFlight, s.BodyLimit)
 	}
+	errs = append(errs, s.oauthFlags.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -220,7 +223,12 @@ func (s *serveCmd) Run(d *deps) error {
 		endpoint = "http://" + urlHost(s.Listen, mcpAddr) + s.MCPPath
 	}
 
+	oauthCfg, err := s.oauthFlags.config("http://"+urlHost(s.Listen, mcpAddr), s.MCPPath, allowed)
+	if err != nil {
+		return err
+	}
 	rt, err := mcpruntime.New(mcpruntime.Config{
+		OAuth:            oauthCfg,
 		Endpoint:         endpoint,
 		CredentialWindow: runtimeDuration(s.CredentialWindow),
 		ClientTokenTTL:   runtimeDuration(s.ClientTokenTTL),
@@ -301,6 +309,9 @@ func (s *serveCmd) Run(d *deps) error {
 		"admin", "http://" + urlHost(s.AdminListen, adminAddr) + "/admin/v1/", "endpoint", endpoint}
 	if demoFile != "" {
 		readyAttrs = append(readyAttrs, "demo_credential", demoFile)
+	}
+	if oauthCfg.PublicOrigin != "" {
+		readyAttrs = append(readyAttrs, "oauth_issuer", oauthCfg.PublicOrigin)
 	}
 	log.Info("runtime ready", readyAttrs...)
 	if hook, ok := d.ctx.Value(readyHookKey{}).(func(mcpAddr, adminAddr string)); ok {
