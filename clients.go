@@ -116,6 +116,10 @@ func (r *Runtime) RevokeClient(ctx context.Context, clientID string) error {
 		return fmt.Errorf("client %q: %w", clientID, ErrUnknownClient)
 	}
 	_, err := call[*client.Revoked](ctx, r, target{pid: pid, gone: ErrUnknownClient}, &client.Revoke{Reason: credential.ReasonAdmin}, r.budget(opActor, ""))
+	if err == nil && r.jwt != nil {
+		// A JWT subject's grant: its tokens issued until now stay refused.
+		r.jwt.Revoked(clientID, r.cfg.Now())
+	}
 	return err
 }
 

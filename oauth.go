@@ -10,8 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agenthost/mcpruntime/actors/client"
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/internal/oauth"
+	"github.com/agenthost/mcpruntime/internal/token"
 )
 
 // Defaults of OAuthConfig.
@@ -191,6 +196,88 @@ func (r *Runtime) NewPairingCode(ctx context.Context, access string) (PairingCod
 		return PairingCode{}, fmt.Errorf("access %q: %w", access, ErrInvalidArgument)
 	}
 	return pc, err
+}
+
+// authenticateJWT authenticates a JWT of the resource-server mode: by its
+// hash when it was seen before (its row says whether it is still live);
+// else verified (internal/oauth.Verifier) and recorded as a token of the
+// client grant of its (iss, sub), spawned at the first. Every refusal is
+// an unknown token's, but an expired one's (SPEC §5c).
+func (r *Runtime) authenticateJWT(tok string) (Principal, error) {
+	hash := token.Hash(tok)
+	p, err := credential.AuthenticateHash(r.store.Read(), hash, r.cfg.Now())
+	if ae, ok := errors.AsType[*AuthError](err); err == nil || ok && ae.Reason != AuthUnknown {
+		return p, err
+	}
+	if err := r.checkOpen(); err != nil {
+		return Principal{}, &AuthError{Reason: AuthUnknown}
+	}
+	ctx, cancel := context.WithTimeout(r.base, r.budget(opActor, ""))
+	defer cancel()
+	s, err := r.jwt.Verify(ctx, tok)
+	if err != nil {
+		return Principal{}, r.jwtRefused(err)
+	}
+	pid, err := r.jwtGrant(s)
+	if err == nil {
+		_, err = r.issueToken(ctx, target{pid: pid, gone: ErrUnknownClient}, &client.RecordToken{
+			TokenHash: hash, Access: s.Access, Audience: r.jwt.Resource(), Expires: s.Expires,
+		})
+	}
+	if err != nil {
+		r.cfg.Logger.Warn("oauth: record a verified JWT", "client", s.Grant, "err", err)
+		return Principal{}, &AuthError{Reason: AuthUnknown}
+	}
+	return credential.AuthenticateHash(r.store.Read(), hash, r.cfg.Now())
+}
+
+// jwtRefused audits a refused JWT whose signature verified (a made-up
+// token costs no log line) and returns its authentication error.
+func (r *Runtime) jwtRefused(err error) error {
+	reason := ""
+	switch {
+	case errors.Is(err, oauth.ErrJWTAudience):
+		r.credentialEvent(CredentialEvent{Kind: EventAudienceRefused, Via: viaJWT, Reason: "audience_mismatch"})
+	case errors.Is(err, oauth.ErrJWTIssuer):
+		reason = "jwt_issuer"
+	case errors.Is(err, oauth.ErrJWTExpired):
+		reason = "jwt_expired"
+	case errors.Is(err, oauth.ErrJWTScope):
+		reason = "jwt_scope"
+	case errors.Is(err, oauth.ErrJWTRevoked):
+		reason = "jwt_revoked"
+	case errors.Is(err, oauth.ErrJWTSubject):
+		reason = "jwt_subject"
+	}
+	if reason != "" {
+		r.credentialEvent(CredentialEvent{Kind: EventAuthorizationFailed, Via: viaJWT, Reason: reason})
+	}
+	if errors.Is(err, oauth.ErrJWTExpired) {
+		return &AuthError{Reason: AuthExpired}
+	}
+	return &AuthError{Reason: AuthUnknown}
+}
+
+// jwtGrant returns the actor of the client grant of a verified JWT's
+// subject, spawning it the first time.
+func (r *Runtime) jwtGrant(s oauth.Subject) (*actor.PID, error) {
+	r.mu.Lock()
+	pid := r.clients[s.Grant]
+	r.mu.Unlock()
+	if pid != nil {
+		return pid, nil
+	}
+	pid, err := r.spawnGrant(s.Grant, s.Label, s.Access, viaJWT)
+	if err != nil {
+		// Another request spawned it first.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if p := r.clients[s.Grant]; p != nil {
+			return p, nil
+		}
+		return nil, err
+	}
+	return pid, nil
 }
 
 // challenge is what the endpoint at path adds to its 401s, and the

@@ -184,8 +184,14 @@ func (r *Runtime) checkOpen() error {
 // Authenticate resolves a bearer token to its principal: a shape check,
 // one hash, one lock-free store read, and a liveness check against the
 // clock (internal/credential). It is what the transport calls on every
-// request. Failures are *AuthError values matching ErrUnauthenticated.
+// request. Failures are *AuthError values matching ErrUnauthenticated. In
+// the resource-server mode (OAuthConfig.Issuer) a JWT is verified the
+// first time it is seen and recorded as a token of its subject's client
+// grant; from then on it authenticates like any other token.
 func (r *Runtime) Authenticate(tok string) (Principal, error) {
+	if r.jwt != nil && oauth.LooksLikeJWT(tok) {
+		return r.authenticateJWT(tok)
+	}
 	return credential.Authenticate(r.store.Read(), tok, r.cfg.Now())
 }
 

@@ -90,6 +90,14 @@ func (a *grantActor) live(ctx actor.Context) {
 		}
 		res.Fault = fault.From(err)
 		ctx.Respond(res)
+	case *RecordToken:
+		if deadline.Passed(msg.Or(time.Minute)) {
+			ctx.Respond(msg.fail(fault.New(fault.Timeout, "record a token of %s: deadline passed: %v", a.cfg.ID, fault.ErrTimeout)))
+			return
+		}
+		res, err := a.record(msg)
+		res.Fault = fault.From(err)
+		ctx.Respond(res)
 	case *Revoke:
 		reason := msg.Reason
 		if reason == "" {
@@ -206,6 +214,37 @@ func (a *grantActor) issue(msg *IssueToken, spent func(w *memdb.Writer) error) (
 	a.event(kind, res.CredentialID, "")
 	if refreshID != "" && spent != nil {
 		a.event(credential.EventRotated, refreshID, "")
+	}
+	return res, nil
+}
+
+// record writes a verified token's row, marking the grant's expired rows
+// and pruning, in one transaction.
+func (a *grantActor) record(msg *RecordToken) (*TokenIssued, error) {
+	now := a.cfg.Now()
+	res := &TokenIssued{Access: msg.Access, Expires: msg.Expires}
+	fresh := false
+	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		olds, err := w.CredentialsByNamespace(nil, Namespace(a.cfg.ID))
+		if err != nil {
+			return err
+		}
+		if err := credential.RevokeExpired(w, olds, now); err != nil {
+			return err
+		}
+		fresh = !slices.ContainsFunc(olds, func(c *memdb.Credential) bool { return c.TokenHash == msg.TokenHash })
+		c, err := credential.RecordClient(w, a.cfg.ID, msg.Access, msg.Audience, msg.TokenHash, now, msg.Expires)
+		if err != nil {
+			return err
+		}
+		res.CredentialID = c.ID
+		return a.prune(w)
+	})
+	if err != nil {
+		return &TokenIssued{}, err
+	}
+	if fresh {
+		a.event(credential.EventIssued, res.CredentialID, "")
 	}
 	return res, nil
 }

@@ -46,7 +46,19 @@ type RedeemRefresh struct {
 	OAuthClient string
 }
 
-// TokenIssued answers IssueToken and RedeemRefresh. The tokens are shown
+// RecordToken records a token of the grant minted elsewhere and verified —
+// a JWT of the resource-server mode — by its hash, so that it
+// authenticates, is rechecked and is revoked as the grant's own tokens
+// are. Answered by *TokenIssued (without a token).
+type RecordToken struct {
+	deadline.Request
+	TokenHash string
+	Access    string
+	Audience  string
+	Expires   time.Time
+}
+
+// TokenIssued answers IssueToken, RedeemRefresh and RecordToken. The tokens are shown
 // here and nowhere else.
 type TokenIssued struct {
 	Token        string
@@ -91,10 +103,12 @@ func (r *GrantInfo) Err() error { return r.Fault.Err() }
 
 func (*IssueToken) clientMessage()    {}
 func (*RedeemRefresh) clientMessage() {}
+func (*RecordToken) clientMessage()   {}
 func (*Revoke) clientMessage()        {}
 func (*GetGrant) clientMessage()      {}
 
 func (*IssueToken) fail(f fault.Fault) any    { return &TokenIssued{Fault: f} }
 func (*RedeemRefresh) fail(f fault.Fault) any { return &TokenIssued{Fault: f} }
+func (*RecordToken) fail(f fault.Fault) any   { return &TokenIssued{Fault: f} }
 func (*Revoke) fail(f fault.Fault) any        { return &Revoked{Fault: f} }
 func (*GetGrant) fail(f fault.Fault) any      { return &GrantInfo{Fault: f} }

@@ -92,6 +92,21 @@ func IssueRefresh(w *memdb.Writer, grant, access, audience, oauthClient string, 
 	return issue(w, memdb.KindRefresh, "rtok_", token.RefreshPrefix, grant, access, audience, oauthClient, now, ttl)
 }
 
+// RecordClient writes a live access token of client grant grant whose
+// token was minted elsewhere and verified (a JWT of the resource-server
+// mode): its hash, access, audience and expiry as verified. A row with the
+// same hash already there is returned as it is (two first uses at once).
+func RecordClient(w *memdb.Writer, grant, access, audience, hash string, now, expires time.Time) (*memdb.Credential, error) {
+	if c, err := w.CredentialByTokenHash(nil, hash); err == nil {
+		return c, nil
+	}
+	c := &memdb.Credential{
+		ID: token.NewID("jtok_"), TokenHash: hash, Kind: memdb.KindClient, Namespace: principal.ClientNamespace(grant),
+		Client: grant, Access: access, Audience: audience, Issued: now, LastLive: now, Expires: expires, State: memdb.StateLive,
+	}
+	return c, w.PutCredential(c)
+}
+
 func issue(w *memdb.Writer, kind, idPrefix, tokPrefix, grant, access, audience, oauthClient string, now time.Time, ttl time.Duration) (*memdb.Credential, string, error) {
 	tok, hash := token.NewWith(tokPrefix)
 	c := &memdb.Credential{

@@ -299,3 +299,5 @@ func mustQuery(t *testing.T, location string) url.Values {
 	}
 	return u.Query()
 }
+
+func jsonDecode(resp *http.Response, dst any) error { return json.NewDecoder(resp.Body).Decode(dst) }
