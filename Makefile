@@ -23,13 +23,17 @@ demo: ## the whole story over real HTTP on free loopback ports, with real agent 
 	$(GO) build -o bin/agent ./examples/agent
 	bash scripts/demo.sh bin/runtime bin/agent
 
+.PHONY: test-deps
+test-deps: ## install what the tests need besides Go when missing: the TypeScript SDK client (npm ci) and Chromium (apt-get)
+	bash scripts/test-deps.sh
+
 .PHONY: test
-test: ## vet, then every test with the race detector (what CI runs)
+test: test-deps ## vet, then every test with the race detector (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 
 .PHONY: race
-race: ## every test with the race detector
+race: test-deps ## every test with the race detector
 	$(GO) test -race $(PKGS)
 
 .PHONY: prop
