@@ -15,14 +15,14 @@ var pages = template.Must(template.New("page").Parse(`<!doctype html>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 <title>{{if .Error}}Sign-in refused{{else}}Approve {{.Client}}{{end}} — {{.Server}}</title>
 <style>
 body{font:16px/1.5 system-ui,sans-serif;background:#f4f5f7;color:#1d2330;margin:0}
 main{max-width:30rem;margin:3rem auto;background:#fff;border-radius:12px;padding:2rem;box-shadow:0 2px 12px rgba(0,0,0,.08)}
 h1{font-size:1.3rem;margin:0 0 1rem}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1rem;margin:0 0 1.5rem}
-dt{color:#5b6475}dd{margin:0;word-break:break-all}
+dt{color:#5b6475}dd{margin:0;overflow-wrap:anywhere}
 label{display:block;font-weight:600;margin-bottom:.4rem}
 input[type=text]{font:1.4rem ui-monospace,monospace;letter-spacing:.1em;width:100%;box-sizing:border-box;padding:.5rem;border:1px solid #b8bfcc;border-radius:8px;text-transform:uppercase}
 .buttons{display:flex;gap:.75rem;margin-top:1.25rem}
@@ -88,7 +88,7 @@ func (s *Server) render(w http.ResponseWriter, status int, d pageData, formTarge
 	}
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action "+formAction+"; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // not no-referrer: Chrome then sends "Origin: null" with the form
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
 }
