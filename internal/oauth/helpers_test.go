@@ -27,6 +27,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
+var discard = slog.New(slog.DiscardHandler)
+
+// s256 is the PKCE challenge of verifier.
+func s256(verifier string) string {
+	sum := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
 // clock is a test clock.
 type clock struct {
 	mu  sync.Mutex
