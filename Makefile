@@ -14,8 +14,8 @@ build: ## compile everything and bin/runtime
 	$(GO) build -o bin/runtime ./cmd/runtime
 
 .PHONY: run
-run: ## run the runtime on its embedded in-memory default (loopback only)
-	$(GO) run ./cmd/runtime
+run: ## run the runtime on its embedded in-memory default (loopback only), with the demo thread and its credential
+	$(GO) run ./cmd/runtime --demo
 
 .PHONY: demo
 demo: ## the whole story over real HTTP on free loopback ports, with real agent processes; fails if a step deviates
@@ -41,10 +41,13 @@ prop: ## the property suite, long: 1000 checks per machine, under the race detec
 	$(GO) test -race -run 'Prop|Machine' -count=1 -timeout 60m ./proptest/ -rapid.checks=1000
 
 .PHONY: fuzz
-fuzz: ## fuzz JSON-RPC decoding, the HTTP handler and the lifecycle state machine, 30 s each
+fuzz: ## fuzz JSON-RPC decoding, the HTTP handler, the lifecycle state machine and the OAuth endpoints, 30 s each
 	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzDecodeMessage -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzLifecycleMachine -fuzztime=30s ./proptest/
+	$(GO) test -run '^$$' -fuzz=FuzzRegister -fuzztime=30s ./internal/oauth/
+	$(GO) test -run '^$$' -fuzz=FuzzToken -fuzztime=30s ./internal/oauth/
+	$(GO) test -run '^$$' -fuzz=FuzzAuthorize -fuzztime=30s ./internal/oauth/
 
 .PHONY: mutants
 mutants: ## run the suite against each deliberate bug in scripts/mutants/; fails if one survives

@@ -2,13 +2,17 @@ package mcpruntime_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
 )
 
 // benchSession starts an MCP endpoint over the bench runtime and
@@ -93,3 +97,27 @@ func BenchmarkHTTPPing(b *testing.B) {
 		post(body)
 	}
 }
+
+// BenchmarkServeToolCall is one tools/call (thread_read) through the
+// backend's Serve alone, as the issue 13 transport calls it: params
+// decoded, the checks, schema validation, the tool, the result value (not
+// encoded).
+func BenchmarkServeToolCall(b *testing.B) {
+	rt, p, _ := benchRuntime(b)
+	be := mcpruntime.NewBackend(rt, mcpruntime.MCPOptions{})
+	req := &mcphttp.Request{Method: "tools/call", Params: json.RawMessage(`{"name":"thread_read","arguments":{}}`), Caller: p,
+		Era: mcphttp.EraSession, ClientCapabilities: &mcp.ClientCapabilities{}, Out: nopOutput{}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := be.Serve(ctx, req); res.Result == nil {
+			b.Fatalf("Serve = %+v", res.Err)
+		}
+	}
+}
+
+type nopOutput struct{}
+
+func (nopOutput) Progress(float64, float64, string) {}
+func (nopOutput) Log(mcp.LoggingLevel, string, any) {}
+func (nopOutput) CloseStream()                      {}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agenthost/mcpruntime/internal/credential"
 )
 
@@ -14,31 +16,43 @@ import (
 func (r *Runtime) builtinTools() []Tool {
 	return []Tool{
 		{
-			Name:        "runtime_capabilities",
-			Description: "Who the caller is (namespace kind, thread, instance), its capabilities, and which tools it may call now.",
-			InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false}`),
-			Access:      AccessRead,
-			Handler:     r.toolCapabilities,
+			Tool: mcp.Tool{
+				Name:        "runtime_capabilities",
+				Title:       "Runtime capabilities",
+				Description: "Who the caller is (namespace kind, thread, instance), its capabilities, and which tools it may call now.",
+				InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false}`),
+			},
+			Access:  AccessRead,
+			Handler: r.toolCapabilities,
 		},
 		{
-			Name: "thread_list",
-			Description: "List threads with their status and current provider instance, " + strconv.Itoa(DefaultPageSize) +
-				" at a time, ordered by id; pass the answer's nextCursor as cursor for the next ones.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"cursor":{"type":"string","minLength":1,"maxLength":256}},"additionalProperties":false}`),
-			Access:      AccessRead,
-			Handler:     r.toolThreadList,
+			Tool: mcp.Tool{
+				Name:  "thread_list",
+				Title: "List threads",
+				Description: "List threads with their status and current provider instance, " + strconv.Itoa(DefaultPageSize) +
+					" at a time, ordered by id; pass the answer's nextCursor as cursor for the next ones.",
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"cursor":{"type":"string","minLength":1,"maxLength":256}},"additionalProperties":false}`),
+			},
+			Access:  AccessRead,
+			Handler: r.toolThreadList,
 		},
 		{
-			Name:        "thread_read",
-			Description: "Read a thread: status, current instance, active run and recent messages. Defaults to the caller's thread.",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"threadId":{"type":"string","minLength":1,"maxLength":128}},"additionalProperties":false}`),
-			Access:      AccessRead,
-			Handler:     r.toolThreadRead,
+			Tool: mcp.Tool{
+				Name:        "thread_read",
+				Title:       "Read a thread",
+				Description: "Read a thread: status, current instance, active run and recent messages. Defaults to the caller's thread.",
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"threadId":{"type":"string","minLength":1,"maxLength":128}},"additionalProperties":false}`),
+			},
+			Access:  AccessRead,
+			Handler: r.toolThreadRead,
 		},
 		{
-			Name:         "thread_post",
-			Description:  "Post a message to a thread (default: the caller's). The caller must own its thread's active run.",
-			InputSchema:  json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","minLength":1,"maxLength":65536},"threadId":{"type":"string","minLength":1,"maxLength":128}},"required":["text"],"additionalProperties":false}`),
+			Tool: mcp.Tool{
+				Name:        "thread_post",
+				Title:       "Post to a thread",
+				Description: "Post a message to a thread (default: the caller's). The caller must own its thread's active run.",
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","minLength":1,"maxLength":65536},"threadId":{"type":"string","minLength":1,"maxLength":128}},"required":["text"],"additionalProperties":false}`),
+			},
 			Access:       AccessMutate,
 			AllowClients: true,
 			Handler:      r.toolThreadPost,
@@ -46,12 +60,23 @@ func (r *Runtime) builtinTools() []Tool {
 	}
 }
 
-func structured(v any) *ToolResult {
+// structured is a result of v: v as structuredContent, its JSON as the one
+// text block. The result, its block and its content slice are one
+// allocation (the built-ins are on the hot path).
+func structured(v any) *mcp.CallToolResult {
 	b, _ := json.Marshal(v)
-	return &ToolResult{Text: string(b), StructuredContent: v}
+	one := &struct {
+		res     mcp.CallToolResult
+		text    mcp.TextContent
+		content [1]mcp.Content
+	}{}
+	one.text.Text = string(b)
+	one.content[0] = &one.text
+	one.res.Content, one.res.StructuredContent = one.content[:], v
+	return &one.res
 }
 
-func (r *Runtime) toolCapabilities(ctx context.Context, call *ToolCall) (*ToolResult, error) {
+func (r *Runtime) toolCapabilities(ctx context.Context, call *ToolCall) (*mcp.CallToolResult, error) {
 	c := call.Caller
 	kind := "provider"
 	if !c.Provider() {
@@ -102,7 +127,7 @@ type threadSummary struct {
 // toolThreadList answers one page: {"threads": [...], "nextCursor": "…"},
 // nextCursor absent on the last page. A cursor no listing returned is an
 // invalid_arguments refusal.
-func (r *Runtime) toolThreadList(ctx context.Context, call *ToolCall) (*ToolResult, error) {
+func (r *Runtime) toolThreadList(ctx context.Context, call *ToolCall) (*mcp.CallToolResult, error) {
 	var args struct {
 		Cursor string `json:"cursor"`
 	}
@@ -129,7 +154,7 @@ type threadArgs struct {
 	Text     string `json:"text"`
 }
 
-func (r *Runtime) toolThreadRead(ctx context.Context, call *ToolCall) (*ToolResult, error) {
+func (r *Runtime) toolThreadRead(ctx context.Context, call *ToolCall) (*mcp.CallToolResult, error) {
 	var args threadArgs
 	if err := json.Unmarshal(call.Arguments, &args); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
@@ -154,7 +179,7 @@ func (r *Runtime) toolThreadRead(ctx context.Context, call *ToolCall) (*ToolResu
 	return structured(out), nil
 }
 
-func (r *Runtime) toolThreadPost(ctx context.Context, call *ToolCall) (*ToolResult, error) {
+func (r *Runtime) toolThreadPost(ctx context.Context, call *ToolCall) (*mcp.CallToolResult, error) {
 	var args threadArgs
 	if err := json.Unmarshal(call.Arguments, &args); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)

@@ -200,7 +200,7 @@ func (g oauthGrants) RefreshGrant(ctx context.Context, refreshToken, clientHash 
 		return oauth.Tokens{}, invalid
 	}
 	hash := token.Hash(refreshToken)
-	row, err := r.store.Read().CredentialByTokenHash(nil, hash)
+	row, err := r.store.Read().CredentialByTokenHash(hash)
 	if err != nil || row.Kind != memdb.KindRefresh {
 		return oauth.Tokens{}, invalid
 	}

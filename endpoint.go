@@ -1,8 +1,6 @@
 package mcpruntime
 
 import (
-	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -72,6 +70,10 @@ type MCPOptions struct {
 	// Observer is told about requests, authentication failures, MCP
 	// sessions and the bounds' refusals, for metrics. Nil: nobody.
 	Observer Observer
+	// ListPageSize is the number of entries of one page of tools/list,
+	// resources/list, resources/templates/list and prompts/list; the rest
+	// follows with nextCursor. Zero: DefaultListPageSize (100).
+	ListPageSize int
 }
 
 // Observer receives the MCP endpoint's events (the metrics package
@@ -101,8 +103,8 @@ type Observer interface {
 type MCPSessionInfo struct {
 	ID         string    `json:"id"`
 	Owner      string    `json:"owner"` // namespace
-	Created    time.Time `json:"created"`
-	LastActive time.Time `json:"lastActive"`
+	Created    time.Time `json:"created,omitzero"`
+	LastActive time.Time `json:"lastActive,omitzero"`
 	Busy       bool      `json:"busy"` // a call in flight or a stream open
 }
 
@@ -193,18 +195,32 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 	}
 	var resource string
 	o.ResourceMetadata, o.ChallengeScope, resource = r.challenge(opts.Path)
-	ep := &MCPEndpoint{srv: mcphttp.New(mcpBackend{r: r, resource: resource}, r.store, r.system, o)}
+	b := newBackend(r, opts)
+	b.resource = resource
+	ep := &MCPEndpoint{srv: mcphttp.New(b, r.store, r.system, o)}
 	if resource != "" {
 		ep.oauth = r.OAuthHandler()
 	}
+	if testHookEndpointBuilt != nil {
+		testHookEndpointBuilt(ep)
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
+		// Close ran since checkOpen and did not see ep: close it here, or
+		// its liveness monitor and idle sweep outlive the runtime.
+		ep.Close()
 		return nil, ErrClosed
 	}
 	r.servers = append(r.servers, ep)
+	r.mu.Unlock()
 	return ep, nil
 }
+
+// testHookEndpointBuilt, when set, runs in MCPHandler once the endpoint is
+// built and before it is registered, where a Close may come in between.
+// For testing.
+var testHookEndpointBuilt func(*MCPEndpoint)
 
 // mcpSessions is the number of live MCP sessions of the runtime's
 // endpoints: their Tables' counts, the one count of them.
@@ -217,37 +233,4 @@ func (r *Runtime) mcpSessions() int {
 		n += ep.Sessions()
 	}
 	return n
-}
-
-// mcpBackend adapts the Runtime to the MCP endpoint: the principal and
-// the tool result pass through as they are. resource is the endpoint's
-// OAuth resource ("" when OAuth does not serve it).
-type mcpBackend struct {
-	r        *Runtime
-	resource string
-}
-
-// Authenticate is the runtime's, plus the audience (RFC 8707): a token
-// bound to another resource is refused exactly like an unknown one, and
-// the refusal goes to the audit trail (SPEC §5c).
-func (b mcpBackend) Authenticate(tok string) (Principal, error) {
-	p, err := b.r.Authenticate(tok)
-	if err == nil && p.Audience != "" && p.Audience != b.resource {
-		b.r.credentialEvent(CredentialEvent{Kind: EventAudienceRefused, Client: p.Client, Credential: p.CredentialID, Reason: "audience_mismatch"})
-		return Principal{}, &AuthError{Reason: AuthUnknown}
-	}
-	return p, err
-}
-
-func (b mcpBackend) Tools() []mcphttp.ToolDescriptor {
-	tools := b.r.Tools()
-	out := make([]mcphttp.ToolDescriptor, len(tools))
-	for i, t := range tools {
-		out[i] = mcphttp.ToolDescriptor{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
-	}
-	return out
-}
-
-func (b mcpBackend) CallTool(ctx context.Context, p Principal, name string, args json.RawMessage, progress mcphttp.ProgressFunc) (*ToolResult, error) {
-	return b.r.CallTool(ctx, p, name, args, progress)
 }

@@ -11,3 +11,28 @@ func Futures(r *Runtime) int { return actortest.Futures(r.system) }
 
 // EndpointInFlight returns what e's POST requests hold now. For testing.
 func EndpointInFlight(e *MCPEndpoint) mcphttp.InFlight { return e.srv.InFlight() }
+
+// EndpointClosed reports whether e's Close has run. For testing.
+func EndpointClosed(e *MCPEndpoint) bool { return e.srv.Closed() }
+
+// OnEndpointBuilt makes MCPHandler call f with each endpoint it built,
+// before registering it, until restore is called. For testing.
+func OnEndpointBuilt(f func(*MCPEndpoint)) (restore func()) {
+	testHookEndpointBuilt = f
+	return func() { testHookEndpointBuilt = nil }
+}
+
+// AddChangeFeed makes f hear the runtime's list changes and resource
+// updates, as an endpoint does. For testing.
+func AddChangeFeed(r *Runtime, f interface {
+	ListChanged(kind string)
+	ResourceUpdated(uri string)
+}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.testFeeds = append(r.testFeeds, f)
+}
+
+// NewBackend returns the backend an endpoint made with opts serves, to call
+// its Serve directly. For testing.
+func NewBackend(r *Runtime, opts MCPOptions) mcphttp.Backend { return newBackend(r, opts) }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
@@ -78,9 +80,9 @@ func registerBlockingTool(t *testing.T, rt *mcpruntime.Runtime, name string, pro
 	t.Helper()
 	b := ht.NewBlocking()
 	noErr(t, rt.RegisterTool(mcpruntime.Tool{
-		Name:   name,
+		Tool:   mcp.Tool{Name: name},
 		Access: mcpruntime.AccessRead,
-		Handler: func(ctx context.Context, call *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) {
+		Handler: func(ctx context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
 			var p func(float64, float64, string)
 			if progress {
 				p = call.Progress

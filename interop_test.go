@@ -130,14 +130,13 @@ func TestInteropGoSDK(t *testing.T) {
 	// A host tool that reports progress before answering.
 	const steps = 3
 	noErr(t, rt.RegisterTool(mcpruntime.Tool{
-		Name:        "host_count",
-		Description: "counts to three, reporting progress",
-		Access:      mcpruntime.AccessRead,
-		Handler: func(ctx context.Context, call *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) {
+		Tool:   mcp.Tool{Name: "host_count", Description: "counts to three, reporting progress"},
+		Access: mcpruntime.AccessRead,
+		Handler: func(ctx context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
 			for i := 1; i <= steps; i++ {
 				call.Progress(float64(i), steps, "step")
 			}
-			return &mcpruntime.ToolResult{Text: "counted", StructuredContent: map[string]int{"count": steps}}, nil
+			return textResult("counted", map[string]int{"count": steps}), nil
 		},
 	}))
 

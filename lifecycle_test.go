@@ -867,6 +867,32 @@ func TestCloseRevokesEverything(t *testing.T) {
 	}
 }
 
+// TestMCPHandlerRacingCloseClosesItsEndpoint: a Close that lands while
+// MCPHandler builds its endpoint — after the runtime was found open, before
+// the endpoint is registered for Close to close — does not see it. The
+// call answers ErrClosed and must close that endpoint itself, or its
+// liveness monitor (a hook on the store) and its idle sweep (a timer that
+// re-arms itself) outlive the runtime.
+func TestMCPHandlerRacingCloseClosesItsEndpoint(t *testing.T) {
+	rt := quietRuntime(t, mcpruntime.Config{})
+	var built *mcpruntime.MCPEndpoint
+	restore := mcpruntime.OnEndpointBuilt(func(ep *mcpruntime.MCPEndpoint) {
+		built = ep
+		noErr(t, rt.Close()) // in the window
+	})
+	defer restore()
+	ep, err := rt.MCPHandler(mcpruntime.MCPOptions{IdleTimeout: time.Minute})
+	if !errors.Is(err, mcpruntime.ErrClosed) || ep != nil {
+		t.Fatalf("MCPHandler racing Close = %v, %v; want nil, ErrClosed", ep, err)
+	}
+	if built == nil {
+		t.Fatal("MCPHandler built no endpoint: the test missed the window")
+	}
+	if !mcpruntime.EndpointClosed(built) {
+		t.Error("the endpoint MCPHandler built and did not return was left open")
+	}
+}
+
 // TestReopenAfterExpiryRebindsSession: when the pair's session is still
 // attached but its credential expired, a re-open mints a new credential and
 // hands it to that same session instead of starting a second process that

@@ -295,3 +295,16 @@ func (r *Runtime) challenge(path string) (metadataURL, scope, resource string) {
 	}
 	return r.oauth.ResourceMetadataURL(), oauth.Scope, r.oauth.Resource()
 }
+
+// authenticateFor is Authenticate plus the audience (RFC 8707) for the
+// endpoint whose resource is resource: a token bound to another resource
+// is refused exactly like an unknown one, and the refusal goes to the
+// audit trail (SPEC §5c).
+func (r *Runtime) authenticateFor(tok, resource string) (Principal, error) {
+	p, err := r.Authenticate(tok)
+	if err == nil && p.Audience != "" && p.Audience != resource {
+		r.credentialEvent(CredentialEvent{Kind: EventAudienceRefused, Client: p.Client, Credential: p.CredentialID, Reason: "audience_mismatch"})
+		return Principal{}, &AuthError{Reason: AuthUnknown}
+	}
+	return p, err
+}

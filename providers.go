@@ -100,7 +100,7 @@ func (r *Runtime) ReleaseProviderSession(ctx context.Context, id string) error {
 	if err := r.checkOpen(); err != nil {
 		return err
 	}
-	rec, err := r.store.Read().ProviderSession(nil, id)
+	rec, err := r.store.Read().ProviderSession(id)
 	if err != nil {
 		return fmt.Errorf("provider session %q: %w", id, ErrUnknownProviderSession)
 	}

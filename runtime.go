@@ -31,9 +31,13 @@ type Runtime struct {
 	base    context.Context
 	cancel  context.CancelFunc
 	work    sync.WaitGroup // driver goroutines
-	tools   toolRegistry
-	oauth   *oauth.Server   // the authorization server; nil when off
-	jwt     *oauth.Verifier // the resource-server mode's verifier; nil when off
+	tools   catalog[*registeredTool]
+	// resources, templates and prompts are the MCP features besides tools.
+	resources catalog[*registeredResource]
+	templates catalog[*registeredTemplate]
+	prompts   catalog[*registeredPrompt]
+	oauth     *oauth.Server   // the authorization server; nil when off
+	jwt       *oauth.Verifier // the resource-server mode's verifier; nil when off
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -44,6 +48,7 @@ type Runtime struct {
 	closeTimeouts map[string]time.Duration
 	clients       map[string]*actor.PID
 	servers       []*MCPEndpoint
+	testFeeds     []changeFeed // for testing: feeds that are not endpoints
 }
 
 // New starts a runtime.
@@ -82,6 +87,10 @@ func New(cfg Config) (*Runtime, error) {
 			r.Close()
 			return nil, fmt.Errorf("register built-in tool: %w", err)
 		}
+	}
+	if err := r.registerBuiltinResources(); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("register built-in resources: %w", err)
 	}
 	return r, nil
 }
@@ -183,7 +192,7 @@ func (r *Runtime) checkOpen() error {
 
 // Authenticate resolves a bearer token to its principal: a shape check,
 // one hash, one lock-free store read, and a liveness check against the
-// clock (internal/credential). It is what the transport calls on every
+// clock (internal/credential). It is what the MCP endpoint calls on every
 // request. Failures are *AuthError values matching ErrUnauthenticated. In
 // the resource-server mode (OAuthConfig.Issuer) a JWT is verified the
 // first time it is seen and recorded as a token of its subject's client
@@ -216,11 +225,11 @@ func (r *Runtime) Stats() Stats {
 	s := Stats{Threads: len(r.threads), Instances: len(r.instances), Clients: len(r.clients)}
 	r.mu.Unlock()
 	rd := r.store.Read()
-	if ps, err := rd.ProviderSessionsByState(nil, memdb.SessionOpen); err == nil {
+	if ps, err := rd.ProviderSessionsByState(memdb.SessionOpen); err == nil {
 		s.ProviderSessions = len(ps)
 	}
 	s.MCPSessions = r.mcpSessions()
-	s.LiveCredentials, _ = rd.CountCredentialsByState(nil, memdb.StateLive)
+	s.LiveCredentials, _ = rd.CountCredentialsByState(memdb.StateLive)
 	for _, bucket := range r.system.ProcessRegistry.LocalPIDs.LocalPIDs {
 		s.Processes += bucket.Count()
 	}

@@ -23,7 +23,7 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 		return Thread{}, err
 	}
 	if opts.Instance != "" {
-		if _, err := r.store.Read().Instance(nil, opts.Instance); err != nil {
+		if _, err := r.store.Read().Instance(opts.Instance); err != nil {
 			return Thread{}, fmt.Errorf("create thread %s: instance %q: %w", id, opts.Instance, ErrUnknownInstance)
 		}
 	}
@@ -82,7 +82,7 @@ func (r *Runtime) Thread(ctx context.Context, id string) (Thread, error) {
 	if err := validID("thread", id); err != nil {
 		return Thread{}, err
 	}
-	t, err := r.store.Read().Thread(nil, id)
+	t, err := r.store.Read().Thread(id)
 	if errors.Is(err, memdb.ErrNotFound) {
 		return Thread{}, fmt.Errorf("thread %s: %w", id, ErrUnknownThread)
 	}
@@ -98,7 +98,7 @@ func (r *Runtime) Threads(ctx context.Context) ([]Thread, error) {
 	if err := r.checkOpen(); err != nil {
 		return nil, err
 	}
-	ts, err := r.store.Read().Threads(nil)
+	ts, err := r.store.Read().Threads()
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,8 @@ func (r *Runtime) Post(ctx context.Context, caller Principal, threadID, text str
 // the same store transaction that the caller is live (SPEC §4 mutate
 // class), and returns the effect's value, which must be an R. threadID ""
 // means the caller's own thread. The effect is plain data (see
-// thread.Effect).
+// thread.Effect). An effect that appends a message tells the subscribers of
+// the thread's transcript (ResourceUpdated).
 func Mutate[R any](ctx context.Context, rt *Runtime, caller Principal, threadID string, effect thread.Effect) (R, error) {
 	var zero R
 	if threadID == "" {
@@ -237,6 +238,10 @@ func Mutate[R any](ctx context.Context, rt *Runtime, caller Principal, threadID 
 	res, err := call[*thread.MutateResult](ctx, rt, t, &thread.Mutate{Caller: caller, Effect: effect}, rt.budget(opActor, ""))
 	if err != nil {
 		return zero, err
+	}
+	switch effect.(type) {
+	case thread.AppendMessage, *thread.AppendMessage:
+		rt.ResourceUpdated(TranscriptURI(threadID)) // SPEC §5b.5
 	}
 	v, ok := res.Value.(R)
 	if !ok {
@@ -314,7 +319,7 @@ func (r *Runtime) ListThreads(ctx context.Context, opts ListOptions) (ThreadPage
 			return ThreadPage{}, err
 		}
 	}
-	ts, err := r.store.Read().ThreadsAfter(nil, after, limit+1) // one more: is there a next page?
+	ts, err := r.store.Read().ThreadsAfter(after, limit+1) // one more: is there a next page?
 	if err != nil {
 		return ThreadPage{}, err
 	}

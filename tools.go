@@ -7,15 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// Access is the access class of a tool (SPEC §4). Every tool has exactly one.
+// Access is the access class of a tool, a resource or a prompt (SPEC §4,
+// §5b). Every one has exactly one.
 type Access string
 
 // Access classes.
@@ -28,7 +30,7 @@ const (
 	// AccessMutate: a live caller — a provider credential whose instance owns
 	// its thread's active run — or, where the tool allows clients, a
 	// read-write client grant. The check is atomic with the effect when the
-	// handler applies it through ToolCall.Mutate.
+	// handler applies it through ToolCall.Mutate. Tools only.
 	AccessMutate Access = "mutate"
 )
 
@@ -46,16 +48,19 @@ const (
 // that does not compile, or a name in use.
 var ErrInvalidTool = errors.New("invalid tool")
 
-// Tool is a tool the runtime serves over MCP.
+// Tool is a tool the runtime serves over MCP: the go-sdk's description of
+// it (name, title, description, input and output schema, annotations,
+// icons, _meta) with the runtime's access rules and its handler.
 type Tool struct {
-	// Name is 1–128 characters of [A-Za-z0-9_.-].
-	Name        string
-	Description string
-	// InputSchema is the JSON Schema of the arguments object; its "type" must
-	// be "object", as MCP requires. Nil: {"type":"object"}. It is compiled
-	// once, at registration.
-	InputSchema json.RawMessage
-	Access      Access
+	// Tool describes it. Name is 1–128 characters of [A-Za-z0-9_.-].
+	// InputSchema is the JSON Schema of the arguments object, anything that
+	// marshals to one (json.RawMessage, a map, a *jsonschema.Schema); its
+	// "type" must be "object", as MCP requires. Nil: {"type":"object"}.
+	// OutputSchema, if set, is the schema the result's structuredContent
+	// must match. Both are compiled once, at registration, and listed as
+	// given. Annotations nil: {"readOnlyHint": true} for the read classes.
+	mcp.Tool
+	Access Access
 	// Capability, if set, must be among the caller's capabilities.
 	Capability string
 	// AllowClients lets read-write client grants call a mutate tool.
@@ -67,23 +72,17 @@ type Tool struct {
 // whose arguments passed the schema. It runs on the request's goroutine, never
 // inside an actor, and should return when ctx is done (the client cancelled,
 // the session was deleted, or the runtime closed). A refusal is a result
-// made with Refuse; an error is reported to the client as a tool error.
-type ToolHandler func(ctx context.Context, call *ToolCall) (*ToolResult, error)
+// made with Refuse; an error is reported to the client as a tool error; a
+// result made with InputRequired asks the client first (see Exchange).
+type ToolHandler func(ctx context.Context, call *ToolCall) (*mcp.CallToolResult, error)
 
-// ToolCall is what a handler is given.
+// ToolCall is what a tool handler is given.
 type ToolCall struct {
 	Caller    Principal
-	Arguments json.RawMessage
-	rt        *Runtime
-	progress  func(progress, total float64, message string)
-}
-
-// Progress reports progress to the client, if it asked for it (a progress
-// token in the request). It switches the response to an event stream.
-func (c *ToolCall) Progress(progress, total float64, message string) {
-	if c.progress != nil {
-		c.progress(progress, total, message)
-	}
+	Name      string
+	Arguments json.RawMessage // an object, validated against the input schema
+	Exchange
+	rt *Runtime
 }
 
 // Runtime returns the runtime serving the call: for reads, and for a
@@ -92,22 +91,23 @@ func (c *ToolCall) Progress(progress, total float64, message string) {
 // live.
 func (c *ToolCall) Runtime() *Runtime { return c.rt }
 
-// ToolResult is a tools/call result: one text content block (Text), an
-// optional structured result (StructuredContent) and IsError. It is the
-// one result type from a handler to the wire: the MCP endpoint encodes it
-// as it is.
-type ToolResult = mcphttp.ToolResult
+// Mutate applies effect to threadID ("" for the caller's own thread) on
+// behalf of the caller, checked atomically with the effect (SPEC §4.4):
+// the package-level Mutate without its type parameter.
+func (c *ToolCall) Mutate(ctx context.Context, threadID string, effect thread.Effect) (any, error) {
+	return Mutate[any](ctx, c.rt, c.Caller, threadID, effect)
+}
 
 // Refuse returns the isError result of a policy refusal with a stable code.
-func Refuse(code, message string) *ToolResult {
-	return &ToolResult{
-		Text:              message,
+func Refuse(code, message string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: message}},
 		StructuredContent: map[string]string{"code": code, "message": message},
 		IsError:           true,
 	}
 }
 
-// ToolInfo describes a registered tool (tools/list).
+// ToolInfo describes a registered tool.
 type ToolInfo struct {
 	Name        string
 	Description string
@@ -118,15 +118,9 @@ type ToolInfo struct {
 
 type registeredTool struct {
 	Tool
+	listed *mcp.Tool // what tools/list shows: schemas as JSON, annotations defaulted; read-only
 	schema *jsonschema.Schema
-}
-
-// toolRegistry holds the tools. Registration is rare and lookups are on
-// every call, so lookups read an immutable snapshot.
-type toolRegistry struct {
-	mu    sync.Mutex // serializes writers
-	tools map[string]*registeredTool
-	order []string // sorted names
+	output *jsonschema.Schema // nil: no output schema
 }
 
 func validToolName(name string) bool {
@@ -144,8 +138,8 @@ func validToolName(name string) bool {
 
 var emptyObjectSchema = json.RawMessage(`{"type":"object"}`)
 
-// compileSchema compiles a tool's input schema. External references are
-// not loaded: a schema must be self-contained.
+// compileSchema compiles a schema. External references are not loaded: a
+// schema must be self-contained.
 func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
@@ -153,60 +147,109 @@ func compileSchema(name string, raw json.RawMessage) (*jsonschema.Schema, error)
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{})
-	url := "mem:///tools/" + name + ".json"
+	url := "mem:///" + name + ".json"
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, err
 	}
 	return c.Compile(url)
 }
 
-// RegisterTool adds a tool. It fails with ErrInvalidTool if the tool is
-// malformed or its name is taken.
+// schemaJSON is a schema as the JSON it marshals to; nil for nil.
+func schemaJSON(v any) (json.RawMessage, error) {
+	switch v := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if len(v) == 0 {
+			return nil, nil
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, v); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	}
+	return json.Marshal(v)
+}
+
+// RegisterTool adds a tool and tells the endpoints' sessions that the tool
+// list changed. It fails with ErrInvalidTool if the tool is malformed or its
+// name is taken.
 func (r *Runtime) RegisterTool(t Tool) error {
+	rt, err := prepareTool(t)
+	if err != nil {
+		return err
+	}
+	if !r.tools.add(rt.Name, rt) {
+		return fmt.Errorf("tool %s: name in use: %w", rt.Name, ErrInvalidTool)
+	}
+	r.listChanged(listTools)
+	return nil
+}
+
+// prepareTool checks a tool and compiles its schemas.
+func prepareTool(t Tool) (*registeredTool, error) {
 	if !validToolName(t.Name) {
-		return fmt.Errorf("tool name %q: %w", t.Name, ErrInvalidTool)
+		return nil, fmt.Errorf("tool name %q: %w", t.Name, ErrInvalidTool)
 	}
 	switch t.Access {
 	case AccessRead, AccessReadAsCaller, AccessMutate:
 	default:
-		return fmt.Errorf("tool %s: access class %q: %w", t.Name, t.Access, ErrInvalidTool)
+		return nil, fmt.Errorf("tool %s: access class %q: %w", t.Name, t.Access, ErrInvalidTool)
 	}
 	if t.Handler == nil {
-		return fmt.Errorf("tool %s: no handler: %w", t.Name, ErrInvalidTool)
+		return nil, fmt.Errorf("tool %s: no handler: %w", t.Name, ErrInvalidTool)
 	}
-	if len(t.InputSchema) == 0 {
-		t.InputSchema = emptyObjectSchema
+	in, err := schemaJSON(t.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: input schema: %v: %w", t.Name, err, ErrInvalidTool)
+	}
+	if in == nil {
+		in = emptyObjectSchema
 	}
 	var probe map[string]any
-	if err := json.Unmarshal(t.InputSchema, &probe); err != nil || probe["type"] != "object" {
-		return fmt.Errorf("tool %s: input schema must be a JSON object schema of type \"object\": %w", t.Name, ErrInvalidTool)
+	if err := json.Unmarshal(in, &probe); err != nil || probe["type"] != "object" {
+		return nil, fmt.Errorf("tool %s: input schema must be a JSON object schema of type \"object\": %w", t.Name, ErrInvalidTool)
 	}
-	sch, err := compileSchema(t.Name, t.InputSchema)
+	sch, err := compileSchema("tools/"+t.Name, in)
 	if err != nil {
-		return fmt.Errorf("tool %s: input schema: %v: %w", t.Name, err, ErrInvalidTool)
+		return nil, fmt.Errorf("tool %s: input schema: %v: %w", t.Name, err, ErrInvalidTool)
 	}
-	t.InputSchema = slices.Clone(t.InputSchema)
-	reg := &r.tools
-	reg.mu.Lock()
-	defer reg.mu.Unlock()
-	if _, dup := reg.tools[t.Name]; dup {
-		return fmt.Errorf("tool %s: name in use: %w", t.Name, ErrInvalidTool)
+	out, err := schemaJSON(t.OutputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: output schema: %v: %w", t.Name, err, ErrInvalidTool)
 	}
-	next := make(map[string]*registeredTool, len(reg.tools)+1)
-	for k, v := range reg.tools {
-		next[k] = v
+	var outSch *jsonschema.Schema
+	if out != nil {
+		if outSch, err = compileSchema("tools/"+t.Name+"/output", out); err != nil {
+			return nil, fmt.Errorf("tool %s: output schema: %v: %w", t.Name, err, ErrInvalidTool)
+		}
 	}
-	next[t.Name] = &registeredTool{Tool: t, schema: sch}
-	order := append(slices.Clone(reg.order), t.Name)
-	slices.Sort(order)
-	reg.tools, reg.order = next, order
-	return nil
+	listed := t.Tool // a copy: the host's values are not shared
+	listed.InputSchema = in
+	if out != nil {
+		listed.OutputSchema = out
+	}
+	listed.Icons = slices.Clone(t.Icons)
+	if t.Annotations != nil {
+		a := *t.Annotations
+		listed.Annotations = &a
+	} else if t.Access != AccessMutate {
+		listed.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: true}
+	}
+	t.InputSchema, t.OutputSchema = in, listed.OutputSchema
+	return &registeredTool{Tool: t, listed: &listed, schema: sch, output: outSch}, nil
 }
 
-func (reg *toolRegistry) snapshot() (map[string]*registeredTool, []string) {
-	reg.mu.Lock()
-	defer reg.mu.Unlock()
-	return reg.tools, reg.order
+// RemoveTool removes the tool of that name, built-ins included, and tells
+// the endpoints' sessions that the tool list changed. It reports whether
+// there was one. Calls in flight finish.
+func (r *Runtime) RemoveTool(name string) bool {
+	if !r.tools.remove(name) {
+		return false
+	}
+	r.listChanged(listTools)
+	return true
 }
 
 // Tools lists the registered tools, sorted by name.
@@ -215,7 +258,7 @@ func (r *Runtime) Tools() []ToolInfo {
 	out := make([]ToolInfo, len(order))
 	for i, name := range order {
 		t := tools[name]
-		out[i] = ToolInfo{Name: t.Name, Description: t.Description, InputSchema: slices.Clone(t.InputSchema), Access: t.Access, Capability: t.Capability}
+		out[i] = ToolInfo{Name: t.Name, Description: t.Description, InputSchema: slices.Clone(t.InputSchema.(json.RawMessage)), Access: t.Access, Capability: t.Capability}
 	}
 	return out
 }
@@ -223,7 +266,7 @@ func (r *Runtime) Tools() []ToolInfo {
 // permit decides whether caller may call t right now, by its class and
 // capability. A mutate tool's liveness is checked again, atomically, when
 // it applies its effect.
-func (r *Runtime) permit(t *registeredTool, caller Principal) *ToolResult {
+func (r *Runtime) permit(t *registeredTool, caller Principal) *mcp.CallToolResult {
 	if t.Capability != "" && !slices.Contains(caller.Capabilities, t.Capability) {
 		return Refuse(CodeCapabilityDenied, fmt.Sprintf("tool %s needs capability %q", t.Name, t.Capability))
 	}
@@ -245,42 +288,89 @@ func (r *Runtime) permit(t *registeredTool, caller Principal) *ToolResult {
 	return nil
 }
 
-// CallTool runs one tools/call for caller: lookup, class and capability
-// checks, schema validation, then the handler. Unknown tools are
-// ErrUnknownTool (a JSON-RPC error, not a result). Policy refusals and
-// invalid arguments are isError results. A handler that fails with ctx's
-// error once ctx is done was cancelled, not failed: CallTool returns that
-// error, not an isError result.
-func (r *Runtime) CallTool(ctx context.Context, caller Principal, name string, args json.RawMessage, progress func(progress, total float64, message string)) (*ToolResult, error) {
-	tools, _ := r.tools.snapshot()
-	t := tools[name]
-	if t == nil {
-		return nil, fmt.Errorf("tool %q: %w", name, ErrUnknownTool)
+// CallTool runs one tools/call for caller, as the MCP endpoint does, for
+// an embedder that calls tools itself: lookup, class and capability checks,
+// schema validation, then the handler; progress, if not nil, hears the
+// handler's Progress. Unknown tools are ErrUnknownTool (a JSON-RPC error,
+// not a result). Policy refusals and invalid arguments are isError results.
+// A handler that fails with ctx's error once ctx is done was cancelled, not
+// failed: CallTool returns that error, not an isError result. A handler
+// that needs the client answers a result with InputRequests, returned as it
+// is (nobody is there to ask).
+func (r *Runtime) CallTool(ctx context.Context, caller Principal, name string, args json.RawMessage, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
+	call := &ToolCall{Caller: caller, Name: name, Arguments: args, rt: r}
+	if progress != nil {
+		call.out = progressOutput(progress)
 	}
-	if refusal := r.permit(t, caller); refusal != nil {
+	return r.callTool(ctx, call)
+}
+
+// callTool is CallTool for a call the caller built (the endpoint's, with
+// its exchange). The result is complete (Content never nil) or asks for
+// input (InputRequests not empty).
+func (r *Runtime) callTool(ctx context.Context, call *ToolCall) (*mcp.CallToolResult, error) {
+	tools, _ := r.tools.snapshot()
+	t := tools[call.Name]
+	if t == nil {
+		return nil, fmt.Errorf("tool %q: %w", call.Name, ErrUnknownTool)
+	}
+	if refusal := r.permit(t, call.Caller); refusal != nil {
 		return refusal, nil
 	}
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage(`{}`)
+	if len(call.Arguments) == 0 || string(call.Arguments) == "null" {
+		call.Arguments = json.RawMessage(`{}`)
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(call.Arguments))
 	if err != nil {
 		return Refuse(CodeInvalidArguments, "arguments are not valid JSON"), nil
 	}
 	if err := t.schema.Validate(v); err != nil {
 		return Refuse(CodeInvalidArguments, "arguments do not match the input schema: "+err.Error()), nil
 	}
-	res, err := t.Handler(ctx, &ToolCall{Caller: caller, Arguments: args, rt: r, progress: progress})
+	call.rt = r
+	res, err := t.Handler(ctx, call)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return nil, fmt.Errorf("tool %s: %w", name, err) // cancelled, not failed
+			return nil, fmt.Errorf("tool %s: %w", call.Name, err) // cancelled, not failed
 		}
 		return refusalFor(err), nil
 	}
 	if res == nil {
-		res = &ToolResult{}
+		res = &mcp.CallToolResult{}
+	}
+	if len(res.InputRequests) > 0 {
+		return res, nil
+	}
+	if res.Content == nil {
+		res.Content = []mcp.Content{}
+	}
+	if t.output != nil && !res.IsError {
+		if err := validateStructured(t.output, res.StructuredContent); err != nil {
+			r.cfg.Logger.Error("tool result does not match its output schema", "tool", call.Name, "err", err)
+			return &mcp.CallToolResult{
+				Content: []mcp.Content{&mcp.TextContent{Text: "tool failed: its structured result does not match its output schema"}},
+				IsError: true,
+			}, nil
+		}
 	}
 	return res, nil
+}
+
+// validateStructured checks a structured result against an output schema;
+// a missing one fails it.
+func validateStructured(sch *jsonschema.Schema, v any) error {
+	if v == nil {
+		return errors.New("no structuredContent")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	return sch.Validate(doc)
 }
 
 // ErrUnknownTool is returned by CallTool for a name no tool has.
@@ -288,7 +378,7 @@ var ErrUnknownTool = mcphttp.ErrUnknownTool
 
 // refusalFor maps a runtime error from a handler to the stable codes of
 // SPEC §4; anything else is a generic tool error (its text is the error's).
-func refusalFor(err error) *ToolResult {
+func refusalFor(err error) *mcp.CallToolResult {
 	switch {
 	case errors.Is(err, ErrNotLive):
 		return Refuse(CodeParentNotActive, err.Error())
@@ -301,5 +391,15 @@ func refusalFor(err error) *ToolResult {
 	case errors.Is(err, ErrInvalidArgument):
 		return Refuse(CodeInvalidArguments, err.Error())
 	}
-	return &ToolResult{Text: "tool failed: " + err.Error(), IsError: true}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "tool failed: " + err.Error()}}, IsError: true}
+}
+
+// textOf is the text of a result's first text block, "" if none.
+func textOf(res *mcp.CallToolResult) string {
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
@@ -22,16 +23,16 @@ import (
 
 // toolsOKHandler answers "ok" and counts its calls.
 func toolsOKHandler(calls *atomic.Int32) mcpruntime.ToolHandler {
-	return func(context.Context, *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) {
+	return func(context.Context, *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
 		if calls != nil {
 			calls.Add(1)
 		}
-		return &mcpruntime.ToolResult{Text: "ok", StructuredContent: map[string]string{"ok": "yes"}}, nil
+		return textResult("ok", map[string]string{"ok": "yes"}), nil
 	}
 }
 
 // toolsCall calls a tool with rt.CallTool and fails the test on an error.
-func toolsCall(t *testing.T, rt *mcpruntime.Runtime, caller mcpruntime.Principal, name, args string) *mcpruntime.ToolResult {
+func toolsCall(t *testing.T, rt *mcpruntime.Runtime, caller mcpruntime.Principal, name, args string) *mcp.CallToolResult {
 	t.Helper()
 	var raw json.RawMessage
 	if args != "" {
@@ -49,7 +50,7 @@ func toolsCall(t *testing.T, rt *mcpruntime.Runtime, caller mcpruntime.Principal
 
 // refusalCode returns the structuredContent code of an isError result, ""
 // for a success.
-func refusalCode(t *testing.T, what string, res *mcpruntime.ToolResult) string {
+func refusalCode(t *testing.T, what string, res *mcp.CallToolResult) string {
 	t.Helper()
 	if !res.IsError {
 		return ""
@@ -63,21 +64,36 @@ func refusalCode(t *testing.T, what string, res *mcpruntime.ToolResult) string {
 		Message string `json:"message"`
 	}
 	if err := json.Unmarshal(b, &sc); err != nil || sc.Code == "" {
-		t.Fatalf("%s: isError result without a code: %s (text %q)", what, b, res.Text)
+		t.Fatalf("%s: isError result without a code: %s (text %q)", what, b, resultText(res))
 	}
 	return sc.Code
 }
 
-func wantRefusal(t *testing.T, what string, res *mcpruntime.ToolResult, code string) {
+// textResult is a result of one text block and structured content.
+func textResult(text string, sc any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: sc}
+}
+
+// resultText is the text of a result's first text block.
+func resultText(res *mcp.CallToolResult) string {
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return ""
+}
+
+func wantRefusal(t *testing.T, what string, res *mcp.CallToolResult, code string) {
 	t.Helper()
 	if got := refusalCode(t, what, res); got != code {
-		t.Errorf("%s: code %q (text %q), want %q", what, got, res.Text, code)
+		t.Errorf("%s: code %q (text %q), want %q", what, got, resultText(res), code)
 	}
 }
 
 // toolsStructured round-trips a result's structuredContent through JSON, as a
 // client sees it.
-func toolsStructured(t *testing.T, what string, res *mcpruntime.ToolResult) map[string]any {
+func toolsStructured(t *testing.T, what string, res *mcp.CallToolResult) map[string]any {
 	t.Helper()
 	b, err := json.Marshal(res.StructuredContent)
 	if err != nil {
@@ -102,7 +118,7 @@ func registeredNames(rt *mcpruntime.Runtime) []string {
 // and leave the registry as it was.
 func TestRegisterToolRejects(t *testing.T) {
 	good := func(name string) mcpruntime.Tool {
-		return mcpruntime.Tool{Name: name, Access: mcpruntime.AccessRead, Handler: toolsOKHandler(nil)}
+		return mcpruntime.Tool{Tool: mcp.Tool{Name: name}, Access: mcpruntime.AccessRead, Handler: toolsOKHandler(nil)}
 	}
 	with := func(name string, f func(*mcpruntime.Tool)) mcpruntime.Tool {
 		tool := good(name)
@@ -165,12 +181,12 @@ func TestRegisterToolAccepts(t *testing.T) {
 	rt := quietRuntime(t, mcpruntime.Config{})
 	long := strings.Repeat("z", 128)
 	tools := []mcpruntime.Tool{
-		{Name: "a.b-c_D9", Access: mcpruntime.AccessRead, Handler: toolsOKHandler(nil)},
-		{Name: long, Access: mcpruntime.AccessReadAsCaller, Handler: toolsOKHandler(nil)},
-		{Name: "host_mutate", Access: mcpruntime.AccessMutate, Capability: "x", Handler: toolsOKHandler(nil)},
-		{Name: "host_schema", Access: mcpruntime.AccessRead, Handler: toolsOKHandler(nil), InputSchema: json.RawMessage(
+		{Tool: mcp.Tool{Name: "a.b-c_D9"}, Access: mcpruntime.AccessRead, Handler: toolsOKHandler(nil)},
+		{Tool: mcp.Tool{Name: long}, Access: mcpruntime.AccessReadAsCaller, Handler: toolsOKHandler(nil)},
+		{Tool: mcp.Tool{Name: "host_mutate"}, Access: mcpruntime.AccessMutate, Capability: "x", Handler: toolsOKHandler(nil)},
+		{Tool: mcp.Tool{Name: "host_schema", InputSchema: json.RawMessage(
 			`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",` +
-				`"$defs":{"n":{"type":"integer"}},"properties":{"n":{"$ref":"#/$defs/n"}}}`)},
+				`"$defs":{"n":{"type":"integer"}},"properties":{"n":{"$ref":"#/$defs/n"}}}`)}, Access: mcpruntime.AccessRead, Handler: toolsOKHandler(nil)},
 	}
 	for _, tool := range tools {
 		if err := rt.RegisterTool(tool); err != nil {
@@ -203,8 +219,8 @@ func TestToolArgumentsAlwaysObject(t *testing.T) {
 	_, p := issueClient(t, rt, "ro", memdb.AccessReadOnly)
 	var calls atomic.Int32
 	err := rt.RegisterTool(mcpruntime.Tool{
-		Name: "host_untyped", Access: mcpruntime.AccessRead, Handler: toolsOKHandler(&calls),
-		InputSchema: json.RawMessage(`{"properties":{"n":{"type":"integer"}}}`),
+		Tool:   mcp.Tool{Name: "host_untyped", InputSchema: json.RawMessage(`{"properties":{"n":{"type":"integer"}}}`)},
+		Access: mcpruntime.AccessRead, Handler: toolsOKHandler(&calls),
 	})
 	if errors.Is(err, mcpruntime.ErrInvalidTool) {
 		return // refused at registration: the rule holds
@@ -243,8 +259,8 @@ func TestToolSchemaExternalRefNotFetched(t *testing.T) {
 	for name, schema := range schemas {
 		i++
 		err := rt.RegisterTool(mcpruntime.Tool{
-			Name: fmt.Sprintf("ext_%d", i), Access: mcpruntime.AccessRead, Handler: toolsOKHandler(nil),
-			InputSchema: json.RawMessage(schema),
+			Tool:   mcp.Tool{Name: fmt.Sprintf("ext_%d", i), InputSchema: json.RawMessage(schema)},
+			Access: mcpruntime.AccessRead, Handler: toolsOKHandler(nil),
 		})
 		if !errors.Is(err, mcpruntime.ErrInvalidTool) {
 			t.Errorf("%s: RegisterTool = %v, want ErrInvalidTool", name, err)
@@ -264,10 +280,10 @@ func TestToolArgumentsValidated(t *testing.T) {
 	p, _, _ := liveOn(t, rt, "T", "A")
 	var calls atomic.Int32
 	noErr(t, rt.RegisterTool(mcpruntime.Tool{
-		Name: "host_n", Access: mcpruntime.AccessRead, Handler: toolsOKHandler(&calls),
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":1}},"required":["n"],"additionalProperties":false}`),
+		Tool:   mcp.Tool{Name: "host_n", InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":1}},"required":["n"],"additionalProperties":false}`)},
+		Access: mcpruntime.AccessRead, Handler: toolsOKHandler(&calls),
 	}))
-	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "host_free", Access: mcpruntime.AccessRead, Handler: toolsOKHandler(&calls)}))
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "host_free"}, Access: mcpruntime.AccessRead, Handler: toolsOKHandler(&calls)}))
 
 	tests := []struct {
 		name     string
@@ -331,11 +347,11 @@ func TestToolHandlerErrors(t *testing.T) {
 		"host_other":    errors.New("disk on fire"),
 	}
 	for name, e := range errs {
-		noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: name, Access: mcpruntime.AccessRead,
-			Handler: func(context.Context, *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) { return nil, e }}))
+		noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: name}, Access: mcpruntime.AccessRead,
+			Handler: func(context.Context, *mcpruntime.ToolCall) (*mcp.CallToolResult, error) { return nil, e }}))
 	}
-	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "host_nil", Access: mcpruntime.AccessRead,
-		Handler: func(context.Context, *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) { return nil, nil }}))
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "host_nil"}, Access: mcpruntime.AccessRead,
+		Handler: func(context.Context, *mcpruntime.ToolCall) (*mcp.CallToolResult, error) { return nil, nil }}))
 	tests := []struct {
 		tool string
 		code string
@@ -349,7 +365,7 @@ func TestToolHandlerErrors(t *testing.T) {
 	for _, test := range tests {
 		wantRefusal(t, test.tool, toolsCall(t, rt, p, test.tool, ""), test.code)
 	}
-	if res := toolsCall(t, rt, p, "host_other", ""); !res.IsError || res.StructuredContent != nil || !strings.Contains(res.Text, "disk on fire") {
+	if res := toolsCall(t, rt, p, "host_other", ""); !res.IsError || res.StructuredContent != nil || !strings.Contains(resultText(res), "disk on fire") {
 		t.Errorf("host_other = %+v, want a plain isError result naming the error", res)
 	}
 	if res := toolsCall(t, rt, p, "host_nil", ""); res.IsError {
@@ -366,13 +382,13 @@ func TestToolCancelledIsNotAFailure(t *testing.T) {
 	registerInproc(t, rt, "A")
 	createThreads(t, rt, "T")
 	p, _, _ := liveOn(t, rt, "T", "A")
-	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "waits", Access: mcpruntime.AccessRead,
-		Handler: func(ctx context.Context, _ *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) {
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "waits"}, Access: mcpruntime.AccessRead,
+		Handler: func(ctx context.Context, _ *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
 			<-ctx.Done()
 			return nil, fmt.Errorf("waiting: %w", ctx.Err())
 		}}))
-	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "own_timeout", Access: mcpruntime.AccessRead,
-		Handler: func(context.Context, *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) {
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "own_timeout"}, Access: mcpruntime.AccessRead,
+		Handler: func(context.Context, *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
 			return nil, context.DeadlineExceeded
 		}}))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -380,7 +396,7 @@ func TestToolCancelledIsNotAFailure(t *testing.T) {
 	if res, err := rt.CallTool(ctx, p, "waits", nil, nil); !errors.Is(err, context.Canceled) || res != nil {
 		t.Errorf("cancelled call = %+v, %v; want no result and context.Canceled", res, err)
 	}
-	if res := toolsCall(t, rt, p, "own_timeout", ""); !res.IsError || !strings.Contains(res.Text, "deadline exceeded") {
+	if res := toolsCall(t, rt, p, "own_timeout", ""); !res.IsError || !strings.Contains(resultText(res), "deadline exceeded") {
 		t.Errorf("own_timeout = %+v, want a plain isError result", res)
 	}
 }
@@ -395,11 +411,11 @@ func TestReadAsCaller(t *testing.T) {
 	p := assertLive(t, rt, "provider", tok)
 	var calls atomic.Int32
 	var seen atomic.Value
-	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "host_mine", Access: mcpruntime.AccessReadAsCaller,
-		Handler: func(_ context.Context, call *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) {
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "host_mine"}, Access: mcpruntime.AccessReadAsCaller,
+		Handler: func(_ context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
 			calls.Add(1)
 			seen.Store(call.Caller.Thread)
-			return &mcpruntime.ToolResult{Text: call.Caller.Thread}, nil
+			return textResult(call.Caller.Thread, nil), nil
 		}}))
 
 	for _, access := range []string{memdb.AccessReadOnly, memdb.AccessReadWrite} {
@@ -409,7 +425,7 @@ func TestReadAsCaller(t *testing.T) {
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("handler ran %d times for client grants, want 0", n)
 	}
-	if res := toolsCall(t, rt, p, "host_mine", ""); res.IsError || res.Text != "T" || seen.Load() != "T" {
+	if res := toolsCall(t, rt, p, "host_mine", ""); res.IsError || resultText(res) != "T" || seen.Load() != "T" {
 		t.Errorf("host_mine by provider = %+v, want success scoped to T", res)
 	}
 }
@@ -430,7 +446,7 @@ func TestCapabilityGate(t *testing.T) {
 	}
 	var calls atomic.Int32
 	for _, access := range []mcpruntime.Access{mcpruntime.AccessRead, mcpruntime.AccessReadAsCaller, mcpruntime.AccessMutate} {
-		noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "x_" + string(access), Access: access, Capability: "x", AllowClients: true, Handler: toolsOKHandler(&calls)}))
+		noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "x_" + string(access)}, Access: access, Capability: "x", AllowClients: true, Handler: toolsOKHandler(&calls)}))
 	}
 	for _, access := range []mcpruntime.Access{mcpruntime.AccessRead, mcpruntime.AccessReadAsCaller, mcpruntime.AccessMutate} {
 		name := "x_" + string(access)
@@ -462,9 +478,9 @@ func TestMutateToolCallers(t *testing.T) {
 
 	appendTool := func(name string, allowClients bool) mcpruntime.Tool {
 		return mcpruntime.Tool{
-			Name: name, Access: mcpruntime.AccessMutate, AllowClients: allowClients,
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"threadId":{"type":"string"}}}`),
-			Handler: func(ctx context.Context, call *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) {
+			Tool:   mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object","properties":{"threadId":{"type":"string"}}}`)},
+			Access: mcpruntime.AccessMutate, AllowClients: allowClients,
+			Handler: func(ctx context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
 				var args struct {
 					ThreadID string `json:"threadId"`
 				}
@@ -475,7 +491,7 @@ func TestMutateToolCallers(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				return &mcpruntime.ToolResult{Text: fmt.Sprint(m.Seq)}, nil
+				return textResult(fmt.Sprint(m.Seq), nil), nil
 			},
 		}
 	}
@@ -593,9 +609,9 @@ func TestRuntimeCapabilities(t *testing.T) {
 	rt := quietRuntime(t, mcpruntime.Config{})
 	noErr(t, rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: provider.InprocKind, Capabilities: []string{"x"}}))
 	createThreads(t, rt, "T")
-	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "host_x", Access: mcpruntime.AccessRead, Capability: "x", Handler: toolsOKHandler(nil)}))
-	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "host_y", Access: mcpruntime.AccessRead, Capability: "y", Handler: toolsOKHandler(nil)}))
-	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "host_mine", Access: mcpruntime.AccessReadAsCaller, Handler: toolsOKHandler(nil)}))
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "host_x"}, Access: mcpruntime.AccessRead, Capability: "x", Handler: toolsOKHandler(nil)}))
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "host_y"}, Access: mcpruntime.AccessRead, Capability: "y", Handler: toolsOKHandler(nil)}))
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "host_mine"}, Access: mcpruntime.AccessReadAsCaller, Handler: toolsOKHandler(nil)}))
 	_, tok := openMinted(t, rt, "T", "A")
 	p := assertLive(t, rt, "A", tok)
 	_, pRO := issueClient(t, rt, "ro", memdb.AccessReadOnly)
@@ -674,8 +690,8 @@ func TestToolsOverHTTP(t *testing.T) {
 	createThreads(t, rt, "T")
 	_, _, tok := liveOn(t, rt, "T", "A")
 	ro, _ := issueClient(t, rt, "ro", memdb.AccessReadOnly)
-	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "host_x", Access: mcpruntime.AccessRead, Capability: "x", Handler: toolsOKHandler(nil)}))
-	noErr(t, rt.RegisterTool(mcpruntime.Tool{Name: "host_mine", Access: mcpruntime.AccessReadAsCaller, Handler: toolsOKHandler(nil)}))
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "host_x"}, Access: mcpruntime.AccessRead, Capability: "x", Handler: toolsOKHandler(nil)}))
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "host_mine"}, Access: mcpruntime.AccessReadAsCaller, Handler: toolsOKHandler(nil)}))
 	ts, _ := interopServer(t, rt)
 	prov := toolsHTTPSession(t, ts, tok)
 	client := toolsHTTPSession(t, ts, ro.Token)

@@ -68,7 +68,7 @@ type MCPSessionRecord struct {
 
 // Instance returns the provider instance id.
 func (r *Runtime) Instance(id string) (InstanceInfo, error) {
-	inst, err := r.store.Read().Instance(nil, id)
+	inst, err := r.store.Read().Instance(id)
 	if errors.Is(err, memdb.ErrNotFound) {
 		return InstanceInfo{}, fmt.Errorf("instance %q: %w", id, ErrUnknownInstance)
 	}
@@ -80,7 +80,7 @@ func (r *Runtime) Instance(id string) (InstanceInfo, error) {
 
 // Instances returns every registered provider instance, ordered by id.
 func (r *Runtime) Instances() []InstanceInfo {
-	insts, _ := r.store.Read().Instances(nil)
+	insts, _ := r.store.Read().Instances()
 	out := make([]InstanceInfo, len(insts))
 	for i, inst := range insts {
 		out[i] = instanceInfo(inst)
@@ -90,7 +90,7 @@ func (r *Runtime) Instances() []InstanceInfo {
 
 // ProviderSession returns the open provider session id.
 func (r *Runtime) ProviderSession(id string) (ProviderSessionInfo, error) {
-	s, err := r.store.Read().ProviderSession(nil, id)
+	s, err := r.store.Read().ProviderSession(id)
 	if err != nil || s.State != memdb.SessionOpen {
 		return ProviderSessionInfo{}, fmt.Errorf("provider session %q: %w", id, ErrUnknownProviderSession)
 	}
@@ -106,9 +106,9 @@ func (r *Runtime) ProviderSessions(instance string) []ProviderSessionInfo {
 		err error
 	)
 	if instance == "" {
-		ss, err = rd.ProviderSessionsByState(nil, memdb.SessionOpen)
+		ss, err = rd.ProviderSessionsByState(memdb.SessionOpen)
 	} else {
-		ss, err = rd.ProviderSessionsByInstance(nil, instance)
+		ss, err = rd.ProviderSessionsByInstance(instance)
 	}
 	if err != nil {
 		return nil
@@ -127,14 +127,14 @@ func (r *Runtime) ProviderSessions(instance string) []ProviderSessionInfo {
 // live and revoked (the last Config.RevokedKept revoked ones), ordered by
 // id. A deleted thread has none.
 func (r *Runtime) Credentials(threadID string) []CredentialInfo {
-	cs, _ := r.store.Read().CredentialsByThread(nil, threadID)
+	cs, _ := r.store.Read().CredentialsByThread(threadID)
 	return credentialInfos(cs)
 }
 
 // ClientTokens returns every token row of client grant id, live and
 // revoked, ordered by id. A revoked grant has none.
 func (r *Runtime) ClientTokens(clientID string) []CredentialInfo {
-	cs, _ := r.store.Read().CredentialsByNamespace(nil, principal.ClientNamespace(clientID))
+	cs, _ := r.store.Read().CredentialsByNamespace(principal.ClientNamespace(clientID))
 	return credentialInfos(cs)
 }
 
@@ -142,7 +142,7 @@ func (r *Runtime) ClientTokens(clientID string) []CredentialInfo {
 // id. (An endpoint's own listing, with what is in flight, is its
 // SessionInfos.)
 func (r *Runtime) MCPSessions() []MCPSessionRecord {
-	ms, _ := r.store.Read().MCPSessions(nil)
+	ms, _ := r.store.Read().MCPSessions()
 	out := make([]MCPSessionRecord, len(ms))
 	for i, m := range ms {
 		out[i] = MCPSessionRecord{

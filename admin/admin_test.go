@@ -997,6 +997,14 @@ func TestSessions(t *testing.T) {
 					t.Errorf("session %s %q: %v", k, ts, err)
 				}
 			}
+			keys := slices.Sorted(maps.Keys(s))
+			want := []string{"created", "id", "lastActive", "owner"}
+			if busyKnown {
+				want = []string{"busy", "created", "id", "lastActive", "owner"}
+			}
+			if !slices.Equal(keys, want) {
+				t.Errorf("session members %v, want %v", keys, want)
+			}
 			busy, ok := s["busy"]
 			switch {
 			case busyKnown && busy != false:

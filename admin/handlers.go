@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -450,35 +449,27 @@ func (s *Server) newPairingCode(w http.ResponseWriter, r *http.Request, _ httpro
 
 // ---- MCP sessions ----
 
-type sessionJSON struct {
-	ID         string    `json:"id"`
-	Owner      string    `json:"owner"` // namespace: "cred:<id>" or "client:<id>"
-	Created    time.Time `json:"created,omitzero"`
-	LastActive time.Time `json:"lastActive,omitzero"`
-	// Busy is known only from a live endpoint (Options.MCP); it is absent
-	// when the list comes from the store.
-	Busy *bool `json:"busy,omitempty"`
+// storedSession is a session as the store knows it: the endpoint's
+// MCPSessionInfo without "busy", which only a live endpoint knows.
+type storedSession struct {
+	mcpruntime.MCPSessionInfo
+	Busy *bool `json:"busy,omitempty"` // always nil: hides MCPSessionInfo.Busy
 }
 
-type sessionList struct {
-	Sessions []sessionJSON `json:"sessions"`
+// sessionList is the answer of GET /admin/v1/sessions; Sessions is never
+// nil, so that an empty list is [].
+type sessionList[S any] struct {
+	Sessions []S `json:"sessions"`
 }
 
 func (s *Server) listSessions(_ http.ResponseWriter, _ *http.Request, _ httprouter.Params) (int, any, error) {
-	out := sessionList{Sessions: []sessionJSON{}}
 	if s.opts.MCP != nil {
-		for _, info := range s.opts.MCP.SessionInfos() {
-			busy := info.Busy
-			out.Sessions = append(out.Sessions, sessionJSON{
-				ID: info.ID, Owner: info.Owner, Created: info.Created, LastActive: info.LastActive, Busy: &busy,
-			})
-		}
-		return http.StatusOK, out, nil
+		return http.StatusOK, sessionList[mcpruntime.MCPSessionInfo]{Sessions: s.opts.MCP.SessionInfos()}, nil
 	}
-	for _, rec := range s.rt.MCPSessions() {
-		out.Sessions = append(out.Sessions, sessionJSON{
-			ID: rec.ID, Owner: rec.Owner, Created: rec.Created, LastActive: rec.LastActive,
-		})
+	recs := s.rt.MCPSessions()
+	out := make([]storedSession, len(recs))
+	for i, rec := range recs {
+		out[i].MCPSessionInfo = mcpruntime.MCPSessionInfo{ID: rec.ID, Owner: rec.Owner, Created: rec.Created, LastActive: rec.LastActive}
 	}
-	return http.StatusOK, out, nil
+	return http.StatusOK, sessionList[storedSession]{Sessions: out}, nil
 }

@@ -17,12 +17,9 @@ const (
 // Index names. Not every table has every index; see the table functions.
 const (
 	IndexID             = "id"
-	IndexStatus         = "status"
-	IndexDriver         = "driver"
 	IndexInstance       = "instance"
 	IndexThread         = "thread"
 	IndexThreadInstance = "thread_instance"
-	IndexCredential     = "credential"
 	IndexState          = "state"
 	IndexTokenHash      = "token_hash"
 	IndexNamespace      = "namespace"
@@ -63,10 +60,10 @@ func threadsTableSchema() *gomemdb.TableSchema {
 	return &gomemdb.TableSchema{
 		Name: TableThreads,
 		Indexes: map[string]*gomemdb.IndexSchema{
-			// id: Thread, every thread actor's reload, ThreadsAfter (the pages of thread_list and the admin listing).
+			// id: Thread (every thread actor's reload, Runtime.Thread),
+			// Threads (the thread actors the runtime starts), ThreadsAfter
+			// (the pages of thread_list and the admin listing).
 			IndexID: idIndex(),
-			// status: ThreadsByStatus (admin listings of active/archived threads).
-			IndexStatus: stringIndex(IndexStatus, "Status", false),
 		},
 	}
 }
@@ -75,10 +72,9 @@ func instancesTableSchema() *gomemdb.TableSchema {
 	return &gomemdb.TableSchema{
 		Name: TableInstances,
 		Indexes: map[string]*gomemdb.IndexSchema{
-			// id: Instance, checked before a thread names its instance.
+			// id: Instance (checked before a thread names its instance),
+			// Instances (a thread detaching from every instance, the views).
 			IndexID: idIndex(),
-			// driver: InstancesByDriver (which instances a driver kind serves).
-			IndexDriver: stringIndex(IndexDriver, "Driver", false),
 		},
 	}
 }
@@ -87,25 +83,14 @@ func providerSessionsTableSchema() *gomemdb.TableSchema {
 	return &gomemdb.TableSchema{
 		Name: TableProviderSessions,
 		Indexes: map[string]*gomemdb.IndexSchema{
-			// id: ProviderSession, release by id.
+			// id: ProviderSession (Runtime.ReleaseProviderSession finds the
+			// instance of a session, the ProviderSession view).
 			IndexID: idIndex(),
-			// instance: ProviderSessionsByInstance (multi-thread attach, shutdown).
+			// instance: ProviderSessionsByInstance (an instance actor's
+			// sessions on restart, the ProviderSessions view of one instance).
 			IndexInstance: stringIndex(IndexInstance, "Instance", false),
-			// thread: ProviderSessionsByThread ("does (T, I) have a live session?",
-			// detach, archive).
-			IndexThread: {
-				Name:         IndexThread,
-				AllowMissing: true,
-				Indexer:      &gomemdb.StringSliceFieldIndex{Field: "Threads"},
-			},
-			// credential: ProviderSessionsByCredential ("is this credential still
-			// held by another live provider session?" on release).
-			IndexCredential: {
-				Name:         IndexCredential,
-				AllowMissing: true,
-				Indexer:      &gomemdb.StringSliceFieldIndex{Field: "Credentials"},
-			},
-			// state: ProviderSessionsByState (live session listings).
+			// state: ProviderSessionsByState (Stats.ProviderSessions, the
+			// ProviderSessions view of every instance).
 			IndexState: stringIndex(IndexState, "State", false),
 		},
 	}
@@ -115,7 +100,8 @@ func credentialsTableSchema() *gomemdb.TableSchema {
 	return &gomemdb.TableSchema{
 		Name: TableCredentials,
 		Indexes: map[string]*gomemdb.IndexSchema{
-			// id: Credential, revocation by id.
+			// id: Credential (revocation by id, the live-caller check, the
+			// endpoint's dispatch-time recheck).
 			IndexID: idIndex(),
 			// token_hash: CredentialByTokenHash, the one read of every
 			// authentication. Unique: two tokens never share a hash.
@@ -124,9 +110,11 @@ func credentialsTableSchema() *gomemdb.TableSchema {
 				Unique:  true,
 				Indexer: &gomemdb.StringFieldIndex{Field: "TokenHash"},
 			},
-			// thread: CredentialsByThread (archive and delete revoke them all).
+			// thread: CredentialsByThread (archive and delete revoke them all,
+			// turn start slides them, the Credentials view).
 			IndexThread: stringIndex(IndexThread, "Thread", true),
-			// thread_instance: CredentialsByThreadInstance (reuse, rotate).
+			// thread_instance: CredentialsByThreadInstance (open and rotate
+			// find the pair's live credential and revoke its older ones).
 			IndexThreadInstance: {
 				Name:         IndexThreadInstance,
 				AllowMissing: true,
@@ -137,10 +125,11 @@ func credentialsTableSchema() *gomemdb.TableSchema {
 					},
 				},
 			},
-			// namespace: CredentialsByNamespace (all tokens of a client grant
-			// share one namespace; a provider credential's is its own).
+			// namespace: CredentialsByNamespace (a client grant's tokens, which
+			// share one namespace: refresh, revoke, NamespaceLive, the
+			// ClientTokens view).
 			IndexNamespace: stringIndex(IndexNamespace, "Namespace", false),
-			// state: CredentialsByState (live credential counts, shutdown).
+			// state: CountCredentialsByState (Stats.LiveCredentials).
 			IndexState: stringIndex(IndexState, "State", false),
 		},
 	}
@@ -150,10 +139,9 @@ func clientGrantsTableSchema() *gomemdb.TableSchema {
 	return &gomemdb.TableSchema{
 		Name: TableClientGrants,
 		Indexes: map[string]*gomemdb.IndexSchema{
-			// id: ClientGrant, refresh and revoke by id.
+			// id: ClientGrant (a grant actor's GetGrant, and its start, which
+			// finds the row a restart left).
 			IndexID: idIndex(),
-			// state: ClientGrantsByState (listings, shutdown).
-			IndexState: stringIndex(IndexState, "State", false),
 		},
 	}
 }
@@ -162,9 +150,10 @@ func mcpSessionsTableSchema() *gomemdb.TableSchema {
 	return &gomemdb.TableSchema{
 		Name: TableMCPSessions,
 		Indexes: map[string]*gomemdb.IndexSchema{
-			// id: MCPSession, MCPSessions (operators' listing). The only
-			// index: sessions and streams learn of revocations from the
-			// liveness monitor, and the transport keeps its sessions by
+			// id: MCPSessions (the MCPSessions view, ordered by id) and the
+			// session actor's delete by id. The only index: sessions and
+			// streams learn of revocations from the liveness monitor, and
+			// the session table (actors/session) keeps its sessions by
 			// namespace itself (caps, eviction), so an index by owner or by
 			// credential would only cost a radix-tree path per session —
 			// hundreds of bytes at 100 000 idle sessions.

@@ -1,13 +1,11 @@
 package memdb
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	gomemdb "github.com/hashicorp/go-memdb"
 )
@@ -17,13 +15,6 @@ var ErrNotFound = errors.New("memdb: not found")
 
 // ErrConflict is returned by a write that would break a unique index.
 var ErrConflict = errors.New("memdb: unique index conflict")
-
-// WatchSet collects the channels a read touched; see [NewWatchSet]. A nil
-// WatchSet is valid and watches nothing.
-type WatchSet = gomemdb.WatchSet
-
-// NewWatchSet returns an empty watch set.
-func NewWatchSet() WatchSet { return gomemdb.NewWatchSet() }
 
 // Store is the runtime's state. Records returned by its reads are copies:
 // they are read-only with respect to the store, and changing one changes
@@ -44,31 +35,6 @@ func New() (*Store, error) {
 		return nil, fmt.Errorf("build memdb schema: %w", err)
 	}
 	return &Store{db: db}, nil
-}
-
-// Watch waits, without polling, for check to report done. check reads a
-// fresh snapshot, adding what it read to ws, and returns whether it is done
-// and, if not, when its answer would change by the clock alone (zero:
-// never). Between calls Watch waits for a write to anything check read, or
-// for that time. It returns true when check is done, false when ctx ends
-// first.
-func (s *Store) Watch(ctx context.Context, now func() time.Time, check func(r *Reader, ws WatchSet) (done bool, until time.Time)) bool {
-	for {
-		ws := NewWatchSet()
-		done, until := check(s.Read(), ws)
-		if done {
-			return true
-		}
-		wctx, cancel := ctx, context.CancelFunc(func() {})
-		if !until.IsZero() {
-			wctx, cancel = context.WithTimeout(ctx, max(until.Sub(now()), time.Millisecond))
-		}
-		_ = ws.WatchCtx(wctx) // a change, or the time: look again
-		cancel()
-		if ctx.Err() != nil {
-			return false
-		}
-	}
 }
 
 // Read returns a consistent, lock-free snapshot of the whole store.
@@ -173,24 +139,22 @@ type cloner[T any] interface {
 	Clone() *T
 }
 
-func first[T any, P cloner[T]](r *Reader, ws WatchSet, table, index string, args ...any) (*T, error) {
-	ch, raw, err := r.txn.FirstWatch(table, index, args...)
+func first[T any, P cloner[T]](r *Reader, table, index string, args ...any) (*T, error) {
+	raw, err := r.txn.First(table, index, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s by %s: %w", table, index, err)
 	}
-	ws.Add(ch)
 	if raw == nil {
 		return nil, ErrNotFound
 	}
 	return P(raw.(*T)).Clone(), nil
 }
 
-func list[T any, P cloner[T]](r *Reader, ws WatchSet, table, index string, args ...any) ([]*T, error) {
+func list[T any, P cloner[T]](r *Reader, table, index string, args ...any) ([]*T, error) {
 	it, err := r.txn.Get(table, index, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list %s by %s: %w", table, index, err)
 	}
-	ws.Add(it.WatchCh())
 	var out []*T
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		out = append(out, P(raw.(*T)).Clone())
@@ -198,12 +162,11 @@ func list[T any, P cloner[T]](r *Reader, ws WatchSet, table, index string, args 
 	return out, nil
 }
 
-func count(r *Reader, ws WatchSet, table, index string, args ...any) (int, error) {
+func count(r *Reader, table, index string, args ...any) (int, error) {
 	it, err := r.txn.Get(table, index, args...)
 	if err != nil {
 		return 0, fmt.Errorf("count %s by %s: %w", table, index, err)
 	}
-	ws.Add(it.WatchCh())
 	n := 0
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		n++
@@ -212,23 +175,22 @@ func count(r *Reader, ws WatchSet, table, index string, args ...any) (int, error
 }
 
 // Thread returns the thread with id.
-func (r *Reader) Thread(ws WatchSet, id string) (*Thread, error) {
-	return first[Thread](r, ws, TableThreads, IndexID, id)
+func (r *Reader) Thread(id string) (*Thread, error) {
+	return first[Thread](r, TableThreads, IndexID, id)
 }
 
 // Threads returns every thread, ordered by id.
-func (r *Reader) Threads(ws WatchSet) ([]*Thread, error) {
-	return list[Thread](r, ws, TableThreads, IndexID)
+func (r *Reader) Threads() ([]*Thread, error) {
+	return list[Thread](r, TableThreads, IndexID)
 }
 
 // ThreadsAfter returns at most limit threads whose id sorts after after
 // ("" for the first), ordered by id: one page of a listing.
-func (r *Reader) ThreadsAfter(ws WatchSet, after string, limit int) ([]*Thread, error) {
+func (r *Reader) ThreadsAfter(after string, limit int) ([]*Thread, error) {
 	it, err := r.txn.LowerBound(TableThreads, IndexID, after)
 	if err != nil {
 		return nil, fmt.Errorf("list %s from %q: %w", TableThreads, after, err)
 	}
-	ws.Add(it.WatchCh())
 	var out []*Thread
 	for raw := it.Next(); raw != nil && len(out) < limit; raw = it.Next() {
 		if t := raw.(*Thread); t.ID != after {
@@ -238,100 +200,70 @@ func (r *Reader) ThreadsAfter(ws WatchSet, after string, limit int) ([]*Thread, 
 	return out, nil
 }
 
-// ThreadsByStatus returns the threads with status, ordered by id.
-func (r *Reader) ThreadsByStatus(ws WatchSet, status string) ([]*Thread, error) {
-	return list[Thread](r, ws, TableThreads, IndexStatus, status)
-}
-
 // Instance returns the provider instance with id.
-func (r *Reader) Instance(ws WatchSet, id string) (*Instance, error) {
-	return first[Instance](r, ws, TableInstances, IndexID, id)
+func (r *Reader) Instance(id string) (*Instance, error) {
+	return first[Instance](r, TableInstances, IndexID, id)
 }
 
 // Instances returns every provider instance, ordered by id.
-func (r *Reader) Instances(ws WatchSet) ([]*Instance, error) {
-	return list[Instance](r, ws, TableInstances, IndexID)
-}
-
-// InstancesByDriver returns the instances of one driver kind.
-func (r *Reader) InstancesByDriver(ws WatchSet, driver string) ([]*Instance, error) {
-	return list[Instance](r, ws, TableInstances, IndexDriver, driver)
+func (r *Reader) Instances() ([]*Instance, error) {
+	return list[Instance](r, TableInstances, IndexID)
 }
 
 // ProviderSession returns the provider session with id.
-func (r *Reader) ProviderSession(ws WatchSet, id string) (*ProviderSession, error) {
-	return first[ProviderSession](r, ws, TableProviderSessions, IndexID, id)
-}
-
-// ProviderSessionsByThread returns the provider sessions thread is attached to.
-func (r *Reader) ProviderSessionsByThread(ws WatchSet, thread string) ([]*ProviderSession, error) {
-	return list[ProviderSession](r, ws, TableProviderSessions, IndexThread, thread)
+func (r *Reader) ProviderSession(id string) (*ProviderSession, error) {
+	return first[ProviderSession](r, TableProviderSessions, IndexID, id)
 }
 
 // ProviderSessionsByInstance returns every provider session of instance.
-func (r *Reader) ProviderSessionsByInstance(ws WatchSet, instance string) ([]*ProviderSession, error) {
-	return list[ProviderSession](r, ws, TableProviderSessions, IndexInstance, instance)
-}
-
-// ProviderSessionsByCredential returns the provider sessions that recorded credential.
-func (r *Reader) ProviderSessionsByCredential(ws WatchSet, credential string) ([]*ProviderSession, error) {
-	return list[ProviderSession](r, ws, TableProviderSessions, IndexCredential, credential)
+func (r *Reader) ProviderSessionsByInstance(instance string) ([]*ProviderSession, error) {
+	return list[ProviderSession](r, TableProviderSessions, IndexInstance, instance)
 }
 
 // ProviderSessionsByState returns the provider sessions in state.
-func (r *Reader) ProviderSessionsByState(ws WatchSet, state string) ([]*ProviderSession, error) {
-	return list[ProviderSession](r, ws, TableProviderSessions, IndexState, state)
+func (r *Reader) ProviderSessionsByState(state string) ([]*ProviderSession, error) {
+	return list[ProviderSession](r, TableProviderSessions, IndexState, state)
 }
 
 // Credential returns the credential with id.
-func (r *Reader) Credential(ws WatchSet, id string) (*Credential, error) {
-	return first[Credential](r, ws, TableCredentials, IndexID, id)
+func (r *Reader) Credential(id string) (*Credential, error) {
+	return first[Credential](r, TableCredentials, IndexID, id)
 }
 
 // CredentialByTokenHash returns the credential whose token hashes to hash
 // (hex SHA-256). It is the only read authentication makes.
-func (r *Reader) CredentialByTokenHash(ws WatchSet, hash string) (*Credential, error) {
-	return first[Credential](r, ws, TableCredentials, IndexTokenHash, hash)
+func (r *Reader) CredentialByTokenHash(hash string) (*Credential, error) {
+	return first[Credential](r, TableCredentials, IndexTokenHash, hash)
 }
 
 // CredentialsByThread returns every provider credential of thread, any state.
-func (r *Reader) CredentialsByThread(ws WatchSet, thread string) ([]*Credential, error) {
-	return list[Credential](r, ws, TableCredentials, IndexThread, thread)
+func (r *Reader) CredentialsByThread(thread string) ([]*Credential, error) {
+	return list[Credential](r, TableCredentials, IndexThread, thread)
 }
 
 // CredentialsByThreadInstance returns the credentials of the pair (thread, instance), any state.
-func (r *Reader) CredentialsByThreadInstance(ws WatchSet, thread, instance string) ([]*Credential, error) {
-	return list[Credential](r, ws, TableCredentials, IndexThreadInstance, thread, instance)
+func (r *Reader) CredentialsByThreadInstance(thread, instance string) ([]*Credential, error) {
+	return list[Credential](r, TableCredentials, IndexThreadInstance, thread, instance)
 }
 
 // CredentialsByNamespace returns the credentials of one namespace.
-func (r *Reader) CredentialsByNamespace(ws WatchSet, namespace string) ([]*Credential, error) {
-	return list[Credential](r, ws, TableCredentials, IndexNamespace, namespace)
+func (r *Reader) CredentialsByNamespace(namespace string) ([]*Credential, error) {
+	return list[Credential](r, TableCredentials, IndexNamespace, namespace)
 }
 
 // CountCredentialsByState counts the credentials in state.
-func (r *Reader) CountCredentialsByState(ws WatchSet, state string) (int, error) {
-	return count(r, ws, TableCredentials, IndexState, state)
+func (r *Reader) CountCredentialsByState(state string) (int, error) {
+	return count(r, TableCredentials, IndexState, state)
 }
 
 // ClientGrant returns the client grant with id.
-func (r *Reader) ClientGrant(ws WatchSet, id string) (*ClientGrant, error) {
-	return first[ClientGrant](r, ws, TableClientGrants, IndexID, id)
-}
-
-// ClientGrantsByState returns the client grants in state.
-func (r *Reader) ClientGrantsByState(ws WatchSet, state string) ([]*ClientGrant, error) {
-	return list[ClientGrant](r, ws, TableClientGrants, IndexState, state)
-}
-
-// MCPSession returns the ownership record of MCP session id.
-func (r *Reader) MCPSession(ws WatchSet, id string) (*MCPSession, error) {
-	return first[MCPSession](r, ws, TableMCPSessions, IndexID, id)
+func (r *Reader) ClientGrant(id string) (*ClientGrant, error) {
+	return first[ClientGrant](r, TableClientGrants, IndexID, id)
 }
 
 // MCPSessions returns every MCP session record, ordered by id.
-func (r *Reader) MCPSessions(ws WatchSet) ([]*MCPSession, error) {
-	return list[MCPSession](r, ws, TableMCPSessions, IndexID)
+func (r *Reader) MCPSessions() ([]*MCPSession, error) {
+	return list[MCPSession](r, TableMCPSessions, IndexID)
 }
 
 // Writer is a write transaction; see [Store.Write]. Its reads see its own

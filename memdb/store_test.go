@@ -1,7 +1,6 @@
 package memdb
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -193,7 +192,7 @@ func seedAll(t *testing.T, s *Store) {
 
 // checkByID runs the by-id read of one table for every fixture and for ids
 // that do not exist.
-func checkByID[T any](t *testing.T, method string, all map[string]*T, read func(ws WatchSet, id string) (*T, error)) {
+func checkByID[T any](t *testing.T, method string, all map[string]*T, read func(id string) (*T, error)) {
 	t.Helper()
 	type tc struct {
 		name string
@@ -211,7 +210,7 @@ func checkByID[T any](t *testing.T, method string, all map[string]*T, read func(
 	)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := read(NewWatchSet(), tt.id)
+			got, err := read(tt.id)
 			if tt.want == nil {
 				if !errors.Is(err, ErrNotFound) || got != nil {
 					t.Fatalf("%s(%q) = %v, %v; want nil, ErrNotFound", method, tt.id, got, err)
@@ -236,11 +235,11 @@ type listCase struct {
 	want []string
 }
 
-func checkList[T any](t *testing.T, method string, all map[string]*T, tests []listCase, read func(ws WatchSet, arg string) ([]*T, error)) {
+func checkList[T any](t *testing.T, method string, all map[string]*T, tests []listCase, read func(arg string) ([]*T, error)) {
 	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := read(NewWatchSet(), tt.arg)
+			got, err := read(tt.arg)
 			if err != nil {
 				t.Fatalf("%s(%q) = %v, want nil error", method, tt.arg, err)
 			}
@@ -259,7 +258,7 @@ func TestThreadByID(t *testing.T) {
 	all := threadFixtures()
 	checkByID(t, "Thread", all, s.Read().Thread)
 
-	got, err := s.Read().Threads(nil)
+	got, err := s.Read().Threads()
 	if err != nil {
 		t.Fatalf("Threads() = %v, want nil error", err)
 	}
@@ -288,7 +287,7 @@ func TestThreadsAfter(t *testing.T) {
 		{name: "limit zero", after: "", limit: 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.Read().ThreadsAfter(nil, tt.after, tt.limit)
+			got, err := s.Read().ThreadsAfter(tt.after, tt.limit)
 			if err != nil {
 				t.Fatalf("ThreadsAfter(%q, %d) = %v", tt.after, tt.limit, err)
 			}
@@ -299,34 +298,6 @@ func TestThreadsAfter(t *testing.T) {
 	}
 }
 
-func TestThreadsByStatus(t *testing.T) {
-	s := newStore(t)
-	seedAll(t, s)
-	all := threadFixtures()
-	checkList(t, "ThreadsByStatus", all, []listCase{
-		{name: "active", arg: ThreadActive, want: []string{"t1", "t3", "t4"}},
-		{name: "archived", arg: ThreadArchived, want: []string{"t2", "t5"}},
-		{name: "unknown status", arg: "deleted"},
-		{name: "empty status", arg: ""},
-		{name: "prefix of a status", arg: "act"},
-	}, s.Read().ThreadsByStatus)
-
-	// Archiving a thread moves it between the two listings.
-	t1 := all["t1"]
-	t1.Status = ThreadArchived
-	mustWrite(t, s, func(w *Writer) error { return w.PutThread(t1) })
-	checkList(t, "ThreadsByStatus", all, []listCase{
-		{name: "active after archive", arg: ThreadActive, want: []string{"t3", "t4"}},
-		{name: "archived after archive", arg: ThreadArchived, want: []string{"t1", "t2", "t5"}},
-	}, s.Read().ThreadsByStatus)
-
-	// Deleting a thread removes it from its status listing.
-	mustWrite(t, s, func(w *Writer) error { return w.DeleteThread("t4") })
-	checkList(t, "ThreadsByStatus", all, []listCase{
-		{name: "active after delete", arg: ThreadActive, want: []string{"t3"}},
-	}, s.Read().ThreadsByStatus)
-}
-
 // --- instances --------------------------------------------------------------
 
 func TestInstanceByID(t *testing.T) {
@@ -335,27 +306,13 @@ func TestInstanceByID(t *testing.T) {
 	all := instanceFixtures()
 	checkByID(t, "Instance", all, s.Read().Instance)
 
-	got, err := s.Read().Instances(nil)
+	got, err := s.Read().Instances()
 	if err != nil {
 		t.Fatalf("Instances() = %v, want nil error", err)
 	}
 	if diff := cmp.Diff(pick(all, "i1", "i2", "i3", "i4"), got, cmpOpts...); diff != "" {
 		t.Errorf("Instances() mismatch (-want +got):\n%s", diff)
 	}
-}
-
-func TestInstancesByDriver(t *testing.T) {
-	s := newStore(t)
-	seedAll(t, s)
-	all := instanceFixtures()
-	checkList(t, "InstancesByDriver", all, []listCase{
-		{name: "stdio", arg: "stdio", want: []string{"i1", "i3"}},
-		{name: "http", arg: "http", want: []string{"i2"}},
-		{name: "docker", arg: "docker", want: []string{"i4"}},
-		{name: "unknown driver", arg: "ssh"},
-		{name: "empty driver", arg: ""},
-		{name: "prefix of a driver", arg: "std"},
-	}, s.Read().InstancesByDriver)
 }
 
 // --- provider sessions ------------------------------------------------------
@@ -377,57 +334,6 @@ func TestProviderSessionsByInstance(t *testing.T) {
 		{name: "instance without sessions", arg: "i4"},
 		{name: "empty instance", arg: ""},
 	}, s.Read().ProviderSessionsByInstance)
-}
-
-func TestProviderSessionsByThread(t *testing.T) {
-	s := newStore(t)
-	seedAll(t, s)
-	all := providerSessionFixtures()
-	checkList(t, "ProviderSessionsByThread", all, []listCase{
-		{name: "thread in two sessions", arg: "t1", want: []string{"ps1", "ps4"}},
-		{name: "second thread of a multi-thread session", arg: "t2", want: []string{"ps1"}},
-		{name: "thread of a closed session", arg: "t3", want: []string{"ps2"}},
-		{name: "thread in no session", arg: "t4"},
-		{name: "empty thread", arg: ""},
-	}, s.Read().ProviderSessionsByThread)
-
-	// Detaching t1 from ps1 removes ps1 from t1's listing but not from t2's;
-	// attaching t4 to ps3 adds it.
-	ps1 := all["ps1"]
-	ps1.Threads = []string{"t2"}
-	ps3 := all["ps3"]
-	ps3.Threads = []string{"t4"}
-	mustWrite(t, s, func(w *Writer) error {
-		if err := w.PutProviderSession(ps1); err != nil {
-			return err
-		}
-		return w.PutProviderSession(ps3)
-	})
-	checkList(t, "ProviderSessionsByThread", all, []listCase{
-		{name: "t1 after detach", arg: "t1", want: []string{"ps4"}},
-		{name: "t2 after detach", arg: "t2", want: []string{"ps1"}},
-		{name: "t4 after attach", arg: "t4", want: []string{"ps3"}},
-	}, s.Read().ProviderSessionsByThread)
-}
-
-func TestProviderSessionsByCredential(t *testing.T) {
-	s := newStore(t)
-	seedAll(t, s)
-	all := providerSessionFixtures()
-	checkList(t, "ProviderSessionsByCredential", all, []listCase{
-		{name: "credential in two sessions", arg: "c1", want: []string{"ps1", "ps4"}},
-		{name: "second credential of a session", arg: "c4", want: []string{"ps1"}},
-		{name: "credential of a closed session", arg: "c3", want: []string{"ps2"}},
-		{name: "credential kept after detach", arg: "c2", want: []string{"ps5"}},
-		{name: "client token", arg: "k1"},
-		{name: "empty credential", arg: ""},
-	}, s.Read().ProviderSessionsByCredential)
-
-	// Releasing ps4 leaves only ps1 holding c1.
-	mustWrite(t, s, func(w *Writer) error { return w.DeleteProviderSession("ps4") })
-	checkList(t, "ProviderSessionsByCredential", all, []listCase{
-		{name: "c1 after release", arg: "c1", want: []string{"ps1"}},
-	}, s.Read().ProviderSessionsByCredential)
 }
 
 func TestProviderSessionsByState(t *testing.T) {
@@ -470,7 +376,7 @@ func TestCredentialByTokenHash(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.Read().CredentialByTokenHash(NewWatchSet(), tt.hash)
+			got, err := s.Read().CredentialByTokenHash(tt.hash)
 			if tt.want == "" {
 				if !errors.Is(err, ErrNotFound) || got != nil {
 					t.Fatalf("CredentialByTokenHash(%q) = %v, %v; want nil, ErrNotFound", tt.hash, got, err)
@@ -524,7 +430,7 @@ func TestCredentialsByThreadInstance(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.Read().CredentialsByThreadInstance(NewWatchSet(), tt.thread, tt.instance)
+			got, err := s.Read().CredentialsByThreadInstance(tt.thread, tt.instance)
 			if err != nil {
 				t.Fatalf("CredentialsByThreadInstance(%q, %q) = %v, want nil error", tt.thread, tt.instance, err)
 			}
@@ -565,7 +471,7 @@ func TestCountCredentialsByState(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.Read().CountCredentialsByState(NewWatchSet(), tt.state)
+			got, err := s.Read().CountCredentialsByState(tt.state)
 			if err != nil {
 				t.Fatalf("CountCredentialsByState(%q) = %v, want nil error", tt.state, err)
 			}
@@ -580,7 +486,7 @@ func TestCountCredentialsByState(t *testing.T) {
 	c1.State, c1.Revoked, c1.RevokeReason = StateRevoked, t0.Add(time.Hour), "archive"
 	mustWrite(t, s, func(w *Writer) error { return w.PutCredential(c1) })
 	for state, want := range map[string]int{StateLive: 4, StateRevoked: 3} {
-		got, err := s.Read().CountCredentialsByState(nil, state)
+		got, err := s.Read().CountCredentialsByState(state)
 		if err != nil || got != want {
 			t.Errorf("after revoke: CountCredentialsByState(%q) = %d, %v; want %d, nil", state, got, err, want)
 		}
@@ -595,27 +501,13 @@ func TestClientGrantByID(t *testing.T) {
 	checkByID(t, "ClientGrant", clientGrantFixtures(), s.Read().ClientGrant)
 }
 
-func TestClientGrantsByState(t *testing.T) {
-	s := newStore(t)
-	seedAll(t, s)
-	all := clientGrantFixtures()
-	checkList(t, "ClientGrantsByState", all, []listCase{
-		{name: "live", arg: StateLive, want: []string{"g1", "g2"}},
-		{name: "revoked", arg: StateRevoked, want: []string{"g3"}},
-		{name: "unknown state", arg: SessionClosed},
-		{name: "empty state", arg: ""},
-	}, s.Read().ClientGrantsByState)
-}
-
 // --- MCP sessions -----------------------------------------------------------
 
-func TestMCPSessionByID(t *testing.T) {
+func TestMCPSessionsListing(t *testing.T) {
 	s := newStore(t)
 	seedAll(t, s)
 	all := mcpSessionFixtures()
-	checkByID(t, "MCPSession", all, s.Read().MCPSession)
-
-	got, err := s.Read().MCPSessions(nil)
+	got, err := s.Read().MCPSessions()
 	if err != nil {
 		t.Fatalf("MCPSessions() = %v, want nil error", err)
 	}
@@ -624,7 +516,7 @@ func TestMCPSessionByID(t *testing.T) {
 	}
 
 	mustWrite(t, s, func(w *Writer) error { return w.DeleteMCPSession("m3") })
-	got, err = s.Read().MCPSessions(nil)
+	got, err = s.Read().MCPSessions()
 	if err != nil {
 		t.Fatalf("MCPSessions() after delete = %v, want nil error", err)
 	}
@@ -635,13 +527,13 @@ func TestMCPSessionByID(t *testing.T) {
 
 func TestMCPSessions(t *testing.T) {
 	s := newStore(t)
-	got, err := s.Read().MCPSessions(nil)
+	got, err := s.Read().MCPSessions()
 	if err != nil || len(got) != 0 {
 		t.Fatalf("MCPSessions() on an empty store = %v, %v; want empty, nil", got, err)
 	}
 	seedThreads(t, s) // other tables do not leak into the listing
 	all := seedMCPSessions(t, s)
-	got, err = s.Read().MCPSessions(NewWatchSet())
+	got, err = s.Read().MCPSessions()
 	if err != nil {
 		t.Fatalf("MCPSessions() = %v, want nil error", err)
 	}
@@ -660,21 +552,18 @@ func TestReadMissingReturnsErrNotFound(t *testing.T) {
 		// read returns whether the record was nil, and the error.
 		read func(r *Reader) (isNil bool, err error)
 	}{
-		{"Thread", func(r *Reader) (bool, error) { v, err := r.Thread(NewWatchSet(), "nope"); return v == nil, err }},
-		{"Instance", func(r *Reader) (bool, error) { v, err := r.Instance(NewWatchSet(), "nope"); return v == nil, err }},
+		{"Thread", func(r *Reader) (bool, error) { v, err := r.Thread("nope"); return v == nil, err }},
+		{"Instance", func(r *Reader) (bool, error) { v, err := r.Instance("nope"); return v == nil, err }},
 		{"ProviderSession", func(r *Reader) (bool, error) {
-			v, err := r.ProviderSession(NewWatchSet(), "nope")
+			v, err := r.ProviderSession("nope")
 			return v == nil, err
 		}},
-		{"Credential", func(r *Reader) (bool, error) { v, err := r.Credential(NewWatchSet(), "nope"); return v == nil, err }},
+		{"Credential", func(r *Reader) (bool, error) { v, err := r.Credential("nope"); return v == nil, err }},
 		{"CredentialByTokenHash", func(r *Reader) (bool, error) {
-			v, err := r.CredentialByTokenHash(NewWatchSet(), "nope")
+			v, err := r.CredentialByTokenHash("nope")
 			return v == nil, err
 		}},
-		{"ClientGrant", func(r *Reader) (bool, error) { v, err := r.ClientGrant(NewWatchSet(), "nope"); return v == nil, err }},
-		{"MCPSession", func(r *Reader) (bool, error) { v, err := r.MCPSession(NewWatchSet(), "nope"); return v == nil, err }},
-		// A nil WatchSet is valid.
-		{"Thread with nil WatchSet", func(r *Reader) (bool, error) { v, err := r.Thread(nil, "nope"); return v == nil, err }},
+		{"ClientGrant", func(r *Reader) (bool, error) { v, err := r.ClientGrant("nope"); return v == nil, err }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -695,7 +584,7 @@ func TestReadsReturnCopies(t *testing.T) {
 
 	t.Run("Thread", func(t *testing.T) {
 		want := threadFixtures()["t4"]
-		got, err := s.Read().Thread(nil, "t4")
+		got, err := s.Read().Thread("t4")
 		if err != nil {
 			t.Fatalf("Thread(%q) = %v, want nil error", "t4", err)
 		}
@@ -704,7 +593,7 @@ func TestReadsReturnCopies(t *testing.T) {
 		got.Run.ID = "changed"
 		got.Run.Instance = "changed"
 		got.Status = ThreadArchived
-		again, err := s.Read().Thread(nil, "t4")
+		again, err := s.Read().Thread("t4")
 		if err != nil {
 			t.Fatalf("Thread(%q) = %v, want nil error", "t4", err)
 		}
@@ -713,11 +602,11 @@ func TestReadsReturnCopies(t *testing.T) {
 		}
 	})
 
-	t.Run("ThreadsByStatus", func(t *testing.T) {
+	t.Run("Threads", func(t *testing.T) {
 		want := threadFixtures()["t4"]
-		list, err := s.Read().ThreadsByStatus(nil, ThreadActive)
+		list, err := s.Read().Threads()
 		if err != nil {
-			t.Fatalf("ThreadsByStatus(%q) = %v, want nil error", ThreadActive, err)
+			t.Fatalf("Threads() = %v, want nil error", err)
 		}
 		for _, th := range list {
 			if th.Run != nil {
@@ -727,7 +616,7 @@ func TestReadsReturnCopies(t *testing.T) {
 				th.Messages[i].Text = "changed"
 			}
 		}
-		again, err := s.Read().Thread(nil, "t4")
+		again, err := s.Read().Thread("t4")
 		if err != nil {
 			t.Fatalf("Thread(%q) = %v, want nil error", "t4", err)
 		}
@@ -738,14 +627,14 @@ func TestReadsReturnCopies(t *testing.T) {
 
 	t.Run("Credential", func(t *testing.T) {
 		want := credentialFixtures()["c1"]
-		got, err := s.Read().CredentialByTokenHash(nil, "h1")
+		got, err := s.Read().CredentialByTokenHash("h1")
 		if err != nil {
 			t.Fatalf("CredentialByTokenHash(%q) = %v, want nil error", "h1", err)
 		}
 		got.Capabilities[0] = "admin"
 		got.Capabilities = append(got.Capabilities, "root")
 		got.State = StateRevoked
-		again, err := s.Read().Credential(nil, "c1")
+		again, err := s.Read().Credential("c1")
 		if err != nil {
 			t.Fatalf("Credential(%q) = %v, want nil error", "c1", err)
 		}
@@ -756,13 +645,13 @@ func TestReadsReturnCopies(t *testing.T) {
 
 	t.Run("Instance", func(t *testing.T) {
 		want := instanceFixtures()["i1"]
-		got, err := s.Read().Instance(nil, "i1")
+		got, err := s.Read().Instance("i1")
 		if err != nil {
 			t.Fatalf("Instance(%q) = %v, want nil error", "i1", err)
 		}
 		got.Config[0] = '['
 		got.Capabilities[0] = "admin"
-		again, err := s.Read().Instance(nil, "i1")
+		again, err := s.Read().Instance("i1")
 		if err != nil {
 			t.Fatalf("Instance(%q) = %v, want nil error", "i1", err)
 		}
@@ -773,15 +662,15 @@ func TestReadsReturnCopies(t *testing.T) {
 
 	t.Run("ProviderSession", func(t *testing.T) {
 		want := providerSessionFixtures()["ps1"]
-		list, err := s.Read().ProviderSessionsByThread(nil, "t1")
+		list, err := s.Read().ProviderSessionsByInstance("i1")
 		if err != nil {
-			t.Fatalf("ProviderSessionsByThread(%q) = %v, want nil error", "t1", err)
+			t.Fatalf("ProviderSessionsByInstance(%q) = %v, want nil error", "i1", err)
 		}
 		for _, p := range list {
 			p.Threads[0] = "changed"
 			p.Credentials[0] = "changed"
 		}
-		again, err := s.Read().ProviderSession(nil, "ps1")
+		again, err := s.Read().ProviderSession("ps1")
 		if err != nil {
 			t.Fatalf("ProviderSession(%q) = %v, want nil error", "ps1", err)
 		}
@@ -793,7 +682,7 @@ func TestReadsReturnCopies(t *testing.T) {
 	t.Run("Writer read not written back", func(t *testing.T) {
 		want := threadFixtures()["t1"]
 		mustWrite(t, s, func(w *Writer) error {
-			th, err := w.Thread(nil, "t1")
+			th, err := w.Thread("t1")
 			if err != nil {
 				return err
 			}
@@ -801,7 +690,7 @@ func TestReadsReturnCopies(t *testing.T) {
 			th.Messages = append(th.Messages, Message{Seq: 1})
 			return nil
 		})
-		again, err := s.Read().Thread(nil, "t1")
+		again, err := s.Read().Thread("t1")
 		if err != nil {
 			t.Fatalf("Thread(%q) = %v, want nil error", "t1", err)
 		}
@@ -843,28 +732,28 @@ func TestPutStoresCopies(t *testing.T) {
 	inst.Capabilities[0] = "admin"
 
 	r := s.Read()
-	gotTh, err := r.Thread(nil, "t4")
+	gotTh, err := r.Thread("t4")
 	if err != nil {
 		t.Fatalf("Thread(%q) = %v, want nil error", "t4", err)
 	}
 	if diff := cmp.Diff(threadFixtures()["t4"], gotTh, cmpOpts...); diff != "" {
 		t.Errorf("Thread(%q) after mutating the put object (-want +got):\n%s", "t4", diff)
 	}
-	gotCred, err := r.Credential(nil, "c1")
+	gotCred, err := r.Credential("c1")
 	if err != nil {
 		t.Fatalf("Credential(%q) = %v, want nil error", "c1", err)
 	}
 	if diff := cmp.Diff(credentialFixtures()["c1"], gotCred, cmpOpts...); diff != "" {
 		t.Errorf("Credential(%q) after mutating the put object (-want +got):\n%s", "c1", diff)
 	}
-	gotPS, err := r.ProviderSession(nil, "ps1")
+	gotPS, err := r.ProviderSession("ps1")
 	if err != nil {
 		t.Fatalf("ProviderSession(%q) = %v, want nil error", "ps1", err)
 	}
 	if diff := cmp.Diff(providerSessionFixtures()["ps1"], gotPS, cmpOpts...); diff != "" {
 		t.Errorf("ProviderSession(%q) after mutating the put object (-want +got):\n%s", "ps1", diff)
 	}
-	gotInst, err := r.Instance(nil, "i1")
+	gotInst, err := r.Instance("i1")
 	if err != nil {
 		t.Fatalf("Instance(%q) = %v, want nil error", "i1", err)
 	}
@@ -872,11 +761,11 @@ func TestPutStoresCopies(t *testing.T) {
 		t.Errorf("Instance(%q) after mutating the put object (-want +got):\n%s", "i1", diff)
 	}
 	// The index entries did not move either.
-	if got, err := r.ThreadsByStatus(nil, ThreadArchived); err != nil || len(got) != 0 {
-		t.Errorf("ThreadsByStatus(%q) = %v, %v; want empty, nil", ThreadArchived, got, err)
+	if got, err := r.CountCredentialsByState(StateRevoked); err != nil || got != 0 {
+		t.Errorf("CountCredentialsByState(%q) = %d, %v; want 0, nil", StateRevoked, got, err)
 	}
-	if got, err := r.ProviderSessionsByThread(nil, "t1"); err != nil || len(got) != 1 {
-		t.Errorf("ProviderSessionsByThread(%q) = %d sessions, %v; want 1, nil", "t1", len(got), err)
+	if got, err := r.ProviderSessionsByState(SessionOpen); err != nil || len(got) != 1 {
+		t.Errorf("ProviderSessionsByState(%q) = %d sessions, %v; want 1, nil", SessionOpen, len(got), err)
 	}
 }
 
@@ -915,10 +804,10 @@ func TestWriteErrorKeepsNothing(t *testing.T) {
 			return err
 		}
 		// The transaction sees its own writes.
-		if _, err := w.Thread(nil, "t9"); err != nil {
+		if _, err := w.Thread("t9"); err != nil {
 			return fmt.Errorf("writer does not see its own insert: %w", err)
 		}
-		if _, err := w.Credential(nil, "c1"); !errors.Is(err, ErrNotFound) {
+		if _, err := w.Credential("c1"); !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("writer still sees its own delete: %v", err)
 		}
 		return boom
@@ -932,36 +821,38 @@ func TestWriteErrorKeepsNothing(t *testing.T) {
 		name string
 		read func() error
 	}{
-		{"Thread t9", func() error { _, err := r.Thread(nil, "t9"); return err }},
-		{"Instance i9", func() error { _, err := r.Instance(nil, "i9"); return err }},
-		{"ProviderSession ps9", func() error { _, err := r.ProviderSession(nil, "ps9"); return err }},
-		{"Credential c9", func() error { _, err := r.Credential(nil, "c9"); return err }},
-		{"CredentialByTokenHash h9", func() error { _, err := r.CredentialByTokenHash(nil, "h9"); return err }},
-		{"ClientGrant g9", func() error { _, err := r.ClientGrant(nil, "g9"); return err }},
-		{"MCPSession m9", func() error { _, err := r.MCPSession(nil, "m9"); return err }},
+		{"Thread t9", func() error { _, err := r.Thread("t9"); return err }},
+		{"Instance i9", func() error { _, err := r.Instance("i9"); return err }},
+		{"ProviderSession ps9", func() error { _, err := r.ProviderSession("ps9"); return err }},
+		{"Credential c9", func() error { _, err := r.Credential("c9"); return err }},
+		{"CredentialByTokenHash h9", func() error { _, err := r.CredentialByTokenHash("h9"); return err }},
+		{"ClientGrant g9", func() error { _, err := r.ClientGrant("g9"); return err }},
 	}
 	for _, m := range missing {
 		if err := m.read(); !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s after a failed Write: error = %v, want ErrNotFound", m.name, err)
 		}
 	}
-	gotT1, err := r.Thread(nil, "t1")
+	gotT1, err := r.Thread("t1")
 	if err != nil {
 		t.Fatalf("Thread(%q) = %v, want nil error", "t1", err)
 	}
 	if diff := cmp.Diff(threadFixtures()["t1"], gotT1, cmpOpts...); diff != "" {
 		t.Errorf("Thread(%q) after a failed update (-want +got):\n%s", "t1", diff)
 	}
-	if _, err := r.Credential(nil, "c1"); err != nil {
+	if _, err := r.Credential("c1"); err != nil {
 		t.Errorf("Credential(%q) after a failed delete = %v, want nil error", "c1", err)
 	}
-	if got, err := r.ProviderSessionsByThread(nil, "t9"); err != nil || len(got) != 0 {
-		t.Errorf("ProviderSessionsByThread(%q) after a failed Write = %v, %v; want empty, nil", "t9", got, err)
+	if got, err := r.ProviderSessionsByInstance("i9"); err != nil || len(got) != 0 {
+		t.Errorf("ProviderSessionsByInstance(%q) after a failed Write = %v, %v; want empty, nil", "i9", got, err)
+	}
+	if got, err := r.MCPSessions(); err != nil || len(got) != len(mcpSessionFixtures()) {
+		t.Errorf("MCPSessions() after a failed Write = %d records, %v; want the %d seeded, nil", len(got), err, len(mcpSessionFixtures()))
 	}
 
 	// The store is still writable: the failed transaction released its lock.
 	mustWrite(t, s, func(w *Writer) error { return w.PutThread(&Thread{ID: "t9", Status: ThreadActive}) })
-	if _, err := s.Read().Thread(nil, "t9"); err != nil {
+	if _, err := s.Read().Thread("t9"); err != nil {
 		t.Errorf("Thread(%q) after a later successful Write = %v, want nil error", "t9", err)
 	}
 }
@@ -976,7 +867,7 @@ func TestPutCredentialTokenHashConflict(t *testing.T) {
 		var putErr error
 		err := s.Write(func(w *Writer) error {
 			putErr = w.PutCredential(dup)
-			if _, err := w.Credential(nil, "c9"); !errors.Is(err, ErrNotFound) {
+			if _, err := w.Credential("c9"); !errors.Is(err, ErrNotFound) {
 				return fmt.Errorf("Credential(%q) inside the transaction after a conflict = %v, want ErrNotFound", "c9", err)
 			}
 			return putErr
@@ -988,17 +879,17 @@ func TestPutCredentialTokenHashConflict(t *testing.T) {
 			t.Fatalf("Store.Write = %v, want ErrConflict", err)
 		}
 		r := s.Read()
-		if got, err := r.Credential(nil, "c9"); !errors.Is(err, ErrNotFound) {
+		if got, err := r.Credential("c9"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Credential(%q) after conflict = %v, %v; want nil, ErrNotFound", "c9", got, err)
 		}
-		got, err := r.CredentialByTokenHash(nil, "h1")
+		got, err := r.CredentialByTokenHash("h1")
 		if err != nil {
 			t.Fatalf("CredentialByTokenHash(%q) = %v, want nil error", "h1", err)
 		}
 		if diff := cmp.Diff(all["c1"], got, cmpOpts...); diff != "" {
 			t.Errorf("CredentialByTokenHash(%q) after conflict (-want +got):\n%s", "h1", diff)
 		}
-		if got, err := r.CredentialsByThread(nil, "t3"); err != nil || len(got) != 0 {
+		if got, err := r.CredentialsByThread("t3"); err != nil || len(got) != 0 {
 			t.Errorf("CredentialsByThread(%q) after conflict = %v, %v; want empty, nil", "t3", got, err)
 		}
 	})
@@ -1014,10 +905,10 @@ func TestPutCredentialTokenHashConflict(t *testing.T) {
 		if !errors.Is(putErr, ErrConflict) {
 			t.Fatalf("PutCredential(id %q, hash %q) = %v, want ErrConflict", dup.ID, dup.TokenHash, putErr)
 		}
-		if got, err := s.Read().Credential(nil, "c9"); !errors.Is(err, ErrNotFound) {
+		if got, err := s.Read().Credential("c9"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Credential(%q) = %v, %v; want nil, ErrNotFound", "c9", got, err)
 		}
-		if got, err := s.Read().CredentialByTokenHash(nil, "h1"); err != nil || got.ID != "c1" {
+		if got, err := s.Read().CredentialByTokenHash("h1"); err != nil || got.ID != "c1" {
 			t.Errorf("CredentialByTokenHash(%q) = %v, %v; want c1, nil", "h1", got, err)
 		}
 	})
@@ -1033,7 +924,7 @@ func TestPutCredentialTokenHashConflict(t *testing.T) {
 			t.Fatalf("Store.Write putting two credentials with one hash = %v, want ErrConflict", err)
 		}
 		for _, id := range []string{"n1", "n2"} {
-			if got, err := s.Read().Credential(nil, id); !errors.Is(err, ErrNotFound) {
+			if got, err := s.Read().Credential(id); !errors.Is(err, ErrNotFound) {
 				t.Errorf("Credential(%q) = %v, %v; want nil, ErrNotFound", id, got, err)
 			}
 		}
@@ -1044,14 +935,14 @@ func TestPutCredentialTokenHashConflict(t *testing.T) {
 		c1.State, c1.RevokeReason, c1.Revoked = StateRevoked, "rotate", t0.Add(time.Hour)
 		c1.Capabilities = []string{"thread.read"}
 		mustWrite(t, s, func(w *Writer) error { return w.PutCredential(c1) })
-		got, err := s.Read().CredentialByTokenHash(nil, "h1")
+		got, err := s.Read().CredentialByTokenHash("h1")
 		if err != nil {
 			t.Fatalf("CredentialByTokenHash(%q) = %v, want nil error", "h1", err)
 		}
 		if diff := cmp.Diff(c1, got, cmpOpts...); diff != "" {
 			t.Errorf("CredentialByTokenHash(%q) after update (-want +got):\n%s", "h1", diff)
 		}
-		if n, err := s.Read().CountCredentialsByState(nil, StateRevoked); err != nil || n != 3 {
+		if n, err := s.Read().CountCredentialsByState(StateRevoked); err != nil || n != 3 {
 			t.Errorf("CountCredentialsByState(%q) after update = %d, %v; want 3, nil", StateRevoked, n, err)
 		}
 	})
@@ -1060,17 +951,17 @@ func TestPutCredentialTokenHashConflict(t *testing.T) {
 		c3 := all["c3"]
 		c3.TokenHash = "h3b"
 		mustWrite(t, s, func(w *Writer) error { return w.PutCredential(c3) })
-		if got, err := s.Read().CredentialByTokenHash(nil, "h3"); !errors.Is(err, ErrNotFound) {
+		if got, err := s.Read().CredentialByTokenHash("h3"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("CredentialByTokenHash(%q) after rehash = %v, %v; want nil, ErrNotFound", "h3", got, err)
 		}
-		if got, err := s.Read().CredentialByTokenHash(nil, "h3b"); err != nil || got.ID != "c3" {
+		if got, err := s.Read().CredentialByTokenHash("h3b"); err != nil || got.ID != "c3" {
 			t.Errorf("CredentialByTokenHash(%q) after rehash = %v, %v; want c3, nil", "h3b", got, err)
 		}
 		// The old hash can now be given to another credential...
 		mustWrite(t, s, func(w *Writer) error {
 			return w.PutCredential(&Credential{ID: "c8", TokenHash: "h3", Kind: KindProvider, Namespace: "cred:c8", Thread: "t3", Instance: "i1", State: StateLive})
 		})
-		if got, err := s.Read().CredentialByTokenHash(nil, "h3"); err != nil || got.ID != "c8" {
+		if got, err := s.Read().CredentialByTokenHash("h3"); err != nil || got.ID != "c8" {
 			t.Errorf("CredentialByTokenHash(%q) = %v, %v; want c8, nil", "h3", got, err)
 		}
 		// ...but an existing credential cannot take a hash already in use.
@@ -1080,7 +971,7 @@ func TestPutCredentialTokenHashConflict(t *testing.T) {
 		if !errors.Is(err, ErrConflict) {
 			t.Errorf("PutCredential(id %q, hash %q) = %v, want ErrConflict", c4.ID, c4.TokenHash, err)
 		}
-		if got, err := s.Read().CredentialByTokenHash(nil, "h4"); err != nil || got.ID != "c4" {
+		if got, err := s.Read().CredentialByTokenHash("h4"); err != nil || got.ID != "c4" {
 			t.Errorf("CredentialByTokenHash(%q) after a conflicting rehash = %v, %v; want c4, nil", "h4", got, err)
 		}
 	})
@@ -1092,7 +983,7 @@ func TestPutCredentialTokenHashConflict(t *testing.T) {
 			}
 			return w.PutCredential(&Credential{ID: "k4", TokenHash: "h7", Kind: KindClient, Namespace: "client:g2", Client: "g2", State: StateLive})
 		})
-		if got, err := s.Read().CredentialByTokenHash(nil, "h7"); err != nil || got.ID != "k4" {
+		if got, err := s.Read().CredentialByTokenHash("h7"); err != nil || got.ID != "k4" {
 			t.Errorf("CredentialByTokenHash(%q) = %v, %v; want k4, nil", "h7", got, err)
 		}
 	})
@@ -1149,17 +1040,16 @@ func TestDeleteRemovesFromEveryIndex(t *testing.T) {
 		got  func() (any, error)
 		want any
 	}{
-		{"CredentialByTokenHash(h1)", func() (any, error) { return r.CredentialByTokenHash(nil, "h1") }, (*Credential)(nil)},
-		{"CredentialsByThread(t1)", func() (any, error) { return r.CredentialsByThread(nil, "t1") }, pick(creds, "c2", "c3")},
-		{"CredentialsByThreadInstance(t1,i1)", func() (any, error) { return r.CredentialsByThreadInstance(nil, "t1", "i1") }, pick(creds, "c3")},
-		{"CredentialsByNamespace(cred:c1)", func() (any, error) { return r.CredentialsByNamespace(nil, "cred:c1") }, pick(creds)},
-		{"CountCredentialsByState(live)", func() (any, error) { return r.CountCredentialsByState(nil, StateLive) }, 4},
-		{"ProviderSessionsByThread(t1)", func() (any, error) { return r.ProviderSessionsByThread(nil, "t1") }, pick(sessions, "ps4")},
-		{"ProviderSessionsByCredential(c4)", func() (any, error) { return r.ProviderSessionsByCredential(nil, "c4") }, pick(sessions)},
-		{"ProviderSessionsByInstance(i1)", func() (any, error) { return r.ProviderSessionsByInstance(nil, "i1") }, pick(sessions, "ps2")},
-		{"ProviderSessionsByState(open)", func() (any, error) { return r.ProviderSessionsByState(nil, SessionOpen) }, pick(sessions, "ps3", "ps4", "ps5")},
-		{"ClientGrantsByState(revoked)", func() (any, error) { return r.ClientGrantsByState(nil, StateRevoked) }, pick(clientGrantFixtures())},
-		{"ThreadsByStatus(archived)", func() (any, error) { return r.ThreadsByStatus(nil, ThreadArchived) }, pick(threadFixtures(), "t5")},
+		{"CredentialByTokenHash(h1)", func() (any, error) { return r.CredentialByTokenHash("h1") }, (*Credential)(nil)},
+		{"CredentialsByThread(t1)", func() (any, error) { return r.CredentialsByThread("t1") }, pick(creds, "c2", "c3")},
+		{"CredentialsByThreadInstance(t1,i1)", func() (any, error) { return r.CredentialsByThreadInstance("t1", "i1") }, pick(creds, "c3")},
+		{"CredentialsByNamespace(cred:c1)", func() (any, error) { return r.CredentialsByNamespace("cred:c1") }, pick(creds)},
+		{"CountCredentialsByState(live)", func() (any, error) { return r.CountCredentialsByState(StateLive) }, 4},
+		{"ProviderSessionsByInstance(i1)", func() (any, error) { return r.ProviderSessionsByInstance("i1") }, pick(sessions, "ps2")},
+		{"ProviderSessionsByState(open)", func() (any, error) { return r.ProviderSessionsByState(SessionOpen) }, pick(sessions, "ps3", "ps4", "ps5")},
+		{"ClientGrant(g3)", func() (any, error) { return r.ClientGrant("g3") }, (*ClientGrant)(nil)},
+		{"Threads()", func() (any, error) { return r.Threads() }, pick(threadFixtures(), "t1", "t3", "t4", "t5")},
+		{"MCPSessions()", func() (any, error) { return r.MCPSessions() }, pick(mcpSessionFixtures(), "m1", "m3", "m4", "m5")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1184,171 +1074,17 @@ func TestReadIsSnapshot(t *testing.T) {
 		}
 		return w.DeleteThread("t1")
 	})
-	if got, err := before.Thread(nil, "t9"); !errors.Is(err, ErrNotFound) {
+	if got, err := before.Thread("t9"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("old snapshot Thread(%q) = %v, %v; want nil, ErrNotFound", "t9", got, err)
 	}
-	if _, err := before.Thread(nil, "t1"); err != nil {
+	if _, err := before.Thread("t1"); err != nil {
 		t.Errorf("old snapshot Thread(%q) = %v, want nil error", "t1", err)
 	}
-	if _, err := s.Read().Thread(nil, "t9"); err != nil {
+	if _, err := s.Read().Thread("t9"); err != nil {
 		t.Errorf("new snapshot Thread(%q) = %v, want nil error", "t9", err)
 	}
-	if _, err := s.Read().Thread(nil, "t1"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Read().Thread("t1"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("new snapshot Thread(%q) = %v, want ErrNotFound", "t1", err)
-	}
-}
-
-func TestWatch(t *testing.T) {
-	tests := []struct {
-		name  string
-		read  func(r *Reader, ws WatchSet) error
-		write func(w *Writer) error
-		fire  bool
-	}{
-		{
-			name: "thread updated",
-			read: func(r *Reader, ws WatchSet) error { _, err := r.Thread(ws, "t1"); return err },
-			write: func(w *Writer) error {
-				th := threadFixtures()["t1"]
-				th.Messages = append(th.Messages, Message{Seq: 1, Text: "new"})
-				return w.PutThread(th)
-			},
-			fire: true,
-		},
-		{
-			name:  "thread deleted",
-			read:  func(r *Reader, ws WatchSet) error { _, err := r.Thread(ws, "t1"); return err },
-			write: func(w *Writer) error { return w.DeleteThread("t1") },
-			fire:  true,
-		},
-		{
-			name: "missing thread created",
-			read: func(r *Reader, ws WatchSet) error {
-				if _, err := r.Thread(ws, "t9"); !errors.Is(err, ErrNotFound) {
-					return fmt.Errorf("Thread(t9) = %v, want ErrNotFound", err)
-				}
-				return nil
-			},
-			write: func(w *Writer) error { return w.PutThread(&Thread{ID: "t9", Status: ThreadActive}) },
-			fire:  true,
-		},
-		{
-			name: "thread, unrelated credentials write",
-			read: func(r *Reader, ws WatchSet) error { _, err := r.Thread(ws, "t1"); return err },
-			write: func(w *Writer) error {
-				c := credentialFixtures()["c1"]
-				c.State = StateRevoked
-				return w.PutCredential(c)
-			},
-			fire: false,
-		},
-		{
-			name: "thread, unrelated MCP session write",
-			read: func(r *Reader, ws WatchSet) error { _, err := r.Thread(ws, "t1"); return err },
-			write: func(w *Writer) error {
-				return w.PutMCPSession(&MCPSession{ID: "m9", Owner: "cred:c1", Credential: "c1"})
-			},
-			fire: false,
-		},
-		{
-			name: "credential by token hash revoked",
-			read: func(r *Reader, ws WatchSet) error { _, err := r.CredentialByTokenHash(ws, "h1"); return err },
-			write: func(w *Writer) error {
-				c := credentialFixtures()["c1"]
-				c.State = StateRevoked
-				return w.PutCredential(c)
-			},
-			fire: true,
-		},
-		{
-			name:  "credential by token hash, unrelated threads write",
-			read:  func(r *Reader, ws WatchSet) error { _, err := r.CredentialByTokenHash(ws, "h1"); return err },
-			write: func(w *Writer) error { return w.PutThread(&Thread{ID: "t9", Status: ThreadActive}) },
-			fire:  false,
-		},
-		{
-			name:  "threads by status, new active thread",
-			read:  func(r *Reader, ws WatchSet) error { _, err := r.ThreadsByStatus(ws, ThreadActive); return err },
-			write: func(w *Writer) error { return w.PutThread(&Thread{ID: "t9", Status: ThreadActive}) },
-			fire:  true,
-		},
-		{
-			name: "count credentials, credential revoked",
-			read: func(r *Reader, ws WatchSet) error { _, err := r.CountCredentialsByState(ws, StateLive); return err },
-			write: func(w *Writer) error {
-				c := credentialFixtures()["c1"]
-				c.State = StateRevoked
-				return w.PutCredential(c)
-			},
-			fire: true,
-		},
-		{
-			name:  "MCP sessions, unrelated client grants write",
-			read:  func(r *Reader, ws WatchSet) error { _, err := r.MCPSessions(ws); return err },
-			write: func(w *Writer) error { return w.DeleteClientGrant("g1") },
-			fire:  false,
-		},
-		{
-			name:  "MCP sessions, session deleted",
-			read:  func(r *Reader, ws WatchSet) error { _, err := r.MCPSessions(ws); return err },
-			write: func(w *Writer) error { return w.DeleteMCPSession("m1") },
-			fire:  true,
-		},
-		{
-			name: "provider sessions by thread, attach",
-			read: func(r *Reader, ws WatchSet) error { _, err := r.ProviderSessionsByThread(ws, "t4"); return err },
-			write: func(w *Writer) error {
-				ps := providerSessionFixtures()["ps3"]
-				ps.Threads = []string{"t4"}
-				return w.PutProviderSession(ps)
-			},
-			fire: true,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newStore(t)
-			seedAll(t, s)
-			ws := NewWatchSet()
-			if err := tt.read(s.Read(), ws); err != nil {
-				t.Fatalf("read: %v", err)
-			}
-			if len(ws) == 0 {
-				t.Fatalf("read added no channel to the watch set")
-			}
-			mustWrite(t, s, tt.write)
-
-			timeout := 50 * time.Millisecond
-			if tt.fire {
-				timeout = 2 * time.Second
-			}
-			ctx, cancel := context.WithTimeout(t.Context(), timeout)
-			defer cancel()
-			err := ws.WatchCtx(ctx)
-			if tt.fire && err != nil {
-				t.Errorf("WatchCtx after a write to the record read = %v, want nil (watch fired)", err)
-			}
-			if !tt.fire && !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("WatchCtx after an unrelated write = %v, want %v", err, context.DeadlineExceeded)
-			}
-		})
-	}
-}
-
-func TestWatchFiresWhileWaiting(t *testing.T) {
-	s := newStore(t)
-	seedAll(t, s)
-	ws := NewWatchSet()
-	if _, err := s.Read().Credential(ws, "c1"); err != nil {
-		t.Fatalf("Credential(%q) = %v, want nil error", "c1", err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- ws.WatchCtx(ctx) }()
-	mustWrite(t, s, func(w *Writer) error { return w.DeleteCredential("c1") })
-	if err := <-done; err != nil {
-		t.Errorf("WatchCtx while the credential is deleted = %v, want nil", err)
 	}
 }
 
@@ -1397,14 +1133,14 @@ func TestConcurrentReadersGetPrivateCopies(t *testing.T) {
 				default:
 				}
 				r := s.Read()
-				if th, err := r.Thread(nil, "t4"); err == nil {
+				if th, err := r.Thread("t4"); err == nil {
 					th.Messages[0].Text = "reader"
 					th.Run.ID = "reader"
 				}
-				if c, err := r.CredentialByTokenHash(nil, "h1"); err == nil {
+				if c, err := r.CredentialByTokenHash("h1"); err == nil {
 					c.Capabilities[0] = "reader"
 				}
-				if list, err := r.ProviderSessionsByThread(nil, "t1"); err == nil {
+				if list, err := r.ProviderSessionsByInstance("i1"); err == nil {
 					for _, p := range list {
 						p.Threads[0] = "reader"
 					}
@@ -1414,7 +1150,7 @@ func TestConcurrentReadersGetPrivateCopies(t *testing.T) {
 	}
 	for i := range 200 {
 		mustWrite(t, s, func(w *Writer) error {
-			th, err := w.Thread(nil, "t4")
+			th, err := w.Thread("t4")
 			if err != nil {
 				return err
 			}
@@ -1423,7 +1159,7 @@ func TestConcurrentReadersGetPrivateCopies(t *testing.T) {
 			if err := w.PutThread(th); err != nil {
 				return err
 			}
-			c, err := w.Credential(nil, "c1")
+			c, err := w.Credential("c1")
 			if err != nil {
 				return err
 			}
@@ -1434,7 +1170,7 @@ func TestConcurrentReadersGetPrivateCopies(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	th, err := s.Read().Thread(nil, "t4")
+	th, err := s.Read().Thread("t4")
 	if err != nil {
 		t.Fatalf("Thread(%q) = %v, want nil error", "t4", err)
 	}

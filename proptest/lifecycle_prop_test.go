@@ -81,6 +81,11 @@ type lifecycleMachine struct {
 	texts  int // counter for message texts
 	// closes counts provider-session close events (SubscribeProviderEvents).
 	closes atomic.Int64
+	// subs are the resource subscriptions accepted so far, and resources
+	// whether the machine's resources are registered
+	// (resources_prop_test.go).
+	subs      []modelSub
+	resources bool
 }
 
 // subscribeCounting subscribes to the runtime's provider events and counts
@@ -371,6 +376,7 @@ func (s *lifecycleMachine) Check(t *rapid.T) {
 	if diff := cmp.Diff(s.m.threadIDs(), ids, cmpOpts); diff != "" {
 		t.Fatalf("Threads ids mismatch (-want +got):\n%s", diff)
 	}
+	s.checkSubscriptions(t)
 	// A session the model holds open was never closed in the driver.
 	for _, ps := range s.m.sessions {
 		if ps.open {

@@ -154,7 +154,8 @@ func TestReopenAfterExpiryRebindsAttachedSession(t *testing.T) {
 // it; the winner stops that actor (and only deletes it from r.clients after
 // its answer, runtime.go:716-720) in between, and the ask's failure is
 // returned as is instead of ErrUnknownClient.
-// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.)
+// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.
+// RevokeClient is in clients.go now, its ask in actors.go's call helper.)
 func TestConcurrentRevokeClientIsUnknownNotDeadLetter(t *testing.T) {
 	ctx := context.Background()
 	rt, _, _ := newRegressRuntime(t)
@@ -200,7 +201,10 @@ func TestConcurrentRevokeClientIsUnknownNotDeadLetter(t *testing.T) {
 // fails with a dead letter, which handlers.go:251-254 answers as 503; GET
 // (handlers.go:380-384) and DELETE (handlers.go:432-436) map the same
 // failure the same way.
-// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.)
+// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.
+// transport/ is internal/mcphttp now: the call is handlePost's and
+// BeginCall's in internal/mcphttp/handlers.go, its session's calls table
+// in actors/session/calls.go.)
 func TestCallRacingDeleteIsNotFoundNotBusy(t *testing.T) {
 	ctx := context.Background()
 	rt, _, _ := newRegressRuntime(t)
@@ -262,7 +266,9 @@ func TestCallRacingDeleteIsNotFoundNotBusy(t *testing.T) {
 // unlike an open (:427) it marks nothing pending, so an open handled in
 // that window (:324) finds a live credential that no session holds yet and
 // replaces it.
-// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.)
+// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3. The
+// open and the rotation are in actors/thread/open.go now, as flights of
+// kind open and rotate; the instance actor decides reuse and attach.)
 func TestOpenRacingRotateReusesTheRebindingSession(t *testing.T) {
 	ctx := context.Background()
 	rt, _, _ := newRegressRuntime(t)

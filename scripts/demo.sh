@@ -105,7 +105,7 @@ say "Register two provider instances; open thread t1 on A"
 admin "instance A" instance create A --driver inproc
 admin "instance B" instance create B --driver inproc
 admin "thread t1 on A" thread create t1 --instance A
-admin "provider session (t1, A)" session open t1 A
+admin "provider session (t1, A)" provider-session open t1 A
 AUTH_A=$(sed -n 's/.*"authorization": "\(.*\)".*/\1/p' <<<"$OUT")
 admin "run of A" run start t1 A
 
@@ -116,7 +116,7 @@ call A "$AUTH_A" "$SID_A" thread_read '{}' ok
 
 say "Switch t1 to B"
 admin "switch to B" thread switch t1 B
-admin "provider session (t1, B)" session open t1 B
+admin "provider session (t1, B)" provider-session open t1 B
 AUTH_B=$(sed -n 's/.*"authorization": "\(.*\)".*/\1/p' <<<"$OUT")
 initialize B "$AUTH_B"; SID_B=$SID
 call A "$AUTH_A" "$SID_A" thread_read '{}' ok
@@ -129,7 +129,7 @@ say "Back to A: A's credential still works"
 admin "end B's run" run end t1
 admin "switch to A" thread switch t1 A
 call A "$AUTH_A" "$SID_A" thread_read '{}' ok
-admin "MCP sessions" sessions
+admin "MCP sessions" mcp-sessions
 admin "thread t1" thread get t1
 grep -q '"B was here"' <<<"$OUT" && ok "t1 holds B's message" || fail "t1 lacks B's message"
 
@@ -163,19 +163,19 @@ exec_config() {
 admin "instance codex (exec)" instance create codex --driver exec --driver-config "$(exec_config)"
 admin "instance claude (exec)" instance create claude --driver exec --driver-config "$(exec_config)"
 admin "thread t2 on codex" thread create t2 --instance codex
-admin "provider session (t2, codex) starts an agent" session open t2 codex -f providerSessionId
+admin "provider session (t2, codex) starts an agent" provider-session open t2 codex -f providerSessionId
 PS_CODEX=$OUT
 OK='\"ok\":true' DENIED='\"status\":401'
 wait_agent "codex's agent calls thread_read" "$PS_CODEX" "$OK" 3
 admin "switch t2 to claude" thread switch t2 claude
-admin "provider session (t2, claude) starts a second agent" session open t2 claude -f providerSessionId
+admin "provider session (t2, claude) starts a second agent" provider-session open t2 claude -f providerSessionId
 PS_CLAUDE=$OUT
 wait_agent "claude's agent calls" "$PS_CLAUDE" "$OK" 3
 wait_agent "codex's agent still calls (switching revokes nothing)" "$PS_CODEX" "$OK" 3
 admin "switch t2 back to codex" thread switch t2 codex
-admin "re-open (t2, codex): the same session, no new process" session open t2 codex -f reused
+admin "re-open (t2, codex): the same session, no new process" provider-session open t2 codex -f reused
 [[ $OUT == true ]] && ok "reused" || fail "re-open of (t2, codex) was not a reuse: $OUT"
-admin "release claude's session: its process is stopped" session release "$PS_CLAUDE"
+admin "release claude's session: its process is stopped" provider-session release "$PS_CLAUDE"
 grep -F "session=$PS_CLAUDE " "$LOG" | grep -qF 'msg="provider process exited"' \
   && ok "claude's process exited" || fail "claude's process is still running"
 wait_agent "codex's agent still calls" "$PS_CODEX" "$OK" 3

@@ -109,7 +109,7 @@ func (a *grantActor) live(ctx actor.Context) {
 			a.stop(ctx)
 		}
 	case *GetGrant:
-		g, err := a.cfg.Store.Read().ClientGrant(nil, a.cfg.ID)
+		g, err := a.cfg.Store.Read().ClientGrant(a.cfg.ID)
 		res := &GrantInfo{Fault: fault.From(err)}
 		if err == nil {
 			res.Grant = *g
@@ -148,7 +148,7 @@ func (a *grantActor) revoked(ctx actor.Context) {
 
 func (a *grantActor) start() {
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		if _, err := w.ClientGrant(nil, a.cfg.ID); err == nil {
+		if _, err := w.ClientGrant(a.cfg.ID); err == nil {
 			return nil // a restart
 		}
 		return w.PutClientGrant(&memdb.ClientGrant{
@@ -175,7 +175,7 @@ func (a *grantActor) issue(msg *IssueToken, spent func(w *memdb.Writer) error) (
 				return err
 			}
 		}
-		olds, err := w.CredentialsByNamespace(nil, Namespace(a.cfg.ID))
+		olds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
 		if err != nil {
 			return err
 		}
@@ -225,7 +225,7 @@ func (a *grantActor) record(msg *RecordToken) (*TokenIssued, error) {
 	res := &TokenIssued{Access: msg.Access, Expires: msg.Expires}
 	fresh := false
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		olds, err := w.CredentialsByNamespace(nil, Namespace(a.cfg.ID))
+		olds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
 		if err != nil {
 			return err
 		}
@@ -275,7 +275,7 @@ func (a *grantActor) redeem(msg *RedeemRefresh) (*TokenIssued, error) {
 
 // prune drops the oldest revoked token rows beyond RevokedKept.
 func (a *grantActor) prune(w *memdb.Writer) error {
-	creds, err := w.CredentialsByNamespace(nil, Namespace(a.cfg.ID))
+	creds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
 	if err != nil {
 		return err
 	}
@@ -289,7 +289,7 @@ func (a *grantActor) revoke(reason string) (int, error) {
 	now := a.cfg.Now()
 
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		creds, err := w.CredentialsByNamespace(nil, Namespace(a.cfg.ID))
+		creds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
 		if err != nil {
 			return err
 		}

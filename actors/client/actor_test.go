@@ -20,7 +20,7 @@ import (
 func TestGrantRecordWrittenOnStart(t *testing.T) {
 	e := newEnv(t)
 	pid := e.spawn("g1", grantOpts{access: memdb.AccessReadOnly})
-	want := memdb.ClientGrant{ID: "g1", Label: "label of g1", Access: memdb.AccessReadOnly, State: memdb.StateLive, Created: t0}
+	want := memdb.ClientGrant{ID: "g1", Label: "label of g1", Access: memdb.AccessReadOnly, State: memdb.StateLive, Created: actortest.T0}
 	if diff := cmp.Diff(want, e.grant(pid)); diff != "" {
 		t.Errorf("GetGrant (-want +got):\n%s", diff)
 	}
@@ -36,7 +36,7 @@ func TestIssueToken(t *testing.T) {
 		ttl         time.Duration
 		wantExpires time.Time
 	}{
-		{name: "read-write with a TTL", access: memdb.AccessReadWrite, ttl: time.Hour, wantExpires: t0.Add(time.Hour)},
+		{name: "read-write with a TTL", access: memdb.AccessReadWrite, ttl: time.Hour, wantExpires: actortest.T0.Add(time.Hour)},
 		{name: "read-only without a TTL", access: memdb.AccessReadOnly},
 	}
 	for _, test := range tests {
@@ -54,8 +54,8 @@ func TestIssueToken(t *testing.T) {
 				Namespace: "client:g1",
 				Client:    "g1",
 				Access:    test.access,
-				Issued:    t0,
-				LastLive:  t0,
+				Issued:    actortest.T0,
+				LastLive:  actortest.T0,
 				Expires:   test.wantExpires,
 				State:     memdb.StateLive,
 			}
@@ -66,7 +66,7 @@ func TestIssueToken(t *testing.T) {
 			if strings.Contains(fmt.Sprintf("%+v", got), res.Token) {
 				t.Errorf("the token itself is stored: %+v", got)
 			}
-			byHash, err := e.store.Read().CredentialByTokenHash(nil, token.Hash(res.Token))
+			byHash, err := e.store.Read().CredentialByTokenHash(token.Hash(res.Token))
 			if err != nil || byHash.ID != res.CredentialID {
 				t.Errorf("CredentialByTokenHash = %+v, %v; want %s", byHash, err, res.CredentialID)
 			}
@@ -95,8 +95,8 @@ func TestRefreshKeepsNamespace(t *testing.T) {
 		t.Errorf("after a refresh without revokePrevious: first %+v, second %+v; want both live", a, b)
 	}
 	// A refresh does not extend the older token.
-	if !a.Expires.Equal(t0.Add(time.Hour)) || !b.Expires.Equal(t0.Add(time.Hour+time.Minute)) {
-		t.Errorf("expiries %v and %v, want %v and %v", a.Expires, b.Expires, t0.Add(time.Hour), t0.Add(time.Hour+time.Minute))
+	if !a.Expires.Equal(actortest.T0.Add(time.Hour)) || !b.Expires.Equal(actortest.T0.Add(time.Hour+time.Minute)) {
+		t.Errorf("expiries %v and %v, want %v and %v", a.Expires, b.Expires, actortest.T0.Add(time.Hour), actortest.T0.Add(time.Hour+time.Minute))
 	}
 }
 
@@ -163,10 +163,10 @@ func TestRevoke(t *testing.T) {
 	if n := len(e.tokens("g1")); n != 0 {
 		t.Errorf("%d token rows left after revoke, want 0", n)
 	}
-	if _, err := e.store.Read().ClientGrant(nil, "g1"); !errors.Is(err, memdb.ErrNotFound) {
+	if _, err := e.store.Read().ClientGrant("g1"); !errors.Is(err, memdb.ErrNotFound) {
 		t.Errorf("ClientGrant(g1) after revoke = %v, want ErrNotFound", err)
 	}
-	if c, err := e.store.Read().CredentialByTokenHash(nil, token.Hash(kept)); err != nil || !c.LiveAt(e.clock.Now()) {
+	if c, err := e.store.Read().CredentialByTokenHash(token.Hash(kept)); err != nil || !c.LiveAt(e.clock.Now()) {
 		t.Errorf("g2's token after revoking g1 = %+v, %v; want live", c, err)
 	}
 	if g := e.grant(other); g.State != memdb.StateLive {
@@ -178,7 +178,7 @@ func TestRevoke(t *testing.T) {
 		_, ok := e.sys.ProcessRegistry.GetLocal("client/g1")
 		return !ok
 	})
-	if _, err := e.root.RequestFuture(pid, &client.GetGrant{}, timeout).Result(); !errors.Is(err, actor.ErrDeadLetter) {
+	if _, err := e.root.RequestFuture(pid, &client.GetGrant{}, actortest.Timeout).Result(); !errors.Is(err, actor.ErrDeadLetter) {
 		t.Errorf("GetGrant to the revoked grant's actor: %v, want ErrDeadLetter", err)
 	}
 }
@@ -192,11 +192,11 @@ func TestRevokeAnswersQueuedMessages(t *testing.T) {
 	e.issue(pid, false)
 
 	sendSystem(t, e.sys, pid, &actor.SuspendMailbox{})
-	fRevoke := e.root.RequestFuture(pid, &client.Revoke{}, timeout)
+	fRevoke := e.root.RequestFuture(pid, &client.Revoke{}, actortest.Timeout)
 	queued := []any{&client.IssueToken{}, &client.GetGrant{}, &client.Revoke{}}
 	fs := make([]*actor.Future, len(queued))
 	for i, msg := range queued {
-		fs[i] = e.root.RequestFuture(pid, msg, timeout)
+		fs[i] = e.root.RequestFuture(pid, msg, actortest.Timeout)
 	}
 	sendSystem(t, e.sys, pid, &actor.ResumeMailbox{})
 

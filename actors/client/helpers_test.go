@@ -3,7 +3,6 @@ package client_test
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"testing"
 	"time"
 
@@ -23,34 +22,19 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// timeout bounds every request a test makes; it is never a threshold that
-// a correct implementation could exceed.
-const timeout = actortest.Timeout
-
-var t0 = actortest.T0
-
 type env struct {
 	t     *testing.T
 	sys   *actor.ActorSystem
 	root  *actor.RootContext
 	store *memdb.Store
 	clock *actortest.Clock
-	pids  []*actor.PID
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	store := actortest.NewStore(t)
 	sys := actortest.NewSystem(t)
-	e := &env{t: t, sys: sys, root: sys.Root, store: store, clock: actortest.NewClock(t0)}
-	t.Cleanup(func() {
-		for _, pid := range slices.Backward(e.pids) {
-			if err := e.root.StopFuture(pid).Wait(); err != nil {
-				t.Errorf("stop %s: %v", pid.Id, err)
-			}
-		}
-	})
-	return e
+	return &env{t: t, sys: sys, root: sys.Root, store: store, clock: actortest.NewClock(actortest.T0)}
 }
 
 type grantOpts struct {
@@ -84,7 +68,7 @@ func (e *env) spawn(id string, o grantOpts) *actor.PID {
 	if err != nil {
 		e.t.Fatalf("spawn client/%s: %v", id, err)
 	}
-	e.pids = append(e.pids, pid)
+	actortest.StopAtEnd(e.t, e.root, pid)
 	e.grant(pid) // its record is written
 	return pid
 }
@@ -109,7 +93,7 @@ func (e *env) issue(pid *actor.PID, revokePrevious bool) *client.TokenIssued {
 
 func (e *env) cred(id string) *memdb.Credential {
 	e.t.Helper()
-	c, err := e.store.Read().Credential(nil, id)
+	c, err := e.store.Read().Credential(id)
 	if err != nil {
 		e.t.Fatalf("Credential(%s) = %v", id, err)
 	}
@@ -118,7 +102,7 @@ func (e *env) cred(id string) *memdb.Credential {
 
 func (e *env) tokens(grant string) []*memdb.Credential {
 	e.t.Helper()
-	cs, err := e.store.Read().CredentialsByNamespace(nil, client.Namespace(grant))
+	cs, err := e.store.Read().CredentialsByNamespace(client.Namespace(grant))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agenthost/mcpruntime/actors/client"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -43,9 +45,12 @@ func (r *recorder) kinds() []string {
 	return out
 }
 
+// g1 is the actor of grant g1, the one these tests spawn.
+func (e *env) g1() *actor.PID { return actor.NewPID(e.sys.Address(), names.Client("g1")) }
+
 func (e *env) issueOAuth() *client.TokenIssued {
 	e.t.Helper()
-	res := actortest.Ask[*client.TokenIssued](e.t, e.root, e.pids[0], &client.IssueToken{Audience: resource, OAuthClient: oauthA})
+	res := actortest.Ask[*client.TokenIssued](e.t, e.root, e.g1(), &client.IssueToken{Audience: resource, OAuthClient: oauthA})
 	if res.Err() != nil {
 		e.t.Fatalf("IssueToken(OAuth) = %v", res.Err())
 	}
@@ -54,7 +59,7 @@ func (e *env) issueOAuth() *client.TokenIssued {
 
 func (e *env) redeem(refresh, oauthClient string) *client.TokenIssued {
 	e.t.Helper()
-	return actortest.Ask[*client.TokenIssued](e.t, e.root, e.pids[0], &client.RedeemRefresh{TokenHash: token.Hash(refresh), OAuthClient: oauthClient})
+	return actortest.Ask[*client.TokenIssued](e.t, e.root, e.g1(), &client.RedeemRefresh{TokenHash: token.Hash(refresh), OAuthClient: oauthClient})
 }
 
 // SPEC §5c: an OAuth grant's first answer is an access token bound to the
@@ -68,8 +73,8 @@ func TestIssueWithRefresh(t *testing.T) {
 	if !token.ValidWith(res.Token, token.ClientPrefix) || !token.ValidWith(res.RefreshToken, token.RefreshPrefix) {
 		t.Fatalf("IssueToken = %q, %q; want a client token and a refresh token", res.Token, res.RefreshToken)
 	}
-	if !res.Expires.Equal(t0.Add(time.Hour)) {
-		t.Errorf("Expires = %v, want %v", res.Expires, t0.Add(time.Hour))
+	if !res.Expires.Equal(actortest.T0.Add(time.Hour)) {
+		t.Errorf("Expires = %v, want %v", res.Expires, actortest.T0.Add(time.Hour))
 	}
 	acc := e.cred(res.CredentialID)
 	if acc.Audience != resource || acc.Kind != memdb.KindClient {
@@ -80,15 +85,15 @@ func TestIssueWithRefresh(t *testing.T) {
 		t.Fatalf("%d rows, want the access token and the refresh token", len(rows))
 	}
 	for _, c := range rows {
-		if c.Kind == memdb.KindRefresh && (c.OAuthClient != oauthA || c.Audience != resource || !c.Expires.Equal(t0.Add(24*time.Hour))) {
+		if c.Kind == memdb.KindRefresh && (c.OAuthClient != oauthA || c.Audience != resource || !c.Expires.Equal(actortest.T0.Add(24*time.Hour))) {
 			t.Errorf("refresh row = %+v", c)
 		}
 	}
 	r := e.store.Read()
-	if _, err := credential.Authenticate(r, res.RefreshToken, t0); err == nil {
+	if _, err := credential.Authenticate(r, res.RefreshToken, actortest.T0); err == nil {
 		t.Errorf("a refresh token authenticated")
 	}
-	p, err := credential.Authenticate(r, res.Token, t0)
+	p, err := credential.Authenticate(r, res.Token, actortest.T0)
 	if err != nil || p.Audience != resource || p.Namespace != "client:g1" {
 		t.Errorf("Authenticate(access) = %+v, %v", p, err)
 	}
@@ -116,7 +121,7 @@ func TestRedeemRefreshRotates(t *testing.T) {
 	if err != nil || p.Namespace != "client:g1" || p.Audience != resource {
 		t.Errorf("new access token = %+v, %v; want client:g1 bound to %s", p, err, resource)
 	}
-	spent, _ := e.store.Read().CredentialByTokenHash(nil, token.Hash(first.RefreshToken))
+	spent, _ := e.store.Read().CredentialByTokenHash(token.Hash(first.RefreshToken))
 	if spent.State != memdb.StateRevoked || spent.RevokeReason != credential.ReasonUsed {
 		t.Errorf("spent refresh row = %+v, want revoked %q", spent, credential.ReasonUsed)
 	}
@@ -142,7 +147,7 @@ func TestRefreshReuseRevokesGrant(t *testing.T) {
 	if n := len(e.tokens("g1")); n != 0 {
 		t.Errorf("%d token rows left, want 0", n)
 	}
-	if _, err := e.store.Read().ClientGrant(nil, "g1"); !errors.Is(err, memdb.ErrNotFound) {
+	if _, err := e.store.Read().ClientGrant("g1"); !errors.Is(err, memdb.ErrNotFound) {
 		t.Errorf("ClientGrant(g1) = %v, want ErrNotFound", err)
 	}
 	eventually(t, "client/g1 stopped", func() bool {
@@ -177,7 +182,7 @@ func TestRedeemRefreshRefusals(t *testing.T) {
 			if !errors.Is(res.Err(), fault.ErrInvalidGrant) || res.Token != "" {
 				t.Errorf("RedeemRefresh = %+v, want ErrInvalidGrant", res)
 			}
-			if g := e.grant(e.pids[0]); g.State != memdb.StateLive {
+			if g := e.grant(e.g1()); g.State != memdb.StateLive {
 				t.Errorf("grant after a refused refresh = %+v, want live", g)
 			}
 		})

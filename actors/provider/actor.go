@@ -187,7 +187,7 @@ func (a *instanceActor) stopping(ctx actor.Context) {
 func (a *instanceActor) start() {
 	inst := a.cfg.Instance
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		if _, err := w.Instance(nil, inst.ID); err == nil {
+		if _, err := w.Instance(inst.ID); err == nil {
 			return nil // a restart: the record is already there
 		}
 		return w.PutInstance(&inst)
@@ -199,7 +199,7 @@ func (a *instanceActor) start() {
 
 // records returns the instance's open sessions as stored.
 func (a *instanceActor) records() []memdb.ProviderSession {
-	sessions, err := a.cfg.Store.Read().ProviderSessionsByInstance(nil, a.cfg.Instance.ID)
+	sessions, err := a.cfg.Store.Read().ProviderSessionsByInstance(a.cfg.Instance.ID)
 	if err != nil {
 		a.cfg.Logger.Error("list provider sessions", "instance", a.cfg.Instance.ID, "err", err)
 	}
@@ -271,25 +271,6 @@ func (a *instanceActor) dispatched(c *child, thread string) uint64 {
 func (a *instanceActor) put(r memdb.ProviderSession) {
 	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.PutProviderSession(&r) }); err != nil {
 		a.cfg.Logger.Error("write provider session", "session", r.ID, "err", err)
-	}
-}
-
-// gather waits for every future without blocking the actor, then calls
-// done on the actor's turn with their answers, in order.
-func gather(ctx actor.Context, fs []*actor.Future, done func(results []any, errs []error)) {
-	results, errs := make([]any, len(fs)), make([]error, len(fs))
-	if len(fs) == 0 {
-		done(results, errs)
-		return
-	}
-	left := len(fs)
-	for i, f := range fs {
-		ctx.ReenterAfter(f, func(res any, err error) {
-			results[i], errs[i] = res, err
-			if left--; left == 0 {
-				done(results, errs)
-			}
-		})
 	}
 }
 

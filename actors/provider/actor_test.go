@@ -27,11 +27,11 @@ func TestInstanceRecordWrittenOnStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.spawn("a", d, "thread.read")
-	got, err := e.store.Read().Instance(nil, "a")
+	got, err := e.store.Read().Instance("a")
 	if err != nil {
 		t.Fatalf("Instance(a) = %v", err)
 	}
-	want := &memdb.Instance{ID: "a", Driver: provider.InprocKind, Capabilities: []string{"thread.read"}, Created: t0}
+	want := &memdb.Instance{ID: "a", Driver: provider.InprocKind, Capabilities: []string{"thread.read"}, Created: actortest.T0}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("instance record (-want +got):\n%s", diff)
 	}
@@ -54,7 +54,7 @@ func TestOpenSession(t *testing.T) {
 	}
 	want := &memdb.ProviderSession{
 		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
-		State: memdb.SessionOpen, Opened: t0,
+		State: memdb.SessionOpen, Opened: actortest.T0,
 	}
 	got, err := e.record("ps_1")
 	if err != nil {
@@ -103,7 +103,7 @@ func TestOpenSessionMultiThreadAttaches(t *testing.T) {
 	want := &memdb.ProviderSession{
 		ID: first, Instance: "a", MultiThread: true,
 		Threads: []string{"t1", "t2", "t3"}, Credentials: []string{"c1", "c2", "c3"},
-		State: memdb.SessionOpen, Opened: t0,
+		State: memdb.SessionOpen, Opened: actortest.T0,
 	}
 	got, err := e.record(first)
 	if err != nil {
@@ -121,10 +121,10 @@ func TestOpenSessionMultiThreadWhileOpening(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := make(chan struct{})
-	pid := e.spawn("a", &gatedDriver{inner: inner, opening: make(chan string, 4), openGate: gate})
+	pid := e.spawn("a", &providertest.Gated{Inner: inner, Opening: make(chan string, 4), OpenGate: gate})
 
-	f1 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
-	f2 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_2", Binding: binding("t2", "c2")}, timeout)
+	f1 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, actortest.Timeout)
+	f2 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_2", Binding: binding("t2", "c2")}, actortest.Timeout)
 	e.sessions(pid) // both opens were handled while the first is still opening
 	close(gate)
 	for i, f := range []*actor.Future{f1, f2} {
@@ -221,7 +221,7 @@ func TestOpenSessionRebindsAttachedThread(t *testing.T) {
 	}
 	want := &memdb.ProviderSession{
 		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1", "c2"},
-		State: memdb.SessionOpen, Opened: t0,
+		State: memdb.SessionOpen, Opened: actortest.T0,
 	}
 	got, err := e.record("ps_1")
 	if err != nil {
@@ -251,7 +251,7 @@ func TestRebindThread(t *testing.T) {
 	}
 	want := &memdb.ProviderSession{
 		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c2"},
-		State: memdb.SessionOpen, Opened: t0,
+		State: memdb.SessionOpen, Opened: actortest.T0,
 	}
 	got, err := e.record("ps_1")
 	if err != nil {
@@ -326,7 +326,7 @@ func TestCloseSession(t *testing.T) {
 	}
 	want := &memdb.ProviderSession{
 		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
-		State: memdb.SessionClosed, Opened: t0, Closed: t0.Add(time.Minute), CloseReason: provider.ReasonReleased,
+		State: memdb.SessionClosed, Opened: actortest.T0, Closed: actortest.T0.Add(time.Minute), CloseReason: provider.ReasonReleased,
 	}
 	if diff := cmp.Diff(*want, res.Session); diff != "" {
 		t.Errorf("CloseSession result (-want +got):\n%s", diff)
@@ -420,12 +420,12 @@ func TestFailedMultiThreadOpenFailsQueuedAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := make(chan struct{})
-	pid := e.spawn("a", &gatedDriver{inner: inner, opening: make(chan string, 4), openGate: gate})
+	pid := e.spawn("a", &providertest.Gated{Inner: inner, Opening: make(chan string, 4), OpenGate: gate})
 	boom := errors.New("handshake failed")
 	e.inproc.FailNextOpen("a", boom)
 
-	f1 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
-	f2 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_2", Binding: binding("t2", "c2")}, timeout)
+	f1 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, actortest.Timeout)
+	f2 := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_2", Binding: binding("t2", "c2")}, actortest.Timeout)
 	e.sessions(pid) // the second open is queued on the opening session
 	close(gate)
 	// The queued attach (open 2) and the failed open itself (open 1) are
@@ -497,13 +497,13 @@ func TestCloseAllWaitsForDriverClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := make(chan struct{})
-	pid := e.spawn("a", &gatedDriver{inner: inner, opening: make(chan string, 4), closeGate: gate})
+	pid := e.spawn("a", &providertest.Gated{Inner: inner, Opening: make(chan string, 4), CloseGate: gate})
 	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
 	e.mustOpen(pid, "ps_2", binding("t2", "c2"))
 
 	// A protoactor future wakes a single waiter, so only this goroutine
 	// waits on it.
-	f := e.root.RequestFuture(pid, &provider.CloseAll{Reason: provider.ReasonShutdown}, timeout)
+	f := e.root.RequestFuture(pid, &provider.CloseAll{Reason: provider.ReasonShutdown}, actortest.Timeout)
 	type result struct {
 		res any
 		err error
@@ -548,9 +548,9 @@ func TestReceiveNeverBlocksOnDriver(t *testing.T) {
 	}
 	opening := make(chan string, 4)
 	gate := make(chan struct{})
-	pid := e.spawn("a", &gatedDriver{inner: inner, opening: opening, openGate: gate})
+	pid := e.spawn("a", &providertest.Gated{Inner: inner, Opening: opening, OpenGate: gate})
 
-	f := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
+	f := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, actortest.Timeout)
 	if id := <-opening; id != "ps_1" {
 		t.Fatalf("driver opening %q, want ps_1", id)
 	}
@@ -581,7 +581,7 @@ func TestOpenBoundedByOpTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := e.spawn("a", &gatedDriver{inner: inner, openGate: make(chan struct{})}) // never opens
+	pid := e.spawn("a", &providertest.Gated{Inner: inner, OpenGate: make(chan struct{})}) // never opens
 
 	res := e.open(pid, "ps_1", binding("t1", "c1"))
 	if !actortest.OpenFailed(res.Err(), context.DeadlineExceeded) {
@@ -603,11 +603,11 @@ func TestCloseSessionWhileOpening(t *testing.T) {
 	}
 	opening := make(chan string, 4)
 	gate := make(chan struct{})
-	pid := e.spawn("a", &gatedDriver{inner: inner, opening: opening, openGate: gate})
+	pid := e.spawn("a", &providertest.Gated{Inner: inner, Opening: opening, OpenGate: gate})
 
-	fOpen := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
+	fOpen := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, actortest.Timeout)
 	<-opening
-	fClose := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonAborted}, timeout)
+	fClose := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonAborted}, actortest.Timeout)
 	e.sessions(pid) // CloseSession was handled while Open is blocked
 
 	// Force the interleaving in which the session actor's Terminated (a
@@ -639,7 +639,7 @@ func TestCloseSessionWhileOpening(t *testing.T) {
 	}
 	want := &memdb.ProviderSession{
 		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
-		State: memdb.SessionClosed, Closed: t0, CloseReason: provider.ReasonAborted,
+		State: memdb.SessionClosed, Closed: actortest.T0, CloseReason: provider.ReasonAborted,
 	}
 	if diff := cmp.Diff(*want, closed.Session); diff != "" {
 		t.Errorf("closed record (-want +got):\n%s", diff)
@@ -668,13 +668,13 @@ func TestCloseSessionWhileOpeningThenOpenFails(t *testing.T) {
 	}
 	opening := make(chan string, 4)
 	gate := make(chan struct{})
-	pid := e.spawn("a", &gatedDriver{inner: inner, opening: opening, openGate: gate})
+	pid := e.spawn("a", &providertest.Gated{Inner: inner, Opening: opening, OpenGate: gate})
 	boom := errors.New("handshake failed")
 	e.inproc.FailNextOpen("a", boom)
 
-	fOpen := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
+	fOpen := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, actortest.Timeout)
 	<-opening
-	fClose := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonAborted}, timeout)
+	fClose := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonAborted}, actortest.Timeout)
 	e.sessions(pid) // CloseSession was handled while Open is blocked
 	close(gate)
 
@@ -692,7 +692,7 @@ func TestCloseSessionWhileOpeningThenOpenFails(t *testing.T) {
 	closed := res.(*provider.CloseSessionResult)
 	want := &memdb.ProviderSession{
 		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
-		State: memdb.SessionClosed, Closed: t0, CloseReason: provider.ReasonAborted,
+		State: memdb.SessionClosed, Closed: actortest.T0, CloseReason: provider.ReasonAborted,
 	}
 	if diff := cmp.Diff(*want, closed.Session); closed.Err() != nil || diff != "" {
 		t.Errorf("CloseSession = %v, record (-want +got):\n%s", closed.Err(), diff)
@@ -830,7 +830,7 @@ func TestReleaseIdle(t *testing.T) {
 	}
 	want := &memdb.ProviderSession{
 		ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
-		State: memdb.SessionClosed, Opened: t0, Closed: t0.Add(time.Minute), CloseReason: provider.ReasonIdle,
+		State: memdb.SessionClosed, Opened: actortest.T0, Closed: actortest.T0.Add(time.Minute), CloseReason: provider.ReasonIdle,
 	}
 	if diff := cmp.Diff([]memdb.ProviderSession{*want}, recs); diff != "" {
 		t.Errorf("ReleaseIdle records (-want +got):\n%s", diff)
@@ -866,12 +866,12 @@ func TestReleaseIdleThreadRows(t *testing.T) {
 	}{
 		{name: "no thread row, a minute", advance: time.Minute, want: true},
 		{name: "no thread row, 59s", advance: 59 * time.Second},
-		{name: "turn before the open", thread: &memdb.Thread{ID: "t1", LastTurn: t0.Add(-time.Hour)}, advance: time.Minute, want: true},
-		{name: "turn 50s after the open, 100s", thread: &memdb.Thread{ID: "t1", LastTurn: t0.Add(50 * time.Second)}, advance: 100 * time.Second},
-		{name: "turn 50s after the open, 110s", thread: &memdb.Thread{ID: "t1", LastTurn: t0.Add(50 * time.Second)}, advance: 110 * time.Second, want: true},
-		{name: "run of this instance", thread: &memdb.Thread{ID: "t1", Run: &memdb.Run{ID: "run_1", Instance: "a", Started: t0}, LastTurn: t0}, advance: 1000 * time.Hour},
-		{name: "run of another instance", thread: &memdb.Thread{ID: "t1", Run: &memdb.Run{ID: "run_1", Instance: "b", Started: t0}, LastTurn: t0}, advance: time.Minute, want: true},
-		{name: "another thread's run", thread: &memdb.Thread{ID: "t9", Run: &memdb.Run{ID: "run_1", Instance: "a", Started: t0}, LastTurn: t0.Add(time.Hour)}, advance: time.Minute, want: true},
+		{name: "turn before the open", thread: &memdb.Thread{ID: "t1", LastTurn: actortest.T0.Add(-time.Hour)}, advance: time.Minute, want: true},
+		{name: "turn 50s after the open, 100s", thread: &memdb.Thread{ID: "t1", LastTurn: actortest.T0.Add(50 * time.Second)}, advance: 100 * time.Second},
+		{name: "turn 50s after the open, 110s", thread: &memdb.Thread{ID: "t1", LastTurn: actortest.T0.Add(50 * time.Second)}, advance: 110 * time.Second, want: true},
+		{name: "run of this instance", thread: &memdb.Thread{ID: "t1", Run: &memdb.Run{ID: "run_1", Instance: "a", Started: actortest.T0}, LastTurn: actortest.T0}, advance: 1000 * time.Hour},
+		{name: "run of another instance", thread: &memdb.Thread{ID: "t1", Run: &memdb.Run{ID: "run_1", Instance: "b", Started: actortest.T0}, LastTurn: actortest.T0}, advance: time.Minute, want: true},
+		{name: "another thread's run", thread: &memdb.Thread{ID: "t9", Run: &memdb.Run{ID: "run_1", Instance: "a", Started: actortest.T0}, LastTurn: actortest.T0.Add(time.Hour)}, advance: time.Minute, want: true},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
@@ -899,7 +899,7 @@ func TestReleaseIdleRunEnds(t *testing.T) {
 	e.idleRelease = time.Minute
 	pid := e.spawnInproc("a", nil)
 	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
-	e.putThread(&memdb.Thread{ID: "t1", Run: &memdb.Run{ID: "run_1", Instance: "a", Started: t0}, LastTurn: t0})
+	e.putThread(&memdb.Thread{ID: "t1", Run: &memdb.Run{ID: "run_1", Instance: "a", Started: actortest.T0}, LastTurn: actortest.T0})
 	e.clock.Advance(time.Hour)
 	e.wantReleased("run in flight", pid)
 
@@ -957,8 +957,8 @@ func TestReleaseIdleSkipsOpening(t *testing.T) {
 	}
 	opening := make(chan string, 1)
 	gate := make(chan struct{})
-	pid := e.spawn("a", &gatedDriver{inner: inner, opening: opening, openGate: gate})
-	f := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, timeout)
+	pid := e.spawn("a", &providertest.Gated{Inner: inner, Opening: opening, OpenGate: gate})
+	f := e.root.RequestFuture(pid, &provider.OpenSession{SessionID: "ps_1", Binding: binding("t1", "c1")}, actortest.Timeout)
 	<-opening
 	e.clock.Advance(time.Hour)
 	e.wantReleased("while opening", pid)
@@ -1040,14 +1040,14 @@ func TestSessionEvents(t *testing.T) {
 	want := []provider.Event{
 		&provider.SessionOpened{Session: memdb.ProviderSession{
 			ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c1"},
-			State: memdb.SessionOpen, Opened: t0,
+			State: memdb.SessionOpen, Opened: actortest.T0,
 		}},
 		&provider.ThreadDetached{Instance: "a", SessionID: "ps_1", Thread: "t1"},
 		&provider.ThreadAttached{Instance: "a", SessionID: "ps_1", Thread: "t1", CredentialID: "c1"},
 		&provider.ThreadAttached{Instance: "a", SessionID: "ps_1", Thread: "t1", CredentialID: "c2"},
 		&provider.SessionClosed{Session: memdb.ProviderSession{
 			ID: "ps_1", Instance: "a", Threads: []string{"t1"}, Credentials: []string{"c2"},
-			State: memdb.SessionClosed, Opened: t0, Closed: t0.Add(time.Minute), CloseReason: provider.ReasonReleased,
+			State: memdb.SessionClosed, Opened: actortest.T0, Closed: actortest.T0.Add(time.Minute), CloseReason: provider.ReasonReleased,
 		}, Reason: provider.ReasonReleased},
 	}
 	if diff := cmp.Diff(want, e.providerEvents(), cmpopts.EquateErrors()); diff != "" {
@@ -1070,12 +1070,12 @@ func TestSessionEventsMultiThread(t *testing.T) {
 	want := []provider.Event{
 		&provider.SessionOpened{Session: memdb.ProviderSession{
 			ID: "ps_1", Instance: "a", MultiThread: true, Threads: []string{"t1"}, Credentials: []string{"c1"},
-			State: memdb.SessionOpen, Opened: t0,
+			State: memdb.SessionOpen, Opened: actortest.T0,
 		}},
 		&provider.ThreadAttached{Instance: "a", SessionID: "ps_1", Thread: "t2", CredentialID: "c2"},
 		&provider.SessionClosed{Session: memdb.ProviderSession{
 			ID: "ps_1", Instance: "a", MultiThread: true, Threads: []string{"t1", "t2"}, Credentials: []string{"c1", "c2"},
-			State: memdb.SessionClosed, Opened: t0, Closed: t0, CloseReason: provider.ReasonDied,
+			State: memdb.SessionClosed, Opened: actortest.T0, Closed: actortest.T0, CloseReason: provider.ReasonDied,
 		}, Reason: provider.ReasonDied, Cause: boom.Error()},
 	}
 	if diff := cmp.Diff(want, e.providerEvents(), cmpopts.EquateErrors()); diff != "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/internal/gather"
 	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -131,7 +132,7 @@ func (a *instanceActor) release(ctx actor.Context, c *child, dl time.Time) {
 			Request: deadline.At(dl), SessionID: c.id, Credentials: byThread[t],
 		}, deadline.Left(dl))
 	}
-	gather(ctx, fs, func(results []any, errs []error) {
+	gather.All(ctx, fs, func(results []any, errs []error) {
 		var f fault.Fault
 		for i := range fs {
 			rf := releaseFault(threads[i], results[i], errs[i])
@@ -294,7 +295,7 @@ func (a *instanceActor) releaseIdle(ctx actor.Context, dl time.Time) []*child {
 func (a *instanceActor) idleSince(rd *memdb.Reader, c *child) (since time.Time, busy bool) {
 	since = c.lastActive
 	for _, id := range c.record.Threads {
-		t, err := rd.Thread(nil, id)
+		t, err := rd.Thread(id)
 		if err != nil {
 			continue // deleted: no turns any more
 		}

@@ -27,12 +27,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// timeout bounds every request a test makes; it is never a threshold that
-// a correct implementation could exceed.
-const timeout = actortest.Timeout
-
-var t0 = actortest.T0
-
 // env is one test's actor system, store and driver.
 type env struct {
 	t      *testing.T
@@ -47,7 +41,6 @@ type env struct {
 	opTimeout time.Duration
 	// idleRelease is the IdleRelease of the instances spawned from now on.
 	idleRelease time.Duration
-	pids        []*actor.PID
 
 	mu        sync.Mutex // guards events and allEvents
 	events    []*provider.SessionClosed
@@ -66,10 +59,10 @@ func newEnv(t *testing.T) *env {
 		root:      sys.Root,
 		store:     store,
 		inproc:    &providertest.Inproc{},
-		clock:     actortest.NewClock(t0),
+		clock:     actortest.NewClock(actortest.T0),
 		base:      base,
 		work:      &sync.WaitGroup{},
-		opTimeout: timeout,
+		opTimeout: actortest.Timeout,
 		notify:    make(chan struct{}, 1),
 	}
 	sub := sys.EventStream.Subscribe(func(evt any) {
@@ -89,11 +82,6 @@ func newEnv(t *testing.T) *env {
 		}
 	})
 	t.Cleanup(func() {
-		for _, pid := range slices.Backward(e.pids) {
-			if err := e.root.StopFuture(pid).Wait(); err != nil {
-				t.Errorf("stop %s: %v", pid.Id, err)
-			}
-		}
 		cancel()
 		e.work.Wait()
 		sys.EventStream.Unsubscribe(sub)
@@ -105,12 +93,12 @@ func newEnv(t *testing.T) *env {
 func (e *env) spawn(id string, d provider.Driver, caps ...string) *actor.PID {
 	e.t.Helper()
 	props := provider.Props(provider.Config{
-		Instance:     memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
+		Instance:     memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: actortest.T0},
 		Driver:       d,
 		Store:        e.store,
 		Now:          e.clock.Now,
 		OpTimeout:    e.opTimeout,
-		ActorTimeout: timeout,
+		ActorTimeout: actortest.Timeout,
 		IdleRelease:  e.idleRelease,
 		Work:         e.work,
 		Base:         e.base,
@@ -120,7 +108,7 @@ func (e *env) spawn(id string, d provider.Driver, caps ...string) *actor.PID {
 	if err != nil {
 		e.t.Fatalf("spawn provider/%s: %v", id, err)
 	}
-	e.pids = append(e.pids, pid)
+	actortest.StopAtEnd(e.t, e.root, pid)
 	e.sessions(pid) // barrier: the instance record is written
 	return pid
 }
@@ -155,7 +143,7 @@ func (e *env) sessions(pid *actor.PID) []memdb.ProviderSession {
 }
 
 func (e *env) record(id string) (*memdb.ProviderSession, error) {
-	return e.store.Read().ProviderSession(nil, id)
+	return e.store.Read().ProviderSession(id)
 }
 
 // acquire asks pid for a session serving b.Thread with b's credential.
@@ -246,7 +234,7 @@ func (e *env) stubThread(id string, s *threadStub) *actor.PID {
 	if err != nil {
 		e.t.Fatalf("spawn %s: %v", names.Thread(id), err)
 	}
-	e.pids = append(e.pids, pid)
+	actortest.StopAtEnd(e.t, e.root, pid)
 	return pid
 }
 
@@ -258,7 +246,7 @@ var eventually = actortest.Eventually
 // them.
 func (e *env) waitEvents(n int) []*provider.SessionClosed {
 	e.t.Helper()
-	deadline := time.After(timeout)
+	deadline := time.After(actortest.Timeout)
 	for {
 		e.mu.Lock()
 		got := slices.Clone(e.events)
@@ -303,50 +291,4 @@ func binding(thread, cred string) provider.Binding {
 		Authorization: "Bearer tok-" + cred,
 		Capabilities:  []string{"thread.read", "thread.post"},
 	}
-}
-
-// gatedDriver wraps a driver: Open signals opening and then waits for
-// openGate (if set), Close waits for closeGate (if set); both give up when
-// their ctx is done.
-type gatedDriver struct {
-	inner     provider.Driver
-	opening   chan string // buffered; receives the session id of every Open
-	openGate  chan struct{}
-	closeGate chan struct{}
-}
-
-func (d *gatedDriver) MultiThread() bool { return d.inner.MultiThread() }
-
-func (d *gatedDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
-	if d.opening != nil {
-		d.opening <- req.SessionID
-	}
-	if d.openGate != nil {
-		select {
-		case <-d.openGate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	s, err := d.inner.Open(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return &gatedSession{Session: s, closeGate: d.closeGate}, nil
-}
-
-type gatedSession struct {
-	provider.Session
-	closeGate chan struct{}
-}
-
-func (s *gatedSession) Close(ctx context.Context) error {
-	if s.closeGate != nil {
-		select {
-		case <-s.closeGate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return s.Session.Close(ctx)
 }

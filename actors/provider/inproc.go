@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,7 +24,7 @@ type InprocConfig struct {
 func InprocFactory(instance string, raw json.RawMessage) (Driver, error) {
 	var cfg InprocConfig
 	if len(raw) > 0 && string(raw) != "null" {
-		dec := json.NewDecoder(bytesReader(raw))
+		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&cfg); err != nil {
 			return nil, fmt.Errorf("inproc config: %w", err)

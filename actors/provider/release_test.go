@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -186,7 +187,7 @@ func TestCloseAnsweredAfterDriverClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeGate := make(chan struct{})
-	pid := e.spawn("a", &gatedDriver{inner: inner, closeGate: closeGate})
+	pid := e.spawn("a", &providertest.Gated{Inner: inner, CloseGate: closeGate})
 	id := e.mustOpen(pid, "ps_1", binding("t1", "c1"))
 	done := make(chan *provider.CloseSessionResult, 1)
 	go func() {
@@ -194,7 +195,7 @@ func TestCloseAnsweredAfterDriverClose(t *testing.T) {
 	}()
 	select {
 	case <-releasing:
-	case <-time.After(timeout): // detects a hang only
+	case <-time.After(actortest.Timeout): // detects a hang only
 		t.Fatal("the thread was not asked to release")
 	}
 	e.sessions(pid) // barrier: the instance keeps answering meanwhile
@@ -289,7 +290,7 @@ func TestReleaseAsksEachThreadOnce(t *testing.T) {
 			actortest.Ask[*provider.CloseSessionResult](e.t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
 		}},
 		{name: "released twice", hold: true, end: func(e *env, pid *actor.PID, answer func()) {
-			first := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased}, timeout)
+			first := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased}, actortest.Timeout)
 			again := actortest.Ask[*provider.CloseSessionResult](e.t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
 			if !errors.Is(again.Err(), provider.ErrUnknownSession) {
 				e.t.Errorf("second release = %v, want ErrUnknownSession", again.Err())
@@ -307,7 +308,7 @@ func TestReleaseAsksEachThreadOnce(t *testing.T) {
 		}},
 		{name: "idle, asked twice", hold: true, end: func(e *env, pid *actor.PID, answer func()) {
 			e.clock.Advance(2 * time.Minute)
-			first := e.root.RequestFuture(pid, &provider.ReleaseIdle{}, timeout)
+			first := e.root.RequestFuture(pid, &provider.ReleaseIdle{}, actortest.Timeout)
 			second := actortest.Ask[*provider.ReleaseIdleResult](e.t, e.root, pid, &provider.ReleaseIdle{})
 			if len(second.Sessions) != 0 {
 				e.t.Errorf("second ReleaseIdle = %+v, want nothing (ps_1 is closing)", second)
@@ -321,7 +322,7 @@ func TestReleaseAsksEachThreadOnce(t *testing.T) {
 			e.inproc.Session("ps_1").Kill(errors.New("exit status 1"))
 		}},
 		{name: "died while releasing", hold: true, end: func(e *env, pid *actor.PID, answer func()) {
-			f := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased}, timeout)
+			f := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased}, actortest.Timeout)
 			e.inproc.Session("ps_1").Kill(errors.New("exit status 1"))
 			e.sessions(pid) // barrier: the death was handled
 			answer()

@@ -118,8 +118,12 @@ func (t *Table) Unreserve(e *Entry) {
 	t.freeLocked(e.owner.Namespace)
 }
 
-// Commit turns a reservation into a live session whose actor is pid.
-func (t *Table) Commit(e *Entry, pid *actor.PID) {
+// Commit turns a reservation into a live session whose actor is pid. It
+// reports false when the table was closed since the reservation: CloseAll
+// did not return this session, so whoever closes the endpoint will not end
+// it, and the caller must (the session is live until its actor ends it, as
+// every other).
+func (t *Table) Commit(e *Entry, pid *actor.PID) (open bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.starting, e.id)
@@ -129,6 +133,7 @@ func (t *Table) Commit(e *Entry, pid *actor.PID) {
 		t.byNS[e.owner.Namespace] = map[string]*Entry{}
 	}
 	t.byNS[e.owner.Namespace][e.id] = e
+	return !t.closed
 }
 
 // Release frees the slot of a session that ended. The session's actor calls

@@ -128,7 +128,7 @@ func (a *threadActor) deleted(ctx actor.Context) {
 
 func (a *threadActor) start() {
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		if _, err := w.Thread(nil, a.cfg.ID); err == nil {
+		if _, err := w.Thread(a.cfg.ID); err == nil {
 			return nil // a restart: the record survived
 		}
 		return w.PutThread(&memdb.Thread{
@@ -148,7 +148,7 @@ func (a *threadActor) load() (*memdb.Thread, error) {
 }
 
 func loadThread(r *memdb.Reader, id string) (*memdb.Thread, error) {
-	t, err := r.Thread(nil, id)
+	t, err := r.Thread(id)
 	if errors.Is(err, memdb.ErrNotFound) {
 		return nil, fmt.Errorf("thread %s: %w", id, ErrNotFound)
 	}
@@ -168,7 +168,7 @@ func (a *threadActor) loadActive(w *memdb.Writer) (*memdb.Thread, error) {
 }
 
 func (a *threadActor) instance(r *memdb.Reader, id string) (*memdb.Instance, error) {
-	inst, err := r.Instance(nil, id)
+	inst, err := r.Instance(id)
 	if errors.Is(err, memdb.ErrNotFound) {
 		return nil, fmt.Errorf("instance %q: %w", id, ErrUnknownInstance)
 	}
@@ -201,30 +201,11 @@ func (a *threadActor) mint(w *memdb.Writer, inst *memdb.Instance, reason string,
 
 // prune drops the oldest revoked credential rows beyond RevokedKept.
 func (a *threadActor) prune(w *memdb.Writer) error {
-	creds, err := w.CredentialsByThread(nil, a.cfg.ID)
+	creds, err := w.CredentialsByThread(a.cfg.ID)
 	if err != nil {
 		return err
 	}
 	return credential.Prune(w, creds, a.cfg.RevokedKept)
-}
-
-// gather waits for every future, without blocking the actor, and then calls
-// done on the actor's turn.
-func (a *threadActor) gather(ctx actor.Context, fs []*actor.Future, done func([]any, []error)) {
-	results, errs := make([]any, len(fs)), make([]error, len(fs))
-	if len(fs) == 0 {
-		done(results, errs)
-		return
-	}
-	left := len(fs)
-	for i, f := range fs {
-		ctx.ReenterAfter(f, func(res any, err error) {
-			results[i], errs[i] = res, err
-			if left--; left == 0 {
-				done(results, errs)
-			}
-		})
-	}
 }
 
 func (a *threadActor) write(fn func(w *memdb.Writer) error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/internal/credential"
@@ -41,9 +42,9 @@ func TestOpenProviderSessionMints(t *testing.T) {
 		Thread:       "T",
 		Instance:     "a",
 		Capabilities: caps,
-		Issued:       t0,
-		LastLive:     t0,
-		Expires:      t0.Add(time.Hour),
+		Issued:       actortest.T0,
+		LastLive:     actortest.T0,
+		Expires:      actortest.T0.Add(time.Hour),
 		State:        memdb.StateLive,
 	}
 	if diff := cmp.Diff(want, e.cred(res.CredentialID)); diff != "" {
@@ -154,13 +155,13 @@ func TestOpenProviderSessionMultiThread(t *testing.T) {
 func TestOpenProviderSessionConcurrentDuplicates(t *testing.T) {
 	e := newEnv(t)
 	gate := make(chan struct{})
-	e.addInstance("a", &gatedDriver{inner: e.inprocDriver("a", ""), gate: gate})
+	e.addInstance("a", &providertest.Gated{Inner: e.inprocDriver("a", ""), OpenGate: gate})
 	pid := e.spawnThread("T", "")
 
 	const n = 5
 	fs := make([]*actor.Future, n)
 	for i := range fs {
-		fs[i] = e.root.RequestFuture(pid, &thread.OpenProviderSession{Instance: "a"}, timeout)
+		fs[i] = e.root.RequestFuture(pid, &thread.OpenProviderSession{Instance: "a"}, actortest.Timeout)
 	}
 	e.thread(pid) // every open was taken while the first is held in the driver
 	close(gate)
@@ -226,7 +227,7 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 		if diff := cmp.Diff(before, e.cred(rb.CredentialID)); diff != "" {
 			t.Errorf("(T, b) credential changed (-before +after):\n%s", diff)
 		}
-		sessions, err := e.store.Read().ProviderSessionsByInstance(nil, "a")
+		sessions, err := e.store.Read().ProviderSessionsByInstance("a")
 		if err != nil || len(sessions) != 0 {
 			t.Errorf("provider sessions of a = %+v, %v; want none", sessions, err)
 		}
@@ -256,7 +257,7 @@ func TestOpenProviderSessionFailure(t *testing.T) {
 	t.Run("failed re-attach revokes nothing", func(t *testing.T) {
 		e := newEnv(t)
 		var failAttach atomic.Bool
-		e.addInstance("a", &gatedDriver{inner: e.inprocDriver("a", ""), failAttach: &failAttach})
+		e.addInstance("a", &providertest.Gated{Inner: e.inprocDriver("a", ""), FailAttach: &failAttach})
 		pid := e.spawnThread("T", "")
 		first := e.mustOpen(pid, "a")
 		if r := actortest.Ask[*thread.DetachResult](t, e.root, pid, &thread.Detach{}); r.Err() != nil {
@@ -362,8 +363,8 @@ func TestReleaseCredentials(t *testing.T) {
 		t.Fatalf("CloseSession = %+v, want the record of %s", closed, cred)
 	}
 	c := e.cred(cred)
-	if c.State != memdb.StateRevoked || c.RevokeReason != credential.ReasonReleased || !c.Revoked.Equal(t0.Add(time.Minute)) {
-		t.Errorf("released credential = %+v, want revoked %q at %v", c, credential.ReasonReleased, t0.Add(time.Minute))
+	if c.State != memdb.StateRevoked || c.RevokeReason != credential.ReasonReleased || !c.Revoked.Equal(actortest.T0.Add(time.Minute)) {
+		t.Errorf("released credential = %+v, want revoked %q at %v", c, credential.ReasonReleased, actortest.T0.Add(time.Minute))
 	}
 
 	// Asked directly: another thread's credential is not this thread's to
@@ -505,7 +506,7 @@ func TestStartRunEndRun(t *testing.T) {
 		if m, ok := step.msg.(*thread.EndRun); ok && m.RunID == "$last" {
 			m.RunID = runs[len(runs)-1]
 		}
-		res, err := e.root.RequestFuture(pid, step.msg, timeout).Result()
+		res, err := e.root.RequestFuture(pid, step.msg, actortest.Timeout).Result()
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
@@ -529,7 +530,7 @@ func TestStartRunEndRun(t *testing.T) {
 		if (th.Run != nil) != step.wantRun {
 			t.Errorf("%s: run = %+v, want active %v", step.name, th.Run, step.wantRun)
 		}
-		if th.Run != nil && (th.Run.ID != runs[len(runs)-1] || th.Run.Instance != "a" || !th.Run.Started.Equal(t0)) {
+		if th.Run != nil && (th.Run.ID != runs[len(runs)-1] || th.Run.Instance != "a" || !th.Run.Started.Equal(actortest.T0)) {
 			t.Errorf("%s: run = %+v, want %s of a", step.name, th.Run, runs[len(runs)-1])
 		}
 	}
@@ -547,17 +548,17 @@ func TestTouchAndExpiry(t *testing.T) {
 			t.Errorf("%s: credential last live %v, expires %v; want %v, %v", when, c.LastLive, c.Expires, lastLive, expires)
 		}
 	}
-	check("after mint", t0, t0.Add(time.Hour))
+	check("after mint", actortest.T0, actortest.T0.Add(time.Hour))
 
 	e.clock.Advance(40 * time.Minute)
 	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err() != nil || r.Refreshed != 1 {
 		t.Errorf("Touch = %+v, want 1 refreshed", r)
 	}
-	check("after touch", t0.Add(40*time.Minute), t0.Add(100*time.Minute))
+	check("after touch", actortest.T0.Add(40*time.Minute), actortest.T0.Add(100*time.Minute))
 
 	e.clock.Advance(40 * time.Minute) // still live: 80m < 100m
 	run := e.startRun(pid, "a")
-	check("after a run start", t0.Add(80*time.Minute), t0.Add(140*time.Minute))
+	check("after a run start", actortest.T0.Add(80*time.Minute), actortest.T0.Add(140*time.Minute))
 
 	e.clock.Advance(61 * time.Minute) // 141m: past the window
 	if c := e.cred(first.CredentialID); c.LiveAt(e.clock.Now()) {
@@ -566,7 +567,7 @@ func TestTouchAndExpiry(t *testing.T) {
 	if r := actortest.Ask[*thread.TouchResult](t, e.root, pid, &thread.Touch{}); r.Err() != nil || r.Refreshed != 0 {
 		t.Errorf("Touch after expiry = %+v, want nothing refreshed", r)
 	}
-	check("after touching an expired credential", t0.Add(80*time.Minute), t0.Add(140*time.Minute))
+	check("after touching an expired credential", actortest.T0.Add(80*time.Minute), actortest.T0.Add(140*time.Minute))
 
 	caller := principal.Principal{Kind: memdb.KindProvider, CredentialID: first.CredentialID, Namespace: "cred:" + first.CredentialID, Thread: "T", Instance: "a"}
 	r := actortest.Ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: "late"}})
@@ -617,13 +618,13 @@ func TestMutate(t *testing.T) {
 	clientCred := func(id, access string) *memdb.Credential {
 		return &memdb.Credential{
 			ID: id, TokenHash: token.Hash(id), Kind: memdb.KindClient, Namespace: "client:g_" + id,
-			Client: "g_" + id, Access: access, Issued: t0, LastLive: t0, State: memdb.StateLive,
+			Client: "g_" + id, Access: access, Issued: actortest.T0, LastLive: actortest.T0, State: memdb.StateLive,
 		}
 	}
 	e.write(func(w *memdb.Writer) error {
 		revoked := &memdb.Credential{
 			ID: "cred_revoked", TokenHash: token.Hash("revoked"), Kind: memdb.KindProvider, Namespace: "cred:cred_revoked",
-			Thread: "T", Instance: "a", Issued: t0, State: memdb.StateRevoked, RevokeReason: credential.ReasonRotated, Revoked: t0,
+			Thread: "T", Instance: "a", Issued: actortest.T0, State: memdb.StateRevoked, RevokeReason: credential.ReasonRotated, Revoked: actortest.T0,
 		}
 		for _, c := range []*memdb.Credential{clientCred("ro", memdb.AccessReadOnly), clientCred("rw", memdb.AccessReadWrite), revoked} {
 			if err := w.PutCredential(c); err != nil {
@@ -823,7 +824,7 @@ func TestArchive(t *testing.T) {
 		&thread.Mutate{Caller: principal.Principal{CredentialID: ra.CredentialID}, Effect: &thread.AppendMessage{Text: "x"}},
 	}
 	for _, msg := range refused {
-		res, err := e.root.RequestFuture(pid, msg, timeout).Result()
+		res, err := e.root.RequestFuture(pid, msg, actortest.Timeout).Result()
 		if err != nil {
 			t.Fatalf("%T: %v", msg, err)
 		}
@@ -901,7 +902,7 @@ func TestDelete(t *testing.T) {
 		t.Errorf("Delete = %+v, want 1 live credential revoked", r)
 	}
 	rd := e.store.Read()
-	if _, err := rd.Thread(nil, "T"); !errors.Is(err, memdb.ErrNotFound) {
+	if _, err := rd.Thread("T"); !errors.Is(err, memdb.ErrNotFound) {
 		t.Errorf("Thread(T) after delete = %v, want ErrNotFound", err)
 	}
 	if n := len(e.creds("T")); n != 0 {
@@ -917,7 +918,7 @@ func TestDelete(t *testing.T) {
 		_, ok := e.sys.ProcessRegistry.GetLocal("thread/T")
 		return !ok
 	})
-	if _, err := e.root.RequestFuture(pid, &thread.GetThread{}, timeout).Result(); !errors.Is(err, actor.ErrDeadLetter) {
+	if _, err := e.root.RequestFuture(pid, &thread.GetThread{}, actortest.Timeout).Result(); !errors.Is(err, actor.ErrDeadLetter) {
 		t.Errorf("GetThread to the deleted actor: %v, want ErrDeadLetter", err)
 	}
 	again := e.spawnThread("T", "")
@@ -960,22 +961,22 @@ func TestDeleteAnswersNotFoundWhileFinishing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.pids = append(e.pids, fake)
+	actortest.StopAtEnd(e.t, e.root, fake)
 	pid := e.spawnThread("T", "a")
 	e.mustOpen(pid, "a")
 	// A registered instance: the thread asks every one to detach it.
 	e.write(func(w *memdb.Writer) error {
-		return w.PutInstance(&memdb.Instance{ID: "held", Driver: provider.InprocKind, Created: t0})
+		return w.PutInstance(&memdb.Instance{ID: "held", Driver: provider.InprocKind, Created: actortest.T0})
 	})
 
-	fDelete := e.root.RequestFuture(pid, &thread.Delete{}, timeout)
+	fDelete := e.root.RequestFuture(pid, &thread.Delete{}, actortest.Timeout)
 	select {
 	case <-hold.got:
-	case <-time.After(timeout):
+	case <-time.After(actortest.Timeout):
 		t.Fatal("Delete never asked the held provider to detach the thread")
 	}
 	for _, msg := range everyMessage() {
-		res, err := e.root.RequestFuture(pid, msg, timeout).Result()
+		res, err := e.root.RequestFuture(pid, msg, actortest.Timeout).Result()
 		if err != nil {
 			t.Errorf("%T while deleting: %v", msg, err)
 			continue
@@ -1001,11 +1002,11 @@ func TestDeleteAnswersQueuedMessages(t *testing.T) {
 	pid := e.spawnThread("T", "")
 
 	sendSystem(t, e.sys, pid, &actor.SuspendMailbox{})
-	fDelete := e.root.RequestFuture(pid, &thread.Delete{}, timeout)
+	fDelete := e.root.RequestFuture(pid, &thread.Delete{}, actortest.Timeout)
 	queued := []thread.Message{&thread.GetThread{}, &thread.Touch{}}
 	fs := make([]*actor.Future, len(queued))
 	for i, msg := range queued {
-		fs[i] = e.root.RequestFuture(pid, msg, timeout)
+		fs[i] = e.root.RequestFuture(pid, msg, actortest.Timeout)
 	}
 	sendSystem(t, e.sys, pid, &actor.ResumeMailbox{})
 

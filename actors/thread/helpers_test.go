@@ -2,13 +2,10 @@ package thread_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,13 +30,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// timeout bounds every request a test makes; it is never a threshold that
-// a correct implementation could exceed.
-const timeout = actortest.Timeout
-
 const endpoint = "http://127.0.0.1:7331/mcp"
-
-var t0 = actortest.T0
 
 // env is one test's actor system, store, driver and clock.
 type env struct {
@@ -52,7 +43,6 @@ type env struct {
 	base   context.Context
 	work   *sync.WaitGroup
 	cfg    thread.Config // template of every thread actor's config
-	pids   []*actor.PID  // stopped in reverse order on cleanup
 }
 
 func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
@@ -67,7 +57,7 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 		root:   sys.Root,
 		store:  store,
 		inproc: &providertest.Inproc{},
-		clock:  actortest.NewClock(t0),
+		clock:  actortest.NewClock(actortest.T0),
 		base:   base,
 		work:   &sync.WaitGroup{},
 	}
@@ -78,18 +68,13 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 		Endpoint:    endpoint,
 		MessageLog:  8,
 		RevokedKept: 16,
-		Timeout:     timeout,
+		Timeout:     actortest.Timeout,
 		Logger:      discard,
 	}
 	for _, o := range opts {
 		o(&e.cfg)
 	}
 	t.Cleanup(func() {
-		for _, pid := range slices.Backward(e.pids) {
-			if err := e.root.StopFuture(pid).Wait(); err != nil {
-				t.Errorf("stop %s: %v", pid.Id, err)
-			}
-		}
 		cancel()
 		e.work.Wait()
 	})
@@ -100,12 +85,12 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 func (e *env) addInstance(id string, d provider.Driver, caps ...string) *actor.PID {
 	e.t.Helper()
 	props := provider.Props(provider.Config{
-		Instance:     memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: t0},
+		Instance:     memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: actortest.T0},
 		Driver:       d,
 		Store:        e.store,
 		Now:          e.clock.Now,
-		OpTimeout:    timeout,
-		ActorTimeout: timeout,
+		OpTimeout:    actortest.Timeout,
+		ActorTimeout: actortest.Timeout,
 		Work:         e.work,
 		Base:         e.base,
 		Logger:       slog.New(slog.DiscardHandler),
@@ -114,7 +99,7 @@ func (e *env) addInstance(id string, d provider.Driver, caps ...string) *actor.P
 	if err != nil {
 		e.t.Fatalf("spawn provider/%s: %v", id, err)
 	}
-	e.pids = append(e.pids, pid)
+	actortest.StopAtEnd(e.t, e.root, pid)
 	actortest.Ask[*provider.Sessions](e.t, e.root, pid, &provider.GetSessions{}) // its record is written
 	return pid
 }
@@ -147,7 +132,7 @@ func (e *env) spawnThread(id, instance string) *actor.PID {
 	if err != nil {
 		e.t.Fatalf("spawn thread/%s: %v", id, err)
 	}
-	e.pids = append(e.pids, pid)
+	actortest.StopAtEnd(e.t, e.root, pid)
 	e.thread(pid) // its record is written
 	return pid
 }
@@ -195,7 +180,7 @@ func (e *env) startRun(pid *actor.PID, instance string) string {
 
 func (e *env) cred(id string) *memdb.Credential {
 	e.t.Helper()
-	c, err := e.store.Read().Credential(nil, id)
+	c, err := e.store.Read().Credential(id)
 	if err != nil {
 		e.t.Fatalf("Credential(%s) = %v", id, err)
 	}
@@ -204,7 +189,7 @@ func (e *env) cred(id string) *memdb.Credential {
 
 func (e *env) creds(threadID string) []*memdb.Credential {
 	e.t.Helper()
-	cs, err := e.store.Read().CredentialsByThread(nil, threadID)
+	cs, err := e.store.Read().CredentialsByThread(threadID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -213,7 +198,7 @@ func (e *env) creds(threadID string) []*memdb.Credential {
 
 func (e *env) pairCreds(threadID, instance string) []*memdb.Credential {
 	e.t.Helper()
-	cs, err := e.store.Read().CredentialsByThreadInstance(nil, threadID, instance)
+	cs, err := e.store.Read().CredentialsByThreadInstance(threadID, instance)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -222,7 +207,7 @@ func (e *env) pairCreds(threadID, instance string) []*memdb.Credential {
 
 func (e *env) record(id string) *memdb.ProviderSession {
 	e.t.Helper()
-	r, err := e.store.Read().ProviderSession(nil, id)
+	r, err := e.store.Read().ProviderSession(id)
 	if err != nil {
 		e.t.Fatalf("ProviderSession(%s) = %v", id, err)
 	}
@@ -310,41 +295,4 @@ func everyMessage() []any {
 		&thread.Delete{},
 		&thread.RevokeAll{Reason: credential.ReasonShutdown},
 	}
-}
-
-// gatedDriver wraps a driver: Open waits for gate (if set) and Attach fails
-// while failAttach is set.
-type gatedDriver struct {
-	inner      provider.Driver
-	gate       chan struct{}
-	failAttach *atomic.Bool
-}
-
-func (d *gatedDriver) MultiThread() bool { return d.inner.MultiThread() }
-
-func (d *gatedDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
-	if d.gate != nil {
-		select {
-		case <-d.gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	s, err := d.inner.Open(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return &gatedSession{Session: s, failAttach: d.failAttach}, nil
-}
-
-type gatedSession struct {
-	provider.Session
-	failAttach *atomic.Bool
-}
-
-func (s *gatedSession) Attach(ctx context.Context, b provider.Binding) error {
-	if s.failAttach != nil && s.failAttach.Load() {
-		return errors.New("attach refused")
-	}
-	return s.Session.Attach(ctx, b)
 }

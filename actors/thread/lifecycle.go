@@ -11,6 +11,7 @@ import (
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/internal/gather"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -23,7 +24,7 @@ func (a *threadActor) release(msg *provider.ReleaseCredentials) ([]string, error
 	now := a.cfg.Now()
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
 		for _, id := range msg.Credentials {
-			c, err := w.Credential(nil, id)
+			c, err := w.Credential(id)
 			if errors.Is(err, memdb.ErrNotFound) || (err == nil && c.Thread != a.cfg.ID) {
 				continue
 			}
@@ -48,7 +49,7 @@ func (a *threadActor) release(msg *provider.ReleaseCredentials) ([]string, error
 // passed. Which sessions serve it is the instances' to know
 // (provider_sessions is theirs), so every registered instance is asked.
 func (a *threadActor) detachAll(ctx actor.Context, dl time.Time, done func(sessions []string)) {
-	insts, err := a.cfg.Store.Read().Instances(nil)
+	insts, err := a.cfg.Store.Read().Instances()
 	if err != nil {
 		a.cfg.Logger.Error("list provider instances", "thread", a.cfg.ID, "err", err)
 	}
@@ -56,7 +57,7 @@ func (a *threadActor) detachAll(ctx actor.Context, dl time.Time, done func(sessi
 	for i, inst := range insts {
 		fs[i] = ctx.RequestFuture(a.provider(ctx, inst.ID), &provider.DetachThread{Request: deadline.At(dl), Thread: a.cfg.ID}, deadline.Left(dl))
 	}
-	a.gather(ctx, fs, func(results []any, errs []error) {
+	gather.All(ctx, fs, func(results []any, errs []error) {
 		var from []string
 		for i, res := range results {
 			if r, ok := res.(*provider.DetachThreadResult); ok && errs[i] == nil {
@@ -109,7 +110,7 @@ func (a *threadActor) delete(ctx actor.Context, dl time.Time) {
 		if _, err := loadThread(&w.Reader, a.cfg.ID); err != nil {
 			return err
 		}
-		creds, err := w.CredentialsByThread(nil, a.cfg.ID)
+		creds, err := w.CredentialsByThread(a.cfg.ID)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
+	"github.com/agenthost/mcpruntime/internal/gather"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -102,7 +103,7 @@ func (a *threadActor) openSession(ctx actor.Context, instance string, dl time.Ti
 		fail(err)
 		return
 	}
-	creds, err := r.CredentialsByThreadInstance(nil, a.cfg.ID, inst.ID)
+	creds, err := r.CredentialsByThreadInstance(a.cfg.ID, inst.ID)
 	if err != nil {
 		fail(err)
 		return
@@ -220,7 +221,7 @@ func (a *threadActor) finishOpen(ctx actor.Context, f *flight) {
 		for _, msg := range a.abortMessages(f) {
 			fs = append(fs, ctx.RequestFuture(a.provider(ctx, f.instance), msg, deadline.Left(f.deadline)))
 		}
-		a.gather(ctx, fs, func([]any, []error) {
+		gather.All(ctx, fs, func([]any, []error) {
 			if a.flights[f.instance] == f {
 				a.failOpen(ctx, f, err)
 			}
@@ -263,7 +264,7 @@ func (a *threadActor) failOpen(ctx actor.Context, f *flight, err error) {
 	delete(a.flights, f.instance)
 	if f.token != "" {
 		a.write(func(w *memdb.Writer) error {
-			c, err := w.Credential(nil, f.cred.ID)
+			c, err := w.Credential(f.cred.ID)
 			if err != nil {
 				return nil // pruned or deleted already
 			}

@@ -25,13 +25,20 @@ type adminCmd struct {
 	Verbose        bool          `short:"v" help:"Print each request and its HTTP status on stderr."`
 	Timeout        time.Duration `default:"60s" help:"Bound on each request."`
 
-	Instance instanceCmds `cmd:"" help:"Provider instances."`
-	Thread   threadCmds   `cmd:"" help:"Threads."`
-	Session  sessionCmds  `cmd:"" help:"Provider sessions of a (thread, instance) pair."`
-	Run      runCmds      `cmd:"" help:"Runs of a thread."`
-	Client   clientCmds   `cmd:"" help:"Client grants (hosts' own MCP clients)."`
-	Sessions sessionsCmd  `cmd:"" help:"List live MCP sessions (GET /admin/v1/sessions)."`
-	OAuth    oauthCmds    `cmd:"" name:"oauth" help:"OAuth sign-in of MCP clients."`
+	Instance        instanceCmds        `cmd:"" help:"Provider instances."`
+	Thread          threadCmds          `cmd:"" help:"Threads."`
+	ProviderSession providerSessionCmds `cmd:"" name:"provider-session" help:"Provider sessions (an agent process or connection) of a (thread, instance) pair."`
+	Run             runCmds             `cmd:"" help:"Runs of a thread."`
+	Client          clientCmds          `cmd:"" help:"Client grants (hosts' own MCP clients)."`
+	MCPSessions     mcpSessionsCmd      `cmd:"" name:"mcp-sessions" help:"List live MCP sessions (GET /admin/v1/sessions)."`
+	OAuth           oauthCmds           `cmd:"" name:"oauth" help:"OAuth sign-in of MCP clients."`
+
+	// The names before issue 12, kept hidden for one release: "session"
+	// said nothing of which session (the provider's), "sessions" nothing
+	// of which sessions (MCP). TODO(issue 12): remove after the next
+	// release.
+	Session  providerSessionCmds `cmd:"" hidden:"" help:"Old name of provider-session."`
+	Sessions mcpSessionsCmd      `cmd:"" hidden:"" help:"Old name of mcp-sessions."`
 }
 
 type oauthCmds struct {
@@ -61,7 +68,7 @@ type threadCmds struct {
 	Delete  threadArg       `cmd:"" help:"Delete the thread and revoke its credentials (DELETE …/threads/{id})."`
 }
 
-type sessionCmds struct {
+type providerSessionCmds struct {
 	Open    threadInstance `cmd:"" help:"Open (or reuse) the pair's provider session; prints its authorization once (POST …/threads/{id}/provider-sessions)."`
 	Release idArg          `cmd:"" help:"Release a provider session (DELETE /admin/v1/provider-sessions/{id})."`
 }
@@ -117,7 +124,7 @@ type idArg struct {
 	ID string `arg:"" help:"Id."`
 }
 
-type sessionsCmd struct{}
+type mcpSessionsCmd struct{}
 
 // The commands. Each Run is called by kong for the selected command.
 
@@ -168,7 +175,7 @@ func (c *threadInstance) Run(d *deps, cmd kongCommand) error {
 		return d.call(http.MethodPost, t+"/switch", body)
 	case "admin thread rotate <thread> <instance>":
 		return d.call(http.MethodPost, t+"/rotate", body)
-	case "admin session open <thread> <instance>":
+	case "admin provider-session open <thread> <instance>", "admin session open <thread> <instance>":
 		return d.call(http.MethodPost, t+"/provider-sessions", body)
 	case "admin run start <thread> <instance>":
 		return d.call(http.MethodPost, t+"/runs", body)
@@ -179,7 +186,7 @@ func (c *threadInstance) Run(d *deps, cmd kongCommand) error {
 func (c *idArg) Run(d *deps, cmd kongCommand) error {
 	id := url.PathEscape(c.ID)
 	switch cmd {
-	case "admin session release <id>":
+	case "admin provider-session release <id>", "admin session release <id>":
 		return d.call(http.MethodDelete, "/admin/v1/provider-sessions/"+id, nil)
 	case "admin client revoke <id>":
 		return d.call(http.MethodDelete, "/admin/v1/clients/"+id, nil)
@@ -250,7 +257,7 @@ func (c *clientCreateCmd) Run(d *deps) error {
 	return d.call(http.MethodPost, "/admin/v1/clients", map[string]any{"label": c.Label, "access": c.Access})
 }
 
-func (c *sessionsCmd) Run(d *deps) error {
+func (c *mcpSessionsCmd) Run(d *deps) error {
 	return d.call(http.MethodGet, "/admin/v1/sessions", nil)
 }
 

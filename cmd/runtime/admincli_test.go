@@ -103,6 +103,9 @@ func TestAdminCLIRequests(t *testing.T) {
 		{"thread detach t1", "POST", "/admin/v1/threads/t1/detach", nil, 200, `{"id":"t1","status":"active"}`},
 		{"thread archive t1", "POST", "/admin/v1/threads/t1/archive", nil, 200, `{"id":"t1","status":"archived"}`},
 		{"thread delete t1", "DELETE", "/admin/v1/threads/t1", nil, 200, `{"id":"t1","status":"deleted"}`},
+		{"provider-session open t1 codex", "POST", "/admin/v1/threads/t1/provider-sessions", obj("instance", "codex"), 201, `{"providerSessionId":"ps_1"}`},
+		{"provider-session release ps_1", "DELETE", "/admin/v1/provider-sessions/ps_1", nil, 200, `{"providerSessionId":"ps_1","status":"released"}`},
+		// The old name, a hidden alias for one release (issue 12).
 		{"session open t1 codex", "POST", "/admin/v1/threads/t1/provider-sessions", obj("instance", "codex"), 201, `{"providerSessionId":"ps_1"}`},
 		{"session release ps_1", "DELETE", "/admin/v1/provider-sessions/ps_1", nil, 200, `{"providerSessionId":"ps_1","status":"released"}`},
 		{"run start t1 codex", "POST", "/admin/v1/threads/t1/runs", obj("instance", "codex"), 201, `{"runId":"run_1"}`},
@@ -116,7 +119,8 @@ func TestAdminCLIRequests(t *testing.T) {
 		{"client refresh cl_1 --revoke-previous", "POST", "/admin/v1/clients/cl_1/refresh", obj("revokePrevious", true), 200, `{"token":"t3"}`},
 		{"client revoke cl_1", "DELETE", "/admin/v1/clients/cl_1", nil, 200, `{"clientId":"cl_1","status":"revoked"}`},
 		{"thread delete t2", "DELETE", "/admin/v1/threads/t2", nil, 204, ""}, // an empty answer prints nothing
-		{"sessions", "GET", "/admin/v1/sessions", nil, 200, `{"sessions":[]}`},
+		{"mcp-sessions", "GET", "/admin/v1/sessions", nil, 200, `{"sessions":[]}`},
+		{"sessions", "GET", "/admin/v1/sessions", nil, 200, `{"sessions":[]}`}, // the old name, hidden
 	} {
 		t.Run(tc.args, func(t *testing.T) {
 			f.respond(tc.status, tc.answer)
@@ -167,19 +171,19 @@ func TestAdminCLIOutput(t *testing.T) {
 	}
 
 	f.respond(201, `{"providerSessionId":"ps_1","authorization":"Bearer mcprt_x","capabilities":["a"]}`+"\n")
-	code, stdout, _ := admin("session", "open", "t1", "codex")
+	code, stdout, _ := admin("provider-session", "open", "t1", "codex")
 	if want := "{\n  \"providerSessionId\": \"ps_1\",\n  \"authorization\": \"Bearer mcprt_x\",\n  \"capabilities\": [\n    \"a\"\n  ]\n}\n"; code != 0 || stdout != want {
 		t.Errorf("indented answer: exit %d %q, want %q", code, stdout, want)
 	}
-	code, stdout, _ = admin("-f", "authorization", "session", "open", "t1", "codex")
+	code, stdout, _ = admin("-f", "authorization", "provider-session", "open", "t1", "codex")
 	if code != 0 || stdout != "Bearer mcprt_x\n" {
 		t.Errorf("--field of a string: exit %d %q", code, stdout)
 	}
-	code, stdout, _ = admin("session", "open", "--field", "capabilities", "t1", "codex")
+	code, stdout, _ = admin("provider-session", "open", "--field", "capabilities", "t1", "codex")
 	if code != 0 || stdout != "[\n  \"a\"\n]\n" {
 		t.Errorf("--field of an array: exit %d %q", code, stdout)
 	}
-	code, _, stderr := admin("--field", "nope", "session", "open", "t1", "codex")
+	code, _, stderr := admin("--field", "nope", "provider-session", "open", "t1", "codex")
 	if code != 1 || !strings.Contains(stderr, `no field "nope"`) {
 		t.Errorf("--field missing: exit %d %q", code, stderr)
 	}
@@ -209,7 +213,7 @@ func TestAdminCLIOutput(t *testing.T) {
 	// No server there.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
-	code, _, stderr = runCLI(context.Background(), env, "admin", "--admin-url", dead.URL, "sessions")
+	code, _, stderr = runCLI(context.Background(), env, "admin", "--admin-url", dead.URL, "mcp-sessions")
 	if code != 1 || !strings.Contains(stderr, "admin API at "+dead.URL) {
 		t.Errorf("no server: exit %d %q", code, stderr)
 	}
@@ -243,7 +247,7 @@ func TestAdminCLIToken(t *testing.T) {
 				}
 			}
 			f.respond(200, `{}`)
-			code, _, stderr := runCLI(context.Background(), tc.env, append(append([]string{"admin", "--admin-url", f.URL}, tc.args...), "sessions")...)
+			code, _, stderr := runCLI(context.Background(), tc.env, append(append([]string{"admin", "--admin-url", f.URL}, tc.args...), "mcp-sessions")...)
 			reqs := f.requests()
 			if tc.want == "" {
 				if code != 1 || len(reqs) != 0 || !strings.Contains(stderr, "no admin token") {

@@ -44,7 +44,7 @@ func TestPrecedence(t *testing.T) {
 	file := writeFile(t, `
 listen = "127.0.0.3:1003"
 credential-window = "3h"
-demo = false
+demo = true
 log-format = "json"
 allowed-hosts = ["file.example"]
 max-sessions = 3
@@ -71,8 +71,8 @@ admin-url = "http://127.0.0.3:3"
 			func(c *cli) any { return c.Serve.Listen }, [4]any{"127.0.0.1:1001", "127.0.0.2:1002", "127.0.0.3:1003", "127.0.0.1:7331"}},
 		{"credential-window", []string{"--credential-window", "1h"}, [2]string{"RUNTIME_CREDENTIAL_WINDOW", "2h"},
 			func(c *cli) any { return time.Duration(c.Serve.CredentialWindow) }, [4]any{time.Hour, 2 * time.Hour, 3 * time.Hour, 24 * time.Hour}},
-		{"demo", []string{"--no-demo"}, [2]string{"RUNTIME_DEMO", "true"},
-			func(c *cli) any { return c.Serve.Demo }, [4]any{false, true, false, true}},
+		{"demo", []string{"--demo"}, [2]string{"RUNTIME_DEMO", "false"},
+			func(c *cli) any { return c.Serve.Demo }, [4]any{true, false, true, false}},
 		{"log-format", []string{"--log-format", "text"}, [2]string{"RUNTIME_LOG_FORMAT", "text"},
 			func(c *cli) any { return c.LogFormat }, [4]any{"text", "text", "json", "text"}},
 		{"allowed-hosts", []string{"--allowed-hosts", "flag.example,flag2.example"}, [2]string{"RUNTIME_ALLOWED_HOSTS", "env.example"},
@@ -130,15 +130,15 @@ admin-url = "http://127.0.0.3:3"
 	}
 
 	// The admin CLI's settings follow the same rule.
-	c := parsed(t, []string{"admin", "--config", file, "sessions"}, nil)
+	c := parsed(t, []string{"admin", "--config", file, "mcp-sessions"}, nil)
 	if c.Admin.AdminURL != "http://127.0.0.3:3" {
 		t.Errorf("admin-url from the file: %q", c.Admin.AdminURL)
 	}
-	c = parsed(t, []string{"admin", "--config", file, "sessions"}, map[string]string{"RUNTIME_ADMIN_URL": "http://127.0.0.2:2"})
+	c = parsed(t, []string{"admin", "--config", file, "mcp-sessions"}, map[string]string{"RUNTIME_ADMIN_URL": "http://127.0.0.2:2"})
 	if c.Admin.AdminURL != "http://127.0.0.2:2" {
 		t.Errorf("admin-url from the env: %q", c.Admin.AdminURL)
 	}
-	c = parsed(t, []string{"admin", "--config", file, "--admin-url", "http://127.0.0.1:1", "sessions"}, map[string]string{"RUNTIME_ADMIN_URL": "http://127.0.0.2:2"})
+	c = parsed(t, []string{"admin", "--config", file, "--admin-url", "http://127.0.0.1:1", "mcp-sessions"}, map[string]string{"RUNTIME_ADMIN_URL": "http://127.0.0.2:2"})
 	if c.Admin.AdminURL != "http://127.0.0.1:1" {
 		t.Errorf("admin-url from the flag: %q", c.Admin.AdminURL)
 	}
@@ -152,10 +152,10 @@ func TestDefaults(t *testing.T) {
 		AdminTokenFile:   "/home/u/.cache/mcpruntime/admin-token",
 		CredentialWindow: duration(24 * time.Hour), ClientTokenTTL: duration(24 * time.Hour),
 		BodyLimit: 4 << 20, IdleTimeout: duration(30 * time.Minute), ProviderIdle: duration(30 * time.Minute), SessionsPerNamespace: 64,
-		MaxSessions: 100000, KeepAlive: duration(25 * time.Second), ShutdownGrace: duration(10 * time.Second), Demo: true,
+		MaxSessions: 100000, KeepAlive: duration(25 * time.Second), ShutdownGrace: duration(10 * time.Second), Demo: false,
 		HeaderTimeout: duration(10 * time.Second), BodyTimeout: duration(30 * time.Second), RequestsPerNamespace: 256,
 		MaxRequests: 4096, BodyBytesInFlight: 64 << 20,
-		MaxThreads: 10000,
+		MaxThreads: 10000, ListPageSize: 100,
 		oauthFlags: oauthFlags{OAuth: true, PairingCodeTTL: duration(5 * time.Minute), RefreshTokenTTL: duration(720 * time.Hour)},
 	}
 	if !reflect.DeepEqual(s, want) {
@@ -199,6 +199,7 @@ func TestInvalidConfigExits2(t *testing.T) {
 		{"bad duration file", []string{"--config", badFileDuration}, nil, `key "idle-timeout" = "soon"`},
 		{"negative duration", []string{"--shutdown-grace=-1s"}, nil, "--shutdown-grace -1s: want a positive duration"},
 		{"never where not allowed", []string{"--keep-alive", "never"}, nil, "--keep-alive: never is not allowed"},
+		{"empty list page", nil, map[string]string{"RUNTIME_LIST_PAGE_SIZE": "0"}, "--list-page-size 0: want at least 1"},
 		{"unknown key in file", []string{"--config", unknownKey}, nil, `unknown key "listen-adress"`},
 		{"table in file", []string{"--config", table}, nil, `unknown key "server"`},
 		{"config key in file", []string{"--config", configKey}, nil, `unknown key "config"`},
@@ -226,8 +227,8 @@ func TestInvalidConfigExits2(t *testing.T) {
 		{"negative header timeout", []string{"--header-timeout=-1s"}, nil, "--header-timeout -1s: want a positive duration"},
 		{"unknown flag", []string{"--lisen", "127.0.0.1:0"}, nil, "unknown flag --lisen"},
 		{"unknown command", []string{"admin", "thread", "frobnicate"}, nil, "unexpected argument frobnicate"},
-		{"missing argument", []string{"admin", "session", "open", "t1"}, nil, "<instance>"},
-		{"bad admin url", []string{"admin", "--admin-url", "127.0.0.1:7332", "sessions"}, map[string]string{"RUNTIME_ADMIN_TOKEN": "x"}, "--admin-url"},
+		{"missing argument", []string{"admin", "provider-session", "open", "t1"}, nil, "<instance>"},
+		{"bad admin url", []string{"admin", "--admin-url", "127.0.0.1:7332", "mcp-sessions"}, map[string]string{"RUNTIME_ADMIN_TOKEN": "x"}, "--admin-url"},
 		{"bad access", []string{"admin", "client", "create", "--access", "root"}, nil, "--access"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,7 +251,9 @@ func TestInvalidConfigExits2(t *testing.T) {
 func TestHelpEverywhere(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"-h"}, {"serve", "--help"}, {"admin", "--help"}, {"admin", "thread", "--help"},
-		{"admin", "thread", "create", "--help"}, {"admin", "session", "open", "--help"}, {"admin", "client", "create", "--help"},
+		{"admin", "thread", "create", "--help"}, {"admin", "provider-session", "open", "--help"}, {"admin", "client", "create", "--help"},
+		{"admin", "session", "open", "--help"}, // the old name still answers
+
 	} {
 		code, stdout, stderr := runCLI(context.Background(), nil, args...)
 		if code != 0 || !strings.Contains(stdout, "Usage: runtime") || stderr != "" {
@@ -261,6 +264,25 @@ func TestHelpEverywhere(t *testing.T) {
 	for _, want := range []string{"--listen=HOST:PORT", "$RUNTIME_LISTEN", "file key listen", "default 127.0.0.1:7331", "--[no-]demo"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("serve --help lacks %q", want)
+		}
+	}
+}
+
+// TestAdminHelpNamesTheSessions: the admin commands say which session they
+// mean — "mcp-sessions", "provider-session" — and the old names (kept as
+// hidden aliases for one release) are not offered (issue 12).
+func TestAdminHelpNamesTheSessions(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"admin", "--help"}} {
+		_, stdout, _ := runCLI(context.Background(), nil, args...)
+		for _, want := range []string{"admin provider-session open", "admin provider-session release", "admin mcp-sessions"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%q lacks %q", args, want)
+			}
+		}
+		for _, old := range []string{"admin session open", "admin session release", "admin sessions "} {
+			if strings.Contains(stdout, old) {
+				t.Errorf("%q offers the old name %q", args, old)
+			}
 		}
 	}
 }

@@ -197,9 +197,9 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	admin("instance", "create", "codex", "--driver", "inproc")
 	admin("thread", "create", "t1", "--instance", "codex")
-	auth := admin("session", "open", "t1", "codex", "--field", "authorization")
+	auth := admin("provider-session", "open", "t1", "codex", "--field", "authorization")
 	if !strings.HasPrefix(auth, "Bearer ") {
-		t.Fatalf("session open printed authorization %q", auth)
+		t.Fatalf("provider-session open printed authorization %q", auth)
 	}
 	runID := admin("run", "start", "t1", "codex", "-f", "runId")
 	var thread struct {
@@ -226,9 +226,9 @@ func TestServeEndToEnd(t *testing.T) {
 		!strings.Contains(body, "mcpruntime_mcp_sessions 1") {
 		t.Errorf("metrics: %d\n%s", code, body)
 	}
-	sessions := admin("sessions")
+	sessions := admin("mcp-sessions")
 	if !strings.Contains(sessions, c.sid) || strings.Contains(sessions, strings.TrimPrefix(auth, "Bearer ")) {
-		t.Errorf("admin sessions: %s", sessions)
+		t.Errorf("admin mcp-sessions: %s", sessions)
 	}
 	// Every admin command prints the API's answer, archive included.
 	admin("thread", "create", "t9")
@@ -294,7 +294,7 @@ func TestServeDemoAndEnvToken(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "admin-token")
 	env := map[string]string{"RUNTIME_ADMIN_TOKEN": "env-admin-token-0123456789abcdef0123456789", "RUNTIME_ADMIN_TOKEN_FILE": tokenFile}
-	mcpAddr, adminAddr, logs, stop := startServe(t, env, "--log-format", "json")
+	mcpAddr, adminAddr, logs, stop := startServe(t, env, "--log-format", "json", "--demo")
 	if _, err := os.Stat(tokenFile); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("admin token file written although RUNTIME_ADMIN_TOKEN is set: %v", err)
 	}
@@ -330,7 +330,7 @@ func TestServeDemoAndEnvToken(t *testing.T) {
 	if code != 0 || stdout != "active\n" {
 		t.Errorf("admin with the env token: exit %d %q %q", code, stdout, stderr)
 	}
-	code, _, stderr = runCLI(context.Background(), map[string]string{"RUNTIME_ADMIN_TOKEN": "wrong"}, "admin", "--admin-url", "http://"+adminAddr, "sessions")
+	code, _, stderr = runCLI(context.Background(), map[string]string{"RUNTIME_ADMIN_TOKEN": "wrong"}, "admin", "--admin-url", "http://"+adminAddr, "mcp-sessions")
 	if code != 1 || !strings.Contains(stderr, "401") {
 		t.Errorf("wrong admin token: exit %d %q", code, stderr)
 	}
@@ -347,6 +347,35 @@ func TestServeDemoAndEnvToken(t *testing.T) {
 		t.Error("the admin token appears in the logs")
 	}
 	c.http.CloseIdleConnections()
+}
+
+// TestServeHasNoDemoByDefault: a server started without --demo mints
+// nothing: no demo thread, no credential file, nothing in the ready line —
+// a production server must not hold a live credential nobody asked for
+// (issue 12). `make run` passes --demo.
+func TestServeHasNoDemoByDefault(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"RUNTIME_ADMIN_TOKEN": "env-admin-token-0123456789abcdef0123456789", "RUNTIME_ADMIN_TOKEN_FILE": filepath.Join(dir, "admin-token")}
+	_, adminAddr, logs, stop := startServe(t, env, "--log-format", "json")
+	code, stdout, stderr := runCLI(context.Background(), env, "admin", "--admin-url", "http://"+adminAddr, "thread", "list")
+	if code != 0 || strings.Join(strings.Fields(stdout), "") != `{"threads":[]}` {
+		t.Errorf("thread list of a server without --demo: exit %d %q %q; want no thread", code, stdout, stderr)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("files written beside the token file without --demo: %v", ents)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("serve exited %d", code)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		if rec["msg"] == "demo credential written" || rec["demo_credential"] != nil {
+			t.Errorf("a server without --demo logged a demo credential: %s", line)
+		}
+	}
 }
 
 // TestServePortInUse: a second server on the same port fails with exit 1
@@ -435,11 +464,11 @@ func TestBinarySIGTERM(t *testing.T) {
 	}
 	cli("instance", "create", "codex")
 	cli("thread", "create", "t1", "--instance", "codex")
-	auth := cli("session", "open", "t1", "codex", "-f", "authorization")
+	auth := cli("provider-session", "open", "t1", "codex", "-f", "authorization")
 	c := newMCPClient(t, mcpURL, auth)
 	c.initialize()
-	if !strings.Contains(cli("sessions"), c.sid) {
-		t.Error("admin sessions does not list the MCP session")
+	if !strings.Contains(cli("mcp-sessions"), c.sid) {
+		t.Error("admin mcp-sessions does not list the MCP session")
 	}
 	c.http.CloseIdleConnections()
 

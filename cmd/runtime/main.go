@@ -8,10 +8,11 @@
 // path /mcp) and the admin API, /healthz and /readyz on --admin-listen
 // (127.0.0.1:7332), loopback only unless told otherwise. The admin token
 // is $RUNTIME_ADMIN_TOKEN, or one generated at start and written to a 0600
-// file whose path is logged (never the token). With --demo (the default)
-// it also creates a thread "demo" served by an in-process provider
-// instance "demo", opens its provider session, starts a run and writes that
-// session's Authorization header value to a 0600 file whose path it logs.
+// file whose path is logged (never the token). With --demo (off unless
+// asked for; `make run` asks) it also creates a thread "demo" served by an
+// in-process provider instance "demo", opens its provider session, starts
+// a run and writes that session's Authorization header value to a 0600
+// file whose path it logs.
 // SIGINT or SIGTERM shuts it down gracefully.
 //
 // Every setting has one name: the flag --NAME, the environment variable

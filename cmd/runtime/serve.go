@@ -49,11 +49,14 @@ type serveCmd struct {
 	MaxSessions          int      `config:"" default:"100000" placeholder:"N" help:"MCP sessions in all; past it initialize gets 503."`
 	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
 	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, the deadline of the whole shutdown: calls and requests in flight, then provider sessions (an agent still running then is killed); /readyz answers 503 meanwhile."`
-	Demo                 bool     `config:"" default:"true" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its Authorization value to a 0600 file."`
+	Demo                 bool     `config:"" default:"false" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its live Authorization value to a 0600 file: for trying the server out (make run passes it), never for production."`
 
 	// The admin listener's guard and the bound on threads (issue 11).
 	AdminAllowedHosts []string `config:"" placeholder:"HOST" help:"Host header values the admin listener (admin API, /healthz, /readyz, /metrics) accepts besides loopback ones and, when --admin-listen is beyond loopback, its own host."`
 	MaxThreads        int      `config:"" default:"10000" placeholder:"N" help:"Threads in all (active and archived); past it creating one fails (admin API: 409 too_many_threads)."`
+
+	// The MCP lists (issue 13).
+	ListPageSize int `config:"" default:"100" placeholder:"N" help:"Entries of one page of an MCP list (tools, resources, resource templates, prompts); the rest follows with nextCursor."`
 
 	oauthFlags `embed:""`
 }
@@ -114,7 +117,7 @@ func (s *serveCmd) validate() error {
 	}{
 		{"body-limit", int64(s.BodyLimit)}, {"sessions-per-namespace", int64(s.SessionsPerNamespace)}, {"max-sessions", int64(s.MaxSessions)},
 		{"requests-per-namespace", int64(s.RequestsPerNamespace)}, {"max-requests", int64(s.MaxRequests)}, {"body-bytes-in-flight", int64(s.BodyBytesInFlight)},
-		{"max-threads", int64(s.MaxThreads)},
+		{"max-threads", int64(s.MaxThreads)}, {"list-page-size", int64(s.ListPageSize)},
 	} {
 		if n.v < 1 {
 			add("--%s %d: want at least 1", n.name, n.v)
@@ -128,7 +131,7 @@ func (s *serveCmd) validate() error {
 }
 
 // runtimeDuration maps a duration setting to the runtime's convention
-// (mcpruntime.NoExpiry, or a negative transport timeout, for never).
+// (mcpruntime.NoExpiry, or a negative MCP endpoint timeout, for never).
 func runtimeDuration(d duration) time.Duration {
 	if d == never {
 		return mcpruntime.NoExpiry
@@ -261,6 +264,7 @@ func (s *serveCmd) Run(d *deps) error {
 		MaxSessionsPerNamespace: s.SessionsPerNamespace,
 		MaxSessions:             s.MaxSessions,
 		KeepAlive:               time.Duration(s.KeepAlive),
+		ListPageSize:            s.ListPageSize,
 		Logger:                  log,
 	})
 	if err != nil {

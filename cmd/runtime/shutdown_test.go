@@ -117,7 +117,7 @@ func TestShutdownOneDeadline(t *testing.T) {
 	}
 	admin("instance", "create", "stubborn", "--driver", "exec", "--driver-config", stubbornConfig(t))
 	admin("thread", "create", "t1")
-	admin("session", "open", "t1", "stubborn")
+	admin("provider-session", "open", "t1", "stubborn")
 	waitLog(t, logs, "provider output", "")
 	var pid int
 	for _, r := range jsonLogs(logs) {
@@ -181,7 +181,7 @@ func TestShutdownGraceKills(t *testing.T) {
 	}
 	admin("instance", "create", "stubborn", "--driver", "exec", "--driver-config", stubbornConfig(t))
 	admin("thread", "create", "t1")
-	admin("session", "open", "t1", "stubborn")
+	admin("provider-session", "open", "t1", "stubborn")
 	waitLog(t, logs, "provider output", "")
 	if code := stop(); code != 0 {
 		t.Fatalf("serve exited %d; logs:\n%s", code, logs)

@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
@@ -641,8 +642,9 @@ func TestRunResultCut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Text) > 200 && !utf8.ValidString(res.Text[:200]) {
-			full, auth = res.Text, ps.Authorization
+		text := res.Content[0].(*mcp.TextContent).Text
+		if len(text) > 200 && !utf8.ValidString(text[:200]) {
+			full, auth = text, ps.Authorization
 		}
 	}
 	if full == "" {

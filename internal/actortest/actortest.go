@@ -52,6 +52,19 @@ func NewStore(t testing.TB) *memdb.Store {
 	return store
 }
 
+// StopAtEnd stops pid when the test ends and waits until it stopped.
+// Cleanups run last-registered first, so actors stop in the reverse order
+// of their spawning, before what the test set up earlier (the system's
+// shutdown last).
+func StopAtEnd(t testing.TB, root *actor.RootContext, pid *actor.PID) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := root.StopFuture(pid).Wait(); err != nil {
+			t.Errorf("stop %s: %v", pid.Id, err)
+		}
+	})
+}
+
 // Clock is a fake clock that only moves when told to. Safe for concurrent use.
 type Clock struct {
 	mu  sync.Mutex // guards now

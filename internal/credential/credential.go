@@ -97,7 +97,7 @@ func IssueRefresh(w *memdb.Writer, grant, access, audience, oauthClient string, 
 // mode): its hash, access, audience and expiry as verified. A row with the
 // same hash already there is returned as it is (two first uses at once).
 func RecordClient(w *memdb.Writer, grant, access, audience, hash string, now, expires time.Time) (*memdb.Credential, error) {
-	if c, err := w.CredentialByTokenHash(nil, hash); err == nil {
+	if c, err := w.CredentialByTokenHash(hash); err == nil {
 		return c, nil
 	}
 	c := &memdb.Credential{
@@ -139,7 +139,7 @@ func issue(w *memdb.Writer, kind, idPrefix, tokPrefix, grant, access, audience, 
 // another grant or client, revoked otherwise, or expired is
 // ErrInvalidGrant — and is left as it is.
 func RedeemRefresh(w *memdb.Writer, grant, hash, oauthClient string, now time.Time) (*memdb.Credential, error) {
-	c, err := w.CredentialByTokenHash(nil, hash)
+	c, err := w.CredentialByTokenHash(hash)
 	if err != nil || c.Kind != memdb.KindRefresh || c.Client != grant || c.OAuthClient != oauthClient {
 		return nil, fmt.Errorf("refresh token of %s: %w", grant, fault.ErrInvalidGrant)
 	}
@@ -189,7 +189,7 @@ func RevokeAll(w *memdb.Writer, rows []*memdb.Credential, reason string, now tim
 // RevokeThread revokes every credential of thread, across all instances,
 // and returns how many it revoked.
 func RevokeThread(w *memdb.Writer, thread, reason string, now time.Time) (int, error) {
-	rows, err := w.CredentialsByThread(nil, thread)
+	rows, err := w.CredentialsByThread(thread)
 	if err != nil {
 		return 0, err
 	}
@@ -201,7 +201,7 @@ func RevokeThread(w *memdb.Writer, thread, reason string, now time.Time) (int, e
 // than keep, and returns their ids. No credential of another pair is
 // touched (SPEC §6.4).
 func RevokePair(w *memdb.Writer, thread, instance, keep, reason string, now time.Time) ([]string, error) {
-	rows, err := w.CredentialsByThreadInstance(nil, thread, instance)
+	rows, err := w.CredentialsByThreadInstance(thread, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func RevokeExpired(w *memdb.Writer, rows []*memdb.Credential, now time.Time) err
 // window (a turn started) and returns how many it refreshed. An expired
 // credential stays expired.
 func Touch(w *memdb.Writer, thread string, now time.Time, window time.Duration) (int, error) {
-	rows, err := w.CredentialsByThread(nil, thread)
+	rows, err := w.CredentialsByThread(thread)
 	if err != nil {
 		return 0, err
 	}
@@ -271,7 +271,7 @@ func Delete(w *memdb.Writer, rows []*memdb.Credential, now time.Time) (int, erro
 // Live reports whether the credential with id authenticates at now and,
 // if it does, until when (zero: no expiry).
 func Live(r *memdb.Reader, id string, now time.Time) (bool, time.Time) {
-	c, err := r.Credential(nil, id)
+	c, err := r.Credential(id)
 	if err != nil || !c.LiveAt(now) {
 		return false, time.Time{}
 	}
@@ -290,7 +290,7 @@ func NamespaceLive(r *memdb.Reader, namespace string, now time.Time) (bool, time
 	if kind == principal.KindProvider {
 		return Live(r, id, now)
 	}
-	rows, _ := r.CredentialsByNamespace(nil, namespace)
+	rows, _ := r.CredentialsByNamespace(namespace)
 	live, last := false, time.Time{}
 	for _, c := range rows {
 		if c.Kind == memdb.KindRefresh || !c.LiveAt(now) {
@@ -315,7 +315,7 @@ func NamespaceLive(r *memdb.Reader, namespace string, now time.Time) (bool, time
 // answer holds until the commit. The errors match ErrNotLive or
 // ErrReadOnly.
 func CheckLive(r *memdb.Reader, caller principal.Principal, now time.Time) error {
-	cred, err := r.Credential(nil, caller.CredentialID)
+	cred, err := r.Credential(caller.CredentialID)
 	if err != nil || !cred.LiveAt(now) {
 		return fmt.Errorf("credential %s: %w", caller.CredentialID, fault.ErrNotLive)
 	}
@@ -326,7 +326,7 @@ func CheckLive(r *memdb.Reader, caller principal.Principal, now time.Time) error
 		}
 		return nil
 	case memdb.KindProvider:
-		own, err := r.Thread(nil, cred.Thread)
+		own, err := r.Thread(cred.Thread)
 		if err != nil || own.Status != memdb.ThreadActive || own.Run == nil || own.Run.Instance != cred.Instance {
 			return fmt.Errorf("caller (%s, %s): %w", cred.Thread, cred.Instance, fault.ErrNotLive)
 		}
@@ -350,7 +350,7 @@ type AuthError struct {
 
 func (e *AuthError) Error() string { return "unauthenticated: " + e.Reason + " token" }
 
-// AuthReason returns Reason, for the transport's metrics.
+// AuthReason returns Reason, for the MCP endpoint's metrics.
 func (e *AuthError) AuthReason() string { return e.Reason }
 
 // Is makes errors.Is(err, fault.ErrUnauthenticated) true.
@@ -371,7 +371,7 @@ func Authenticate(r *memdb.Reader, tok string, now time.Time) (principal.Princip
 // token whose shape was checked by its own kind's rules (a JWT of the
 // resource-server mode).
 func AuthenticateHash(r *memdb.Reader, hash string, now time.Time) (principal.Principal, error) {
-	c, err := r.CredentialByTokenHash(nil, hash)
+	c, err := r.CredentialByTokenHash(hash)
 	if err != nil || c.Kind == memdb.KindRefresh {
 		return principal.Principal{}, &AuthError{Reason: AuthUnknown}
 	}

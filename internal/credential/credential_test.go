@@ -73,7 +73,7 @@ func (l *ledger) issue(grant, access string, now time.Time, ttl time.Duration) (
 
 func (l *ledger) row(id string) *memdb.Credential {
 	l.t.Helper()
-	c, err := l.store.Read().Credential(nil, id)
+	c, err := l.store.Read().Credential(id)
 	if err != nil {
 		l.t.Fatalf("Credential(%s) = %v", id, err)
 	}
@@ -252,7 +252,7 @@ func TestRevokeExpired(t *testing.T) {
 	old, _ := l.issue("g", memdb.AccessReadWrite, t0, time.Hour)
 	fresh, _ := l.issue("g", memdb.AccessReadWrite, t0.Add(90*time.Minute), time.Hour)
 	l.write(func(w *memdb.Writer) error {
-		rows, err := w.CredentialsByNamespace(nil, principal.ClientNamespace("g"))
+		rows, err := w.CredentialsByNamespace(principal.ClientNamespace("g"))
 		if err != nil {
 			return err
 		}
@@ -304,13 +304,13 @@ func TestPruneAndDelete(t *testing.T) {
 		}
 	}
 	l.write(func(w *memdb.Writer) error {
-		rows, err := w.CredentialsByThread(nil, "T")
+		rows, err := w.CredentialsByThread("T")
 		if err != nil {
 			return err
 		}
 		return credential.Prune(w, rows, 1)
 	})
-	rows, _ := l.store.Read().CredentialsByThread(nil, "T")
+	rows, _ := l.store.Read().CredentialsByThread("T")
 	var left []string
 	for _, c := range rows {
 		left = append(left, c.ID)
@@ -327,7 +327,7 @@ func TestPruneAndDelete(t *testing.T) {
 		live, err = credential.Delete(w, rows, t0)
 		return err
 	})
-	if rest, _ := l.store.Read().CredentialsByThread(nil, "T"); live != 1 || len(rest) != 0 {
+	if rest, _ := l.store.Read().CredentialsByThread("T"); live != 1 || len(rest) != 0 {
 		t.Errorf("Delete = %d live, %d rows left; want 1, 0", live, len(rest))
 	}
 }

@@ -138,7 +138,7 @@ func (s *monitorMachine) Refresh(t *rapid.T) {
 	id, mc := s.liveCred(t)
 	expires := s.genExpiry(t)
 	s.write(t, "refresh "+id, func(w *memdb.Writer) error {
-		c, err := w.Credential(nil, id)
+		c, err := w.Credential(id)
 		if err != nil {
 			return err
 		}
@@ -154,7 +154,7 @@ func (s *monitorMachine) Refresh(t *rapid.T) {
 func (s *monitorMachine) Revoke(t *rapid.T) {
 	id, mc := s.liveCred(t)
 	s.write(t, "revoke "+id, func(w *memdb.Writer) error {
-		c, err := w.Credential(nil, id)
+		c, err := w.Credential(id)
 		if err != nil {
 			return err
 		}

@@ -54,7 +54,7 @@ func (e *env) put(creds ...*memdb.Credential) {
 func (e *env) revoke(id string) {
 	e.t.Helper()
 	if err := e.store.Write(func(w *memdb.Writer) error {
-		c, err := w.Credential(nil, id)
+		c, err := w.Credential(id)
 		if err != nil {
 			return err
 		}

@@ -86,6 +86,9 @@
 //   - No JSON-RPC error carries "id": null: the id is echoed only when it
 //     is a valid id of a request.
 //   - Every answer is JSON, no-store, and valid UTF-8.
+//   - Close leaves no session: it ends the sessions the Table's CloseAll
+//     returns, and an initialize whose Commit comes after CloseAll (Commit
+//     reports it) ends its own session the same way and answers 503.
 //
 // # The hot path's shared memory
 //

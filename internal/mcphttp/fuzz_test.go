@@ -197,7 +197,7 @@ func (e *fuzzEnv) serve(req *http.Request) *httptest.ResponseRecorder {
 func (e *fuzzEnv) ensureOwned(tb testing.TB) {
 	tb.Helper()
 	if e.owned != "" {
-		if _, err := e.f.store.Read().MCPSession(nil, e.owned); err == nil {
+		if hasRecord(e.f, e.owned) {
 			return
 		}
 	}
@@ -212,9 +212,9 @@ func (e *fuzzEnv) ensureOwned(tb testing.TB) {
 // ownedRecord returns the store record of A's session.
 func (e *fuzzEnv) ownedRecord(t *testing.T) *memdb.MCPSession {
 	t.Helper()
-	rec, err := e.f.store.Read().MCPSession(nil, e.owned)
-	if err != nil {
-		t.Fatalf("A's session %s has no record: %v", e.owned, err)
+	rec := mcpRecord(e.f, e.owned)
+	if rec == nil {
+		t.Fatalf("A's session %s has no record", e.owned)
 	}
 	return rec
 }

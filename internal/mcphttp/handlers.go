@@ -47,8 +47,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (caller, *session
 	return p, e, true
 }
 
-// handlePost serves POST: SPEC §5 steps 1–5 in order, with step 0 (the
-// token and the session checked again) once the body is in.
+// handlePost serves POST: SPEC §5's checks in the order of its table —
+// steps 1–3 (admit), step 5 on the headers, the bounds of step 4, the body
+// (steps 4, 5 and its deadline), step 0 (the token and the session checked
+// again) once the body is in, then step 5 on the body.
 func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	p, e, ok := s.admit(w, r)
 	if !ok {
@@ -193,8 +195,15 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		ClientName:      truncate(params.ClientInfo.Name, 256),
 		ClientVersion:   truncate(params.ClientInfo.Version, 64),
 	})
-	s.sessions.Commit(e, pid)
+	open := s.sessions.Commit(e, pid)
 	s.opts.Observer.SessionOpened()
+	if !open {
+		// The endpoint closed between Reserve and Commit: its Close did
+		// not see this session, so it ends here, as Close ends the others.
+		s.endSession(pid)
+		s.fail(w, failClosing)
+		return
+	}
 	// Wait until the actor wrote its ownership record: the id is usable
 	// the moment the client reads it.
 	if _, err := s.ask(pid, &session.GetInfo{}); err != nil {

@@ -92,7 +92,7 @@ func (f *fake) Authenticate(tok string) (principal.Principal, error) {
 	if !token.Valid(tok) {
 		return principal.Principal{}, &authError{"malformed"}
 	}
-	c, err := f.store.Read().CredentialByTokenHash(nil, token.Hash(tok))
+	c, err := f.store.Read().CredentialByTokenHash(token.Hash(tok))
 	switch {
 	case err != nil:
 		return principal.Principal{}, &authError{"unknown"}
@@ -183,7 +183,7 @@ func (f *fake) client(grant, access string, ttl time.Duration) (tok, id string) 
 func (f *fake) revoke(id string) {
 	f.t.Helper()
 	f.write(func(w *memdb.Writer) error {
-		c, err := w.Credential(nil, id)
+		c, err := w.Credential(id)
 		if err != nil {
 			return err
 		}
@@ -248,7 +248,7 @@ func twoCredentials(t *testing.T) (f *fake, tok, other string) {
 // mcpRecords returns the ids of the ownership records in the store.
 func mcpRecords(t *testing.T, f *fake) []string {
 	t.Helper()
-	recs, err := f.store.Read().MCPSessions(nil)
+	recs, err := f.store.Read().MCPSessions()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,11 +260,21 @@ func mcpRecords(t *testing.T, f *fake) []string {
 	return ids
 }
 
-// hasRecord reports whether the ownership record of sid exists.
-func hasRecord(f *fake, sid string) bool {
-	_, err := f.store.Read().MCPSession(nil, sid)
-	return err == nil
+// mcpRecord returns the ownership record of sid in the store, or nil. The
+// store has no read by id for MCP sessions (nothing in the product asks),
+// so the tests look through the listing.
+func mcpRecord(f *fake, sid string) *memdb.MCPSession {
+	recs, _ := f.store.Read().MCPSessions()
+	for _, r := range recs {
+		if r.ID == sid {
+			return r
+		}
+	}
+	return nil
 }
+
+// hasRecord reports whether the ownership record of sid exists.
+func hasRecord(f *fake, sid string) bool { return mcpRecord(f, sid) != nil }
 
 // waitSessionGone polls until the ownership record of sid is removed.
 func waitSessionGone(t *testing.T, f *fake, what, sid string) {

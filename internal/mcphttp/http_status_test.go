@@ -468,7 +468,7 @@ func TestHTTPStatusConcurrentInitializeCap(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for {
-			recs, _ := f.store.Read().MCPSessions(nil)
+			recs, _ := f.store.Read().MCPSessions()
 			n := int64(max(e.srv.Sessions(), len(recs)))
 			if n > over.Load() {
 				over.Store(n)

@@ -56,9 +56,10 @@ type ToolResult struct {
 // "").
 type ProgressFunc func(progress, total float64, message string)
 
-// Backend is what the endpoint serves: authentication and tools. The
-// module root implements it over the Runtime.
-type Backend interface {
+// LegacyBackend is what this endpoint serves until the issue 13 transport
+// replaces it with Backend (backend.go): authentication and tools. The
+// module root implements both.
+type LegacyBackend interface {
 	// Authenticate returns the principal a bearer token authenticates as,
 	// or an error (an AuthReasoner says why). Principal.CredentialID names
 	// the credential row the endpoint reads again at dispatch, and
@@ -248,7 +249,7 @@ func (o Options) withDefaults() Options {
 // Server is the MCP Streamable HTTP endpoint. It is an http.Handler.
 type Server struct {
 	opts    Options
-	backend Backend
+	backend LegacyBackend
 	store   *memdb.Store
 	root    *actor.RootContext
 	router  *httprouter.Router
@@ -277,7 +278,7 @@ type Server struct {
 
 // New returns the endpoint. Sessions are actors of system; their records
 // live in store.
-func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
+func New(b LegacyBackend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
 	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
 	if s.opts.ResourceMetadata != "" {
 		s.challenge = `resource_metadata="` + s.opts.ResourceMetadata + `"`
@@ -302,7 +303,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 		Logger:      s.opts.Logger,
 	})
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
-	s.armSweep() // after the registry is made: the sweep reads it
+	s.armSweep() // after the session table is made: the sweep reads it
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
@@ -350,10 +351,7 @@ func methodLabel(m string) string {
 func (s *Server) Close() {
 	s.closing.Do(func() {
 		for _, e := range s.sessions.CloseAll() {
-			// Answered once the session ended, or not within ActorTimeout:
-			// either way it is stopped next.
-			_ = s.root.RequestFuture(e.PID(), &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Wait()
-			_ = s.root.StopFuture(e.PID()).Wait()
+			s.endSession(e.PID())
 		}
 		s.live.Close()
 		s.unhookGen()
@@ -364,6 +362,22 @@ func (s *Server) Close() {
 		}
 		s.sweepMu.Unlock()
 	})
+}
+
+// endSession ends a session for the endpoint's shutdown and waits until its
+// actor stopped. The Delete is answered once the session ended, or not
+// within ActorTimeout: either way the actor is stopped next.
+func (s *Server) endSession(pid *actor.PID) {
+	_ = s.root.RequestFuture(pid, &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Wait()
+	_ = s.root.StopFuture(pid).Wait()
+}
+
+// Closed reports whether Close has run: the sessions ended, the liveness
+// monitor and the idle sweep stopped. For testing.
+func (s *Server) Closed() bool {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	return s.sweepStopped
 }
 
 // sweepEvery is how often the idle sweep runs: a quarter of the idle
@@ -483,7 +497,7 @@ func (s *Server) deadSince(p caller) string {
 	if s.credGen.Load() == p.credGen && (p.Expires.IsZero() || now.Before(p.Expires)) {
 		return ""
 	}
-	c, err := s.store.Read().Credential(nil, p.CredentialID)
+	c, err := s.store.Read().Credential(p.CredentialID)
 	switch {
 	case err != nil:
 		return "unknown"

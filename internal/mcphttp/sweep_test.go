@@ -7,8 +7,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	"github.com/agenthost/mcpruntime/memdb"
 )
 
 // TestIdleSweepBeforeAnyRequest: the idle sweep's timer may fire before

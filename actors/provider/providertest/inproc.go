@@ -1,9 +1,10 @@
 // Package providertest holds the provider drivers of the tests: Inproc,
 // the in-process driver with the knobs a test needs — read what a session
-// was given, make it die, make the next Open fail. Tests register it
-// through the runtime's Config.Drivers (under provider.InprocKind, in
-// place of the plain built-in one) or give it to a provider actor
-// directly. It is imported by tests only.
+// was given, make it die, make the next Open fail — and Gated, a wrapper of
+// any driver that holds its Open, Attach or Close where a test needs a race
+// to happen. Tests register them through the runtime's Config.Drivers
+// (under provider.InprocKind, in place of the plain built-in one) or give
+// them to a provider actor directly. It is imported by tests only.
 package providertest
 
 import (

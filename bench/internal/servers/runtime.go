@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	mcpruntime "github.com/agenthost/mcpruntime"
 )
 
@@ -29,11 +31,9 @@ func newRuntime(opts Options) (*runtimeServer, error) {
 	}
 	s := &runtimeServer{rt: rt, clients: map[string]string{}}
 	if err := rt.RegisterTool(mcpruntime.Tool{
-		Name:        "echo",
-		Description: echoDescription,
-		InputSchema: json.RawMessage(echoSchema),
-		Access:      mcpruntime.AccessRead,
-		Handler:     runtimeEcho,
+		Tool:    mcp.Tool{Name: "echo", Description: echoDescription, InputSchema: json.RawMessage(echoSchema)},
+		Access:  mcpruntime.AccessRead,
+		Handler: runtimeEcho,
 	}); err != nil {
 		rt.Close()
 		return nil, fmt.Errorf("register echo: %w", err)
@@ -52,12 +52,12 @@ func newRuntime(opts Options) (*runtimeServer, error) {
 
 // runtimeEcho is the echo tool's handler. The runtime validated the
 // arguments against echoSchema already.
-func runtimeEcho(_ context.Context, call *mcpruntime.ToolCall) (*mcpruntime.ToolResult, error) {
+func runtimeEcho(_ context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
 	var args echoArgs
 	if err := json.Unmarshal(call.Arguments, &args); err != nil {
 		return nil, fmt.Errorf("echo arguments: %w", err)
 	}
-	return &mcpruntime.ToolResult{Text: args.Text}, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Text}}}, nil
 }
 
 func (s *runtimeServer) Handler() http.Handler { return s.handler }
