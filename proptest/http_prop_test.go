@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -340,6 +341,7 @@ type httpMachine struct {
 	mcp    *mcpState
 	srv    interface{ Sessions() int }
 	url    string
+	origin string // the public origin: OAuth's issuer, the resource is origin + "/mcp"
 	client *http.Client
 	obs    *countingObserver
 	issued int64 // requests sent
@@ -354,7 +356,13 @@ type httpMachine struct {
 func newHTTPMachine(t *rapid.T) *httpMachine {
 	clock := actortest.NewClock(testStart)
 	in := &providertest.Inproc{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	origin := "http://" + ln.Addr().String()
 	rt, err := mcpruntime.New(mcpruntime.Config{
+		OAuth:            mcpruntime.OAuthConfig{PublicOrigin: origin, RefreshTokenTTL: mcpruntime.NoExpiry},
 		Drivers:          map[string]provider.Factory{provider.InprocKind: in.Factory()},
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,
@@ -365,6 +373,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		Logger:           slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
+		ln.Close()
 		t.Fatalf("New: %v", err)
 	}
 	obs := &countingObserver{}
@@ -374,10 +383,14 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		Observer:                obs,
 	})
 	if err != nil {
+		ln.Close()
 		_ = rt.Close()
 		t.Fatalf("MCPHandler: %v", err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
 	tr := &http.Transport{}
 	t.Cleanup(func() {
 		hs.Close()
@@ -408,6 +421,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		mcp:              newMCPState(),
 		srv:              srv,
 		url:              hs.URL + "/mcp",
+		origin:           origin,
 		client:           &http.Client{Transport: tr},
 		obs:              obs,
 	}
@@ -425,6 +439,8 @@ var httpWeight = map[string]int{
 	"CallRead":            1,
 	"Stream":              1,
 	"Delete":              1,
+	"OAuthSignIn":         1,
+	"OAuthRefresh":        2,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {
