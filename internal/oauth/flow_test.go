@@ -306,6 +306,24 @@ func TestPairingCodes(t *testing.T) {
 			}
 		}
 	})
+	// SPEC §5c.8 refusal: a code approves one sign-in, long before it
+	// expires; the second request it is typed into gets the wrong-code
+	// page and no redirect.
+	t.Run("reused code", func(t *testing.T) {
+		code := e.pair(AccessReadOnly)
+		f, _ := e.openConsent(e.authParams(id, challenge))
+		if a := e.submit(f, code); a.status != http.StatusSeeOther {
+			t.Fatalf("first use = %d, want 303", a.status)
+		}
+		f, _ = e.openConsent(e.authParams(id, challenge))
+		a := e.submit(f, code)
+		if a.status != http.StatusForbidden || a.header.Get("Location") != "" || !strings.Contains(a.body, `name="pairing_code"`) {
+			t.Errorf("second use = %d Location %q, want 403 with the form again", a.status, a.header.Get("Location"))
+		}
+		if !contains(e.reasons(kindPairingFailed), "wrong_code") {
+			t.Errorf("pairing audit reasons %v, want wrong_code", e.reasons(kindPairingFailed))
+		}
+	})
 	t.Run("normalized", func(t *testing.T) {
 		f, _ := e.openConsent(e.authParams(id, challenge))
 		code := strings.ToLower(strings.ReplaceAll(e.pair(AccessReadOnly), "-", " "))
