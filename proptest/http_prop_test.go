@@ -439,8 +439,8 @@ var httpWeight = map[string]int{
 	"CallRead":            1,
 	"Stream":              1,
 	"Delete":              1,
-	"OAuthSignIn":         1,
-	"OAuthRefresh":        2,
+	"OAuthSignIn":         2,
+	"OAuthRefresh":        3,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {

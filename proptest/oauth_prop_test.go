@@ -190,10 +190,11 @@ func (h *httpMachine) OAuthRefresh(t *rapid.T) {
 		t.Skip("no OAuth grant yet")
 	}
 	cl := pick(t, "oauthGrant", grants)
-	// Mostly the newest refresh token, else any the grant was given.
+	// The newest refresh token or, as often, an earlier one (spent, or
+	// revoked by RefreshClient) when there is one.
 	i := len(cl.refresh) - 1
-	if rapid.IntRange(0, 3).Draw(t, "olderRefresh") == 0 {
-		i = rapid.IntRange(0, i).Draw(t, "refreshIndex")
+	if i > 0 && rapid.Bool().Draw(t, "olderRefresh") {
+		i = rapid.IntRange(0, i-1).Draw(t, "refreshIndex")
 	}
 	call := fmt.Sprintf("OAuthRefresh(%s, refresh token %d of %d)", cl.id, i, len(cl.refresh))
 	before := h.liveness()
