@@ -171,6 +171,25 @@ func TestTokenRefusals(t *testing.T) {
 	}
 }
 
+// SPEC §5c.9: another client's code is answered exactly as an unknown
+// one — status, error and description — so that presenting a code tells
+// nothing of whose it was (foreign = unknown).
+func TestTokenForeignCodeLikeUnknown(t *testing.T) {
+	e := newEnv(t)
+	id := e.register()
+	verifier, challenge := pkce("abc")
+	code := e.approve(e.authParams(id, challenge), AccessReadOnly).Get("code")
+	other := e.register()
+	foreign := e.exchange(other, code, verifier)
+	unknown := e.exchange(other, "never-issued-code", verifier)
+	if foreign.status != http.StatusBadRequest || foreign.body != unknown.body || foreign.status != unknown.status {
+		t.Errorf("another client's code = %d %s; an unknown code = %d %s; want the same answer", foreign.status, foreign.body, unknown.status, unknown.body)
+	}
+	if !contains(e.reasons(kindAuthFailed), "client_mismatch") {
+		t.Errorf("audit reasons %v, want client_mismatch (the trail keeps the difference)", e.reasons(kindAuthFailed))
+	}
+}
+
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {

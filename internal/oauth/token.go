@@ -85,7 +85,8 @@ func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, f url.Valu
 	case !now.Before(g.expires):
 		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", "code_expired", g.client)
 	case clientID != g.client.ID:
-		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code was issued to another client", "client_mismatch", g.client)
+		// Answered as an unknown code: whose a code is stays untold.
+		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", "client_mismatch", g.client)
 	case f.Get("redirect_uri") != g.redirect:
 		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "redirect_uri is not the one of the authorization request", "redirect_uri_mismatch", g.client)
 	case f.Get("resource") != "" && f.Get("resource") != g.resource:
