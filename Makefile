@@ -23,13 +23,17 @@ demo: ## the whole story over real HTTP on free loopback ports, with real agent 
 	$(GO) build -o bin/agent ./examples/agent
 	bash scripts/demo.sh bin/runtime bin/agent
 
+.PHONY: test-deps
+test-deps: ## install what the tests need besides Go when missing: the TypeScript SDK client (npm ci) and Chromium (apt-get)
+	bash scripts/test-deps.sh
+
 .PHONY: test
-test: ## vet, then every test with the race detector (what CI runs)
+test: test-deps ## vet, then every test with the race detector (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 
 .PHONY: race
-race: ## every test with the race detector
+race: test-deps ## every test with the race detector
 	$(GO) test -race $(PKGS)
 
 .PHONY: prop
@@ -37,12 +41,15 @@ prop: ## the property suite, long: 1000 checks per machine, under the race detec
 	$(GO) test -race -run 'Prop|Machine' -count=1 -timeout 60m ./proptest/ -rapid.checks=1000
 
 .PHONY: fuzz
-fuzz: ## fuzz JSON-RPC decoding (messages, batches, event ids), the HTTP handler and the lifecycle state machine, 30 s each
+fuzz: ## fuzz JSON-RPC decoding (messages, batches, event ids), the HTTP handler, the lifecycle state machine and the OAuth endpoints, 30 s each
 	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzDecodeMessage -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzSplitBatch -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz='^FuzzEventID$$' -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzLifecycleMachine -fuzztime=30s ./proptest/
+	$(GO) test -run '^$$' -fuzz=FuzzRegister -fuzztime=30s ./internal/oauth/
+	$(GO) test -run '^$$' -fuzz=FuzzToken -fuzztime=30s ./internal/oauth/
+	$(GO) test -run '^$$' -fuzz=FuzzAuthorize -fuzztime=30s ./internal/oauth/
 
 .PHONY: mutants
 mutants: ## run the suite against each deliberate bug in scripts/mutants/; fails if one survives

@@ -2,10 +2,16 @@ package mcpruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/agenthost/mcpruntime/actors/client"
+	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/internal/names"
+	"github.com/agenthost/mcpruntime/internal/oauth"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -26,34 +32,52 @@ func (r *Runtime) IssueClient(ctx context.Context, label, access string) (Client
 		return ClientToken{}, err // nothing started
 	}
 	id := token.NewID("cl_")
-	props := client.Props(client.Config{
-		ID: id, Label: label, Access: access, Store: r.store, Now: r.cfg.Now,
-		TTL: r.cfg.ClientTokenTTL, RevokedKept: r.cfg.RevokedKept, Logger: r.cfg.Logger,
-	})
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return ClientToken{}, ErrClosed
-	}
-	pid, err := r.root.SpawnNamed(props, names.Client(id))
-	if err == nil {
-		r.clients[id] = pid
-	}
-	r.mu.Unlock()
+	pid, err := r.spawnGrant(id, label, access, viaAdmin)
 	if err != nil {
-		return ClientToken{}, fmt.Errorf("start client grant: %w", err)
-	}
-	tok, err := r.issueToken(ctx, target{pid: pid, gone: ErrUnknownClient}, false)
-	if err != nil {
-		// The caller never learns the id: remove the grant rather than leave
-		// one nobody can revoke.
-		r.root.Send(pid, &client.Revoke{})
-		r.mu.Lock()
-		delete(r.clients, id)
-		r.mu.Unlock()
 		return ClientToken{}, err
 	}
-	return ClientToken{ClientID: id, Token: tok}, nil
+	res, err := r.issueToken(ctx, target{pid: pid, gone: ErrUnknownClient}, &client.IssueToken{})
+	if err != nil {
+		r.dropGrant(id, pid)
+		return ClientToken{}, err
+	}
+	return ClientToken{ClientID: id, Token: res.Token}, nil
+}
+
+// How a grant came, in the audit trail.
+const (
+	viaAdmin = "admin"
+	viaOAuth = "oauth"
+	viaJWT   = "jwt"
+)
+
+// spawnGrant starts the actor of a new client grant id.
+func (r *Runtime) spawnGrant(id, label, access, via string) (*actor.PID, error) {
+	props := client.Props(client.Config{
+		ID: id, Label: label, Access: access, Store: r.store, Now: r.cfg.Now,
+		TTL: r.cfg.ClientTokenTTL, RefreshTTL: r.cfg.OAuth.RefreshTokenTTL, RevokedKept: r.cfg.RevokedKept,
+		Via: via, Events: r.credentialEvent, Logger: r.cfg.Logger,
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	pid, err := r.root.SpawnNamed(props, names.Client(id))
+	if err != nil {
+		return nil, fmt.Errorf("start client grant: %w", err)
+	}
+	r.clients[id] = pid
+	return pid, nil
+}
+
+// dropGrant removes a grant whose first token could not be issued: the
+// caller never learns its id, so nobody could revoke it.
+func (r *Runtime) dropGrant(id string, pid *actor.PID) {
+	r.root.Send(pid, &client.Revoke{Reason: "issue_failed"})
+	r.mu.Lock()
+	delete(r.clients, id)
+	r.mu.Unlock()
 }
 
 // RefreshClient issues a new token for the grant; it shares the grant's
@@ -67,15 +91,15 @@ func (r *Runtime) RefreshClient(ctx context.Context, clientID string, revokePrev
 	if err != nil {
 		return "", err
 	}
-	return r.issueToken(ctx, t, revokePrevious)
-}
-
-func (r *Runtime) issueToken(ctx context.Context, t target, revokePrevious bool) (string, error) {
-	res, err := call[*client.TokenIssued](ctx, r, t, &client.IssueToken{RevokePrevious: revokePrevious}, r.budget(opActor, ""))
+	res, err := r.issueToken(ctx, t, &client.IssueToken{RevokePrevious: revokePrevious})
 	if err != nil {
 		return "", err
 	}
 	return res.Token, nil
+}
+
+func (r *Runtime) issueToken(ctx context.Context, t target, msg request) (*client.TokenIssued, error) {
+	return call[*client.TokenIssued](ctx, r, t, msg, r.budget(opActor, ""))
 }
 
 // RevokeClient revokes every token of the grant and removes it.
@@ -91,6 +115,120 @@ func (r *Runtime) RevokeClient(ctx context.Context, clientID string) error {
 	if pid == nil {
 		return fmt.Errorf("client %q: %w", clientID, ErrUnknownClient)
 	}
-	_, err := call[*client.Revoked](ctx, r, target{pid: pid, gone: ErrUnknownClient}, &client.Revoke{}, r.budget(opActor, ""))
+	_, err := call[*client.Revoked](ctx, r, target{pid: pid, gone: ErrUnknownClient}, &client.Revoke{Reason: credential.ReasonAdmin}, r.budget(opActor, ""))
+	if err == nil && r.jwt != nil {
+		// A JWT subject's grant: its tokens issued until now stay refused.
+		r.jwt.Revoked(clientID, r.cfg.Now())
+	}
 	return err
+}
+
+// CredentialEvent is one record of the audit trail of client grants
+// (SPEC §5c): issued, refreshed, rotated, revoked (with its reason),
+// audience refused, pairing and authorization failures. It carries no
+// token, code or hash.
+type CredentialEvent = credential.Event
+
+// Credential event kinds (CredentialEvent.Kind).
+const (
+	EventIssued              = credential.EventIssued
+	EventRefreshed           = credential.EventRefreshed
+	EventRotated             = credential.EventRotated
+	EventRevoked             = credential.EventRevoked
+	EventAudienceRefused     = credential.EventAudienceRefused
+	EventPairingFailed       = credential.EventPairingFailed
+	EventAuthorizationFailed = credential.EventAuthorizationFailed
+)
+
+// SubscribeCredentialEvents calls fn with every credential event, from the
+// goroutine that caused it (an actor's, or a request's): fn must not
+// block. Every event is also logged ("credential event"). The returned
+// function unsubscribes.
+func (r *Runtime) SubscribeCredentialEvents(fn func(CredentialEvent)) (unsubscribe func()) {
+	sub := r.system.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*credential.Event); ok {
+			fn(*e)
+		}
+	})
+	return func() { r.system.EventStream.Unsubscribe(sub) }
+}
+
+// credentialEvent logs e and publishes it to the subscribers.
+func (r *Runtime) credentialEvent(e credential.Event) {
+	if e.At.IsZero() {
+		e.At = r.cfg.Now()
+	}
+	e.Log(r.cfg.Logger)
+	r.system.EventStream.Publish(&e)
+}
+
+// oauthGrants is the runtime as the authorization server's and the JWT
+// verifier's store of client grants (internal/oauth.Grants).
+type oauthGrants struct{ r *Runtime }
+
+// IssueGrant creates a client grant for an OAuth client and returns its
+// first access token, bound to the resource, and a refresh token.
+func (g oauthGrants) IssueGrant(ctx context.Context, req oauth.GrantRequest) (oauth.Tokens, error) {
+	r := g.r
+	if err := r.checkOpen(); err != nil {
+		return oauth.Tokens{}, err
+	}
+	id := token.NewID("cl_")
+	pid, err := r.spawnGrant(id, req.Label, req.Access, viaOAuth)
+	if err != nil {
+		return oauth.Tokens{}, err
+	}
+	res, err := r.issueToken(ctx, target{pid: pid, gone: ErrUnknownClient}, &client.IssueToken{Audience: req.Audience, OAuthClient: req.ClientHash})
+	if err != nil {
+		r.dropGrant(id, pid)
+		return oauth.Tokens{}, err
+	}
+	return tokensOf(id, res), nil
+}
+
+// RefreshGrant redeems a refresh token of the OAuth client whose client_id
+// hashes to clientHash: the same grant's next access token and a new
+// refresh token. A reused refresh token revokes the grant
+// (fault.ErrRefreshReused); any other refusal is fault.ErrInvalidGrant.
+func (g oauthGrants) RefreshGrant(ctx context.Context, refreshToken, clientHash string) (oauth.Tokens, error) {
+	r := g.r
+	if err := r.checkOpen(); err != nil {
+		return oauth.Tokens{}, err
+	}
+	invalid := fmt.Errorf("refresh token: %w", fault.ErrInvalidGrant)
+	if !token.ValidWith(refreshToken, token.RefreshPrefix) {
+		return oauth.Tokens{}, invalid
+	}
+	hash := token.Hash(refreshToken)
+	row, err := r.store.Read().CredentialByTokenHash(hash)
+	if err != nil || row.Kind != memdb.KindRefresh {
+		return oauth.Tokens{}, invalid
+	}
+	t, err := r.clientActor(row.Client)
+	if err != nil {
+		return oauth.Tokens{}, invalid
+	}
+	res, err := r.issueToken(ctx, t, &client.RedeemRefresh{TokenHash: hash, OAuthClient: clientHash})
+	switch {
+	case errors.Is(err, fault.ErrRefreshReused):
+		// The actor revoked its grant and is stopping.
+		r.mu.Lock()
+		if r.clients[row.Client] == t.pid {
+			delete(r.clients, row.Client)
+		}
+		r.mu.Unlock()
+		return oauth.Tokens{}, err
+	case errors.Is(err, ErrUnknownClient):
+		return oauth.Tokens{}, invalid
+	case err != nil:
+		return oauth.Tokens{}, err
+	}
+	return tokensOf(row.Client, res), nil
+}
+
+func tokensOf(grant string, res *client.TokenIssued) oauth.Tokens {
+	return oauth.Tokens{
+		Grant: grant, Access: res.Access, AccessToken: res.Token,
+		RefreshToken: res.RefreshToken, Expires: res.Expires,
+	}
 }

@@ -62,6 +62,10 @@ type Config struct {
 	// archived; a deleted one no longer counts): past it CreateThread
 	// fails with ErrTooManyThreads. Zero: DefaultMaxThreads.
 	MaxThreads int
+	// OAuth configures sign-in for MCP clients the runtime did not launch
+	// (SPEC §5c): its own authorization server, or the resource-server
+	// mode for an external issuer. Zero: off.
+	OAuth OAuthConfig
 	// Drivers adds provider kinds to the built-in "inproc" and "exec", by kind name. A
 	// name given here replaces a built-in one.
 	Drivers map[string]provider.Factory
@@ -99,6 +103,7 @@ func (c Config) withDefaults() Config {
 	if c.ProviderIdle == 0 {
 		c.ProviderIdle = DefaultProviderIdle
 	}
+	c.OAuth = c.OAuth.withDefaults()
 	if c.Now == nil {
 		c.Now = time.Now
 	}

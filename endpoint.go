@@ -3,6 +3,7 @@ package mcpruntime
 import (
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
@@ -122,10 +123,21 @@ type MCPSessionInfo struct {
 // http.Handler. Create it with Runtime.MCPHandler.
 type MCPEndpoint struct {
 	srv *mcphttp.Server
+	// oauth serves the OAuth routes (/.well-known/…, /oauth/…) when
+	// Config.OAuth serves this endpoint's path; nil otherwise.
+	oauth http.Handler
 }
 
-// ServeHTTP serves the endpoint.
-func (e *MCPEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) { e.srv.ServeHTTP(w, r) }
+// ServeHTTP serves the endpoint and, when Config.OAuth serves its path,
+// the OAuth routes beside it: every path under /.well-known/ and /oauth/
+// (SPEC §5c). Mounted at "/", it is the whole MCP listener.
+func (e *MCPEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if e.oauth != nil && (strings.HasPrefix(r.URL.Path, "/.well-known/") || strings.HasPrefix(r.URL.Path, "/oauth/")) {
+		e.oauth.ServeHTTP(w, r)
+		return
+	}
+	e.srv.ServeHTTP(w, r)
+}
 
 // Close ends every MCP session (their streams close, their calls are
 // cancelled) and waits for their actors to stop; initialize is refused
@@ -152,7 +164,11 @@ func (e *MCPEndpoint) SessionInfos() []MCPSessionInfo {
 }
 
 // MCPHandler returns the MCP Streamable HTTP endpoint (SPEC §5) serving the
-// runtime's tools, to mount on an http.Server. Close ends its sessions. The
+// runtime's tools, to mount on an http.Server. When Config.OAuth serves
+// its path, its 401s lead clients to the OAuth metadata, it accepts the
+// tokens bound to its resource, and it serves the OAuth routes (SPEC §5c):
+// mount it at "/" (or route /.well-known/ and /oauth/ to it, or to
+// Runtime.OAuthHandler). Close ends its sessions. The
 // runtime's Close closes it too. The endpoint bounds how long a POST body
 // may take (MCPOptions.BodyTimeout); how long headers may take is the
 // http.Server's: set its ReadHeaderTimeout (cmd/runtime: 10 s).
@@ -191,7 +207,14 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 	if opts.Observer != nil {
 		o.Observer = opts.Observer
 	}
-	ep := &MCPEndpoint{srv: mcphttp.New(newBackend(r, opts), r.store, r.system, o)}
+	var resource string
+	o.ResourceMetadata, o.ChallengeScope, resource = r.challenge(opts.Path)
+	b := newBackend(r, opts)
+	b.resource = resource
+	ep := &MCPEndpoint{srv: mcphttp.New(b, r.store, r.system, o)}
+	if resource != "" {
+		ep.oauth = r.OAuthHandler()
+	}
 	if testHookEndpointBuilt != nil {
 		testHookEndpointBuilt(ep)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/deadline"
+	"github.com/agenthost/mcpruntime/internal/oauth"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -35,6 +36,8 @@ type Runtime struct {
 	resources catalog[*registeredResource]
 	templates catalog[*registeredTemplate]
 	prompts   catalog[*registeredPrompt]
+	oauth     *oauth.Server   // the authorization server; nil when off
+	jwt       *oauth.Verifier // the resource-server mode's verifier; nil when off
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -69,6 +72,10 @@ func New(cfg Config) (*Runtime, error) {
 		instances:     map[string]*actor.PID{},
 		closeTimeouts: map[string]time.Duration{},
 		clients:       map[string]*actor.PID{},
+	}
+	if err := r.newOAuth(); err != nil {
+		r.Close()
+		return nil, err
 	}
 	r.drivers.Register(provider.InprocKind, provider.InprocFactory)
 	r.drivers.Register(execdriver.Kind, execdriver.Factory(logger))
@@ -151,7 +158,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 	// Revocation first: from here on no token authenticates.
 	wait(threads, &thread.RevokeAll{Reason: credential.ReasonShutdown}, time.Now().Add(r.budget(opActor, "")))
-	wait(clients, &client.Revoke{}, time.Now().Add(r.budget(opActor, "")))
+	wait(clients, &client.Revoke{Reason: credential.ReasonShutdown}, time.Now().Add(r.budget(opActor, "")))
 	// Then the provider sessions; CloseAll answers once they have stopped,
 	// at the latest an actor round trip after ctx's deadline cancelled their
 	// drivers.
@@ -186,8 +193,14 @@ func (r *Runtime) checkOpen() error {
 // Authenticate resolves a bearer token to its principal: a shape check,
 // one hash, one lock-free store read, and a liveness check against the
 // clock (internal/credential). It is what the MCP endpoint calls on every
-// request. Failures are *AuthError values matching ErrUnauthenticated.
+// request. Failures are *AuthError values matching ErrUnauthenticated. In
+// the resource-server mode (OAuthConfig.Issuer) a JWT is verified the
+// first time it is seen and recorded as a token of its subject's client
+// grant; from then on it authenticates like any other token.
 func (r *Runtime) Authenticate(tok string) (Principal, error) {
+	if r.jwt != nil && oauth.LooksLikeJWT(tok) {
+		return r.authenticateJWT(tok)
+	}
 	return credential.Authenticate(r.store.Read(), tok, r.cfg.Now())
 }
 

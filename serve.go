@@ -27,6 +27,7 @@ const (
 type mcpBackend struct {
 	r        *Runtime
 	pageSize int
+	resource string // the endpoint's OAuth resource; "" when OAuth does not serve it
 }
 
 func newBackend(r *Runtime, opts MCPOptions) *mcpBackend {
@@ -39,7 +40,9 @@ func newBackend(r *Runtime, opts MCPOptions) *mcpBackend {
 
 var _ mcphttp.Backend = (*mcpBackend)(nil)
 
-func (b *mcpBackend) Authenticate(tok string) (Principal, error) { return b.r.Authenticate(tok) }
+func (b *mcpBackend) Authenticate(tok string) (Principal, error) {
+	return b.r.authenticateFor(tok, b.resource)
+}
 
 // Capabilities: every feature is declared, since the built-ins use each
 // (the transcripts are resources) and embedders add to them at any time.

@@ -128,6 +128,7 @@ func (s *Server) routes() http.Handler {
 	s.handle(rt, http.MethodPost, v1+"/clients/:id/refresh", s.refreshClient)
 	s.handle(rt, http.MethodDelete, v1+"/clients/:id", s.revokeClient)
 	s.handle(rt, http.MethodGet, v1+"/sessions", s.listSessions)
+	s.handle(rt, http.MethodPost, v1+"/oauth/pairing-codes", s.newPairingCode)
 	return rt
 }
 

@@ -67,6 +67,8 @@ type envOptions struct {
 	token   *string // admin token; nil: adminToken
 	// maxThreads is the runtime's Config.MaxThreads (0: the default).
 	maxThreads int
+	// oauth is the runtime's Config.OAuth.
+	oauth mcpruntime.OAuthConfig
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -76,7 +78,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	in := &providertest.Inproc{}
 	drivers := map[string]provider.Factory{provider.InprocKind: in.Factory()}
 	maps.Copy(drivers, o.drivers)
-	rt, err := mcpruntime.New(mcpruntime.Config{Logger: logger, Drivers: drivers, MaxThreads: o.maxThreads})
+	rt, err := mcpruntime.New(mcpruntime.Config{Logger: logger, Drivers: drivers, MaxThreads: o.maxThreads, OAuth: o.oauth})
 	if err != nil {
 		t.Fatalf("mcpruntime.New: %v", err)
 	}

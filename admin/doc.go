@@ -41,6 +41,7 @@
 //	POST   /admin/v1/clients/{id}/refresh              {"revokePrevious"?} or no body                200 {"token"}
 //	DELETE /admin/v1/clients/{id}                      -                                             200 {"clientId","status":"revoked"}
 //	GET    /admin/v1/sessions                          -                                             200 {"sessions":[session]}
+//	POST   /admin/v1/oauth/pairing-codes               {"access"?} or no body (default "read-only")  201 {"code","access","expiresAt"}
 //
 // The thread listing is paged, ordered by id: limit (default 100, at most
 // 1000; more is cut to 1000) threads after cursor (absent: from the first).
@@ -67,7 +68,9 @@
 //
 // A token ("authorization" or "token") appears only in the answer that
 // minted it: opening a provider session (201), rotating, issuing or
-// refreshing a client. Every answer is sent with Cache-Control: no-store,
+// refreshing a client; a pairing code ("code") only in the answer that
+// minted it. A pairing code approves one OAuth sign-in on the consent page
+// (SPEC §5c): single-use, valid 5 minutes, with the access it grants. Every answer is sent with Cache-Control: no-store,
 // and nothing the package logs includes a token or a header.
 //
 // # Errors
@@ -98,6 +101,8 @@
 //	409    not_current_instance         starting a run of an instance that is not the thread's current one
 //	409    no_run                       ending a run when none is active
 //	409    busy                         rotating while the pair's provider session is being opened
+//	409    oauth_disabled               a pairing code when the runtime has no authorization server (no --public-origin, or --oauth-issuer)
+//	429    too_many_pairing_codes       a pairing code while 100 are outstanding (they expire after 5 minutes)
 //	413    body_too_large               body over 1 MiB
 //	415    unsupported_media_type       a body that is not application/json
 //	500    internal                     anything else; the detail is logged, not returned

@@ -78,6 +78,10 @@ var errorTable = []struct {
 	{mcpruntime.ErrInvalidID, http.StatusBadRequest, "invalid_id"},
 	{mcpruntime.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
 	{mcpruntime.ErrUnknownDriver, http.StatusBadRequest, "unknown_driver"},
+	// OAuth sign-in is off (no public origin, or an external issuer): the
+	// server's configuration, not the request, is in the way.
+	{mcpruntime.ErrOAuthDisabled, http.StatusConflict, "oauth_disabled"},
+	{mcpruntime.ErrTooManyPairingCodes, http.StatusTooManyRequests, "too_many_pairing_codes"},
 	{mcpruntime.ErrInvalidDriverConfig, http.StatusBadRequest, "invalid_driver_config"},
 	// The provider's driver could not open the session: upstream failure.
 	{mcpruntime.ErrProviderOpenFailed, http.StatusBadGateway, "provider_open_failed"},

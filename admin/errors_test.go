@@ -42,6 +42,8 @@ func TestClassify(t *testing.T) {
 		{"unknown driver", mcpruntime.ErrUnknownDriver, 400, "unknown_driver", true},
 		{"invalid driver config", mcpruntime.ErrInvalidDriverConfig, 400, "invalid_driver_config", true},
 		{"provider open failed", mcpruntime.ErrProviderOpenFailed, 502, "provider_open_failed", false},
+		{"oauth disabled", mcpruntime.ErrOAuthDisabled, 409, "oauth_disabled", true},
+		{"too many pairing codes", mcpruntime.ErrTooManyPairingCodes, 429, "too_many_pairing_codes", true},
 		{"closed", mcpruntime.ErrClosed, 503, "unavailable", false},
 		{"actor timeout", mcpruntime.ErrTimeout, 503, "unavailable", false},
 		{"actor gone", mcpruntime.ErrUnavailable, 503, "unavailable", false},

@@ -424,6 +424,29 @@ func (s *Server) revokeClient(_ http.ResponseWriter, r *http.Request, ps httprou
 	return http.StatusOK, goneJSON{ClientID: id, Status: "revoked"}, nil
 }
 
+// ---- OAuth ----
+
+type pairingRequest struct {
+	Access string `json:"access"`
+}
+
+// newPairingCode mints a pairing code that approves one OAuth sign-in
+// with its access level (SPEC §5c); the code is shown here only.
+func (s *Server) newPairingCode(w http.ResponseWriter, r *http.Request, _ httprouter.Params) (int, any, error) {
+	var req pairingRequest
+	if err := decode(w, r, &req, true); err != nil {
+		return 0, nil, err
+	}
+	if req.Access == "" {
+		req.Access = "read-only"
+	}
+	pc, err := s.rt.NewPairingCode(r.Context(), req.Access)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, pc, nil
+}
+
 // ---- MCP sessions ----
 
 // storedSession is a session as the store knows it: the endpoint's

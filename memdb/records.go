@@ -25,6 +25,10 @@ const (
 const (
 	KindProvider = "provider"
 	KindClient   = "client"
+	// KindRefresh is a refresh token of a client grant issued by the
+	// runtime's authorization server: it shares the grant's namespace but
+	// never authenticates a request, and never keeps the namespace live.
+	KindRefresh = "refresh"
 )
 
 // Client-grant access levels.
@@ -119,14 +123,22 @@ func (p *ProviderSession) Clone() *ProviderSession {
 // Provider credentials are written by their thread's actor, client tokens by
 // their grant's actor.
 type Credential struct {
-	ID           string
-	TokenHash    string // hex SHA-256 of the token; the token itself is never stored
-	Kind         string // KindProvider or KindClient
-	Namespace    string // "cred:<ID>" for provider credentials, "client:<ClientID>" for clients
-	Thread       string // provider credentials only
-	Instance     string // provider credentials only
-	Client       string // client tokens only
-	Access       string // client tokens only: AccessReadOnly or AccessReadWrite
+	ID        string
+	TokenHash string // hex SHA-256 of the token; the token itself is never stored
+	Kind      string // KindProvider or KindClient
+	Namespace string // "cred:<ID>" for provider credentials, "client:<ClientID>" for clients
+	Thread    string // provider credentials only
+	Instance  string // provider credentials only
+	Client    string // client tokens and refresh tokens only
+	Access    string // client tokens and refresh tokens only: AccessReadOnly or AccessReadWrite
+	// Audience is the resource (RFC 8707: the MCP endpoint's URL) an
+	// OAuth-issued token is bound to; an endpoint serving another resource
+	// refuses it like an unknown token. "": not bound (provider
+	// credentials, admin-issued client tokens).
+	Audience string
+	// OAuthClient is the SHA-256 (hex) of the OAuth client_id a refresh
+	// token was issued to; only that client may redeem it. "" otherwise.
+	OAuthClient  string
 	Capabilities []string
 	Issued       time.Time
 	LastLive     time.Time // last liveness refresh (mint or turn start)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -345,6 +346,7 @@ type httpMachine struct {
 	mcp    *mcpState
 	srv    interface{ Sessions() int }
 	url    string
+	origin string // the public origin: OAuth's issuer, the resource is origin + "/mcp"
 	client *http.Client
 	obs    *countingObserver
 	issued int64 // requests sent
@@ -363,7 +365,13 @@ type httpMachine struct {
 func newHTTPMachine(t *rapid.T) *httpMachine {
 	clock := actortest.NewClock(testStart)
 	in := &providertest.Inproc{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	origin := "http://" + ln.Addr().String()
 	rt, err := mcpruntime.New(mcpruntime.Config{
+		OAuth:            mcpruntime.OAuthConfig{PublicOrigin: origin, RefreshTokenTTL: mcpruntime.NoExpiry},
 		Drivers:          map[string]provider.Factory{provider.InprocKind: in.Factory()},
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,
@@ -374,6 +382,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		Logger:           slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
+		ln.Close()
 		t.Fatalf("New: %v", err)
 	}
 	obs := &countingObserver{}
@@ -383,10 +392,14 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		Observer:                obs,
 	})
 	if err != nil {
+		ln.Close()
 		_ = rt.Close()
 		t.Fatalf("MCPHandler: %v", err)
 	}
-	hs := httptest.NewServer(srv)
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
 	tr := &http.Transport{}
 	t.Cleanup(func() {
 		hs.Close()
@@ -417,6 +430,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		mcp:              newMCPState(),
 		srv:              srv,
 		url:              hs.URL + "/mcp",
+		origin:           origin,
 		client:           &http.Client{Transport: tr},
 		obs:              obs,
 	}
@@ -437,6 +451,8 @@ var httpWeight = map[string]int{
 	"HTTPSubscribe":       3,
 	"ResourceUpdated":     2,
 	"Resume":              1,
+	"OAuthSignIn":         2,
+	"OAuthRefresh":        3,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {

@@ -44,6 +44,7 @@ type modelCred struct {
 	instance string // provider only
 	client   string // client only
 	access   string // client only
+	audience string // client only: the resource an OAuth-issued token is bound to, "" for admin-issued
 	caps     []string
 	expires  time.Time // zero: never
 	state    credState
@@ -99,6 +100,10 @@ type modelClient struct {
 	id      string
 	access  string
 	revoked bool
+	// oauthClient: the client_id of the OAuth client that signed in, ""
+	// for an admin-issued grant; refresh: every refresh token it was given.
+	oauthClient string
+	refresh     []modelRefresh
 }
 
 // model is the whole expected state of one runtime.
@@ -187,7 +192,7 @@ func (m *model) principal(c *modelCred) mcpruntime.Principal {
 		p.Thread, p.Instance = c.thread, c.instance
 	} else {
 		p.Namespace = "client:" + c.client
-		p.Client, p.Access = c.client, c.access
+		p.Client, p.Access, p.Audience = c.client, c.access, c.audience
 	}
 	return p
 }
@@ -690,6 +695,9 @@ func (m *model) applyRefreshClient(id string, revokePrevious bool, tok, credID s
 		if c.kind == kindClient && c.client == id && c.state == credLive && (revokePrevious || m.expired(c)) {
 			m.revoke(c)
 		}
+	}
+	if revokePrevious {
+		cl.revokeRefresh()
 	}
 	m.clientToken(cl, tok, credID)
 }

@@ -1,8 +1,10 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -24,9 +26,19 @@ type Config struct {
 	// TTL is how long a token authenticates after it is issued. Zero or
 	// negative: forever.
 	TTL time.Duration
+	// RefreshTTL is how long a refresh token may be redeemed after it is
+	// issued. Zero or negative: forever.
+	RefreshTTL time.Duration
 	// RevokedKept bounds the revoked or expired token rows kept per grant.
 	RevokedKept int
-	Logger      *slog.Logger
+	// Via is how the grant came ("admin", "oauth", "jwt"), for the audit
+	// trail.
+	Via string
+	// Events receives the grant's audit records (issued, refreshed,
+	// rotated, revoked), from the actor's goroutine: it must not block.
+	// Nil: none.
+	Events func(credential.Event)
+	Logger *slog.Logger
 }
 
 // Namespace returns the namespace shared by every token of grant id.
@@ -58,16 +70,43 @@ func (a *grantActor) live(ctx actor.Context) {
 			ctx.Respond(msg.fail(fault.New(fault.Timeout, "issue a token of %s: deadline passed: %v", a.cfg.ID, fault.ErrTimeout)))
 			return
 		}
-		tok, id, err := a.issue(msg.RevokePrevious)
-		ctx.Respond(&TokenIssued{Token: tok, CredentialID: id, Fault: fault.From(err)})
+		res, err := a.issue(msg, nil)
+		res.Fault = fault.From(err)
+		ctx.Respond(res)
+	case *RedeemRefresh:
+		if deadline.Passed(msg.Or(time.Minute)) {
+			ctx.Respond(msg.fail(fault.New(fault.Timeout, "refresh a token of %s: deadline passed: %v", a.cfg.ID, fault.ErrTimeout)))
+			return
+		}
+		res, err := a.redeem(msg)
+		if errors.Is(err, fault.ErrRefreshReused) {
+			// Reuse means the token leaked: the whole grant goes, its
+			// sessions end and its streams close (SPEC §5c).
+			if _, rerr := a.revoke(credential.ReasonRefreshReused); rerr != nil {
+				err = rerr
+			} else {
+				a.stop(ctx)
+			}
+		}
+		res.Fault = fault.From(err)
+		ctx.Respond(res)
+	case *RecordToken:
+		if deadline.Passed(msg.Or(time.Minute)) {
+			ctx.Respond(msg.fail(fault.New(fault.Timeout, "record a token of %s: deadline passed: %v", a.cfg.ID, fault.ErrTimeout)))
+			return
+		}
+		res, err := a.record(msg)
+		res.Fault = fault.From(err)
+		ctx.Respond(res)
 	case *Revoke:
-		n, err := a.revoke()
+		reason := msg.Reason
+		if reason == "" {
+			reason = credential.ReasonAdmin
+		}
+		n, err := a.revoke(reason)
 		ctx.Respond(&Revoked{Tokens: n, Fault: fault.From(err)})
 		if err == nil {
-			a.behavior.Become(a.revoked)
-			// Poison, not Stop: messages already queued are answered (with
-			// ErrNotFound) before the actor goes.
-			ctx.Poison(ctx.Self())
+			a.stop(ctx)
 		}
 	case *GetGrant:
 		g, err := a.cfg.Store.Read().ClientGrant(a.cfg.ID)
@@ -79,6 +118,24 @@ func (a *grantActor) live(ctx actor.Context) {
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	default:
 		a.cfg.Logger.Warn("client actor: unexpected message", "client", a.cfg.ID, "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+// stop ends the actor once its grant is revoked. Poison, not Stop:
+// messages already queued are answered (with ErrNotFound) before the actor
+// goes.
+func (a *grantActor) stop(ctx actor.Context) {
+	a.behavior.Become(a.revoked)
+	ctx.Poison(ctx.Self())
+}
+
+// event sends an audit record of the grant to Config.Events.
+func (a *grantActor) event(kind, credentialID, reason string) {
+	if a.cfg.Events != nil {
+		a.cfg.Events(credential.Event{
+			Kind: kind, Client: a.cfg.ID, Credential: credentialID, Access: a.cfg.Access,
+			Via: a.cfg.Via, Reason: reason, At: a.cfg.Now(),
+		})
 	}
 }
 
@@ -104,16 +161,28 @@ func (a *grantActor) start() {
 	}
 }
 
-func (a *grantActor) issue(revokePrevious bool) (tok, id string, err error) {
+// issue mints the grant's next access token (and, for an OAuth client, a
+// refresh token) in one transaction; spent, when not nil, is what else the
+// transaction does first (a refresh token redeemed).
+func (a *grantActor) issue(msg *IssueToken, spent func(w *memdb.Writer) error) (*TokenIssued, error) {
 	now := a.cfg.Now()
-	err = a.cfg.Store.Write(func(w *memdb.Writer) error {
+	res := &TokenIssued{Access: a.cfg.Access}
+	var refreshID string
+	earlier := false // the grant had an access token before: this is a refresh
+	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		if spent != nil {
+			if err := spent(w); err != nil {
+				return err
+			}
+		}
 		olds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
 		if err != nil {
 			return err
 		}
+		earlier = slices.ContainsFunc(olds, func(c *memdb.Credential) bool { return c.Kind == memdb.KindClient })
 		// Expired tokens are marked so in the same go; with revokePrevious
 		// every earlier token goes (an expired one still records expired).
-		if revokePrevious {
+		if msg.RevokePrevious {
 			_, err = credential.RevokeAll(w, olds, credential.ReasonRefreshed, now)
 		} else {
 			err = credential.RevokeExpired(w, olds, now)
@@ -121,17 +190,87 @@ func (a *grantActor) issue(revokePrevious bool) (tok, id string, err error) {
 		if err != nil {
 			return err
 		}
-		c, t, err := credential.IssueClient(w, a.cfg.ID, a.cfg.Access, now, a.cfg.TTL)
+		c, t, err := credential.IssueClient(w, a.cfg.ID, a.cfg.Access, msg.Audience, now, a.cfg.TTL)
 		if err != nil {
 			return err
 		}
-		tok, id = t, c.ID
+		res.Token, res.CredentialID, res.Expires = t, c.ID, c.Expires
+		if msg.OAuthClient != "" {
+			rc, rt, err := credential.IssueRefresh(w, a.cfg.ID, a.cfg.Access, msg.Audience, msg.OAuthClient, now, a.cfg.RefreshTTL)
+			if err != nil {
+				return err
+			}
+			res.RefreshToken, refreshID = rt, rc.ID
+		}
 		return a.prune(w)
 	})
 	if err != nil {
-		return "", "", err
+		return &TokenIssued{}, err
 	}
-	return tok, id, nil
+	kind := credential.EventIssued
+	if spent != nil || earlier {
+		kind = credential.EventRefreshed
+	}
+	a.event(kind, res.CredentialID, "")
+	if refreshID != "" && spent != nil {
+		a.event(credential.EventRotated, refreshID, "")
+	}
+	return res, nil
+}
+
+// record writes a verified token's row, marking the grant's expired rows
+// and pruning, in one transaction.
+func (a *grantActor) record(msg *RecordToken) (*TokenIssued, error) {
+	now := a.cfg.Now()
+	res := &TokenIssued{Access: msg.Access, Expires: msg.Expires}
+	fresh := false
+	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		olds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
+		if err != nil {
+			return err
+		}
+		if err := credential.RevokeExpired(w, olds, now); err != nil {
+			return err
+		}
+		fresh = !slices.ContainsFunc(olds, func(c *memdb.Credential) bool { return c.TokenHash == msg.TokenHash })
+		c, err := credential.RecordClient(w, a.cfg.ID, msg.Access, msg.Audience, msg.TokenHash, now, msg.Expires)
+		if err != nil {
+			return err
+		}
+		res.CredentialID = c.ID
+		return a.prune(w)
+	})
+	if err != nil {
+		return &TokenIssued{}, err
+	}
+	if fresh {
+		a.event(credential.EventIssued, res.CredentialID, "")
+	}
+	return res, nil
+}
+
+// redeem spends a refresh token and issues the next pair, in one
+// transaction: either both happen or neither.
+func (a *grantActor) redeem(msg *RedeemRefresh) (*TokenIssued, error) {
+	var audience string
+	spend := func(w *memdb.Writer) error {
+		c, err := credential.RedeemRefresh(w, a.cfg.ID, msg.TokenHash, msg.OAuthClient, a.cfg.Now())
+		if err != nil {
+			return err
+		}
+		audience = c.Audience
+		return nil
+	}
+	// The audience is the spent token's: issue reads it after spend ran,
+	// inside the same transaction.
+	next := &IssueToken{OAuthClient: msg.OAuthClient}
+	return a.issue(next, func(w *memdb.Writer) error {
+		if err := spend(w); err != nil {
+			return err
+		}
+		next.Audience = audience
+		return nil
+	})
 }
 
 // prune drops the oldest revoked token rows beyond RevokedKept.
@@ -145,9 +284,10 @@ func (a *grantActor) prune(w *memdb.Writer) error {
 
 // revoke removes every token row and the grant in one transaction: a
 // removed token authenticates exactly like a revoked one (not at all).
-func (a *grantActor) revoke() (int, error) {
+func (a *grantActor) revoke(reason string) (int, error) {
 	n := 0
 	now := a.cfg.Now()
+
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
 		creds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
 		if err != nil {
@@ -158,5 +298,8 @@ func (a *grantActor) revoke() (int, error) {
 		}
 		return w.DeleteClientGrant(a.cfg.ID)
 	})
+	if err == nil {
+		a.event(credential.EventRevoked, "", reason)
+	}
 	return n, err
 }

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agenthost/mcpruntime/actors/client"
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -39,7 +40,9 @@ func newEnv(t *testing.T) *env {
 type grantOpts struct {
 	access      string
 	ttl         time.Duration
+	refreshTTL  time.Duration
 	revokedKept int
+	events      func(credential.Event)
 }
 
 // spawn starts the actor of grant id.
@@ -55,7 +58,10 @@ func (e *env) spawn(id string, o grantOpts) *actor.PID {
 		Store:       e.store,
 		Now:         e.clock.Now,
 		TTL:         o.ttl,
+		RefreshTTL:  o.refreshTTL,
 		RevokedKept: o.revokedKept,
+		Via:         "oauth",
+		Events:      o.events,
 		Logger:      slog.New(slog.DiscardHandler),
 	})
 	pid, err := e.root.SpawnNamed(props, names.Client(id))

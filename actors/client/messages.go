@@ -1,6 +1,8 @@
 package client
 
 import (
+	"time"
+
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -18,23 +20,62 @@ type Message interface {
 	fail(f fault.Fault) any
 }
 
-// IssueToken mints a token for the grant. With RevokePrevious, every earlier
-// token is revoked in the same transaction. Answered by *TokenIssued.
+// IssueToken mints an access token for the grant. With RevokePrevious,
+// every earlier token is revoked in the same transaction. With
+// OAuthClient set (the hex SHA-256 of an OAuth client_id), a refresh token
+// for that client is minted with it. Answered by *TokenIssued.
 type IssueToken struct {
 	deadline.Request
 	RevokePrevious bool
+	// Audience binds the new tokens to a resource (an MCP endpoint's URL);
+	// "": not bound.
+	Audience    string
+	OAuthClient string
 }
 
-// TokenIssued answers IssueToken. Token is shown here and nowhere else.
+// RedeemRefresh spends the refresh token whose hash is TokenHash,
+// presented by the OAuth client whose client_id hashes to OAuthClient, and
+// mints the next access token and refresh token of the grant, bound to the
+// same audience (trusted refresh: the same namespace). A refresh token
+// spent before revokes the grant, as Revoke does, and is answered
+// fault.RefreshReused; one unknown, expired or of another client is
+// fault.InvalidGrant. Answered by *TokenIssued.
+type RedeemRefresh struct {
+	deadline.Request
+	TokenHash   string
+	OAuthClient string
+}
+
+// RecordToken records a token of the grant minted elsewhere and verified —
+// a JWT of the resource-server mode — by its hash, so that it
+// authenticates, is rechecked and is revoked as the grant's own tokens
+// are. Answered by *TokenIssued (without a token).
+type RecordToken struct {
+	deadline.Request
+	TokenHash string
+	Access    string
+	Audience  string
+	Expires   time.Time
+}
+
+// TokenIssued answers IssueToken, RedeemRefresh and RecordToken. The tokens are shown
+// here and nowhere else.
 type TokenIssued struct {
 	Token        string
 	CredentialID string
+	Expires      time.Time // the access token's expiry; zero: never
+	RefreshToken string    // "" unless one was minted
+	Access       string
 	Fault        fault.Fault
 }
 
 // Revoke revokes every token of the grant, removes it and stops the actor.
 // Answered by *Revoked.
-type Revoke struct{ deadline.Request }
+type Revoke struct {
+	deadline.Request
+	// Reason is recorded in the audit trail. "": credential.ReasonAdmin.
+	Reason string
+}
 
 // Revoked answers Revoke.
 type Revoked struct {
@@ -60,10 +101,14 @@ func (r *Revoked) Err() error { return r.Fault.Err() }
 // Err returns the reply's fault as an error (nil on success).
 func (r *GrantInfo) Err() error { return r.Fault.Err() }
 
-func (*IssueToken) clientMessage() {}
-func (*Revoke) clientMessage()     {}
-func (*GetGrant) clientMessage()   {}
+func (*IssueToken) clientMessage()    {}
+func (*RedeemRefresh) clientMessage() {}
+func (*RecordToken) clientMessage()   {}
+func (*Revoke) clientMessage()        {}
+func (*GetGrant) clientMessage()      {}
 
-func (*IssueToken) fail(f fault.Fault) any { return &TokenIssued{Fault: f} }
-func (*Revoke) fail(f fault.Fault) any     { return &Revoked{Fault: f} }
-func (*GetGrant) fail(f fault.Fault) any   { return &GrantInfo{Fault: f} }
+func (*IssueToken) fail(f fault.Fault) any    { return &TokenIssued{Fault: f} }
+func (*RedeemRefresh) fail(f fault.Fault) any { return &TokenIssued{Fault: f} }
+func (*RecordToken) fail(f fault.Fault) any   { return &TokenIssued{Fault: f} }
+func (*Revoke) fail(f fault.Fault) any        { return &Revoked{Fault: f} }
+func (*GetGrant) fail(f fault.Fault) any      { return &GrantInfo{Fault: f} }

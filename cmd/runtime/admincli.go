@@ -31,6 +31,7 @@ type adminCmd struct {
 	Run             runCmds             `cmd:"" help:"Runs of a thread."`
 	Client          clientCmds          `cmd:"" help:"Client grants (hosts' own MCP clients)."`
 	MCPSessions     mcpSessionsCmd      `cmd:"" name:"mcp-sessions" help:"List live MCP sessions (GET /admin/v1/sessions)."`
+	OAuth           oauthCmds           `cmd:"" name:"oauth" help:"OAuth sign-in of MCP clients."`
 
 	// The names before issue 12, kept hidden for one release: "session"
 	// said nothing of which session (the provider's), "sessions" nothing
@@ -38,6 +39,18 @@ type adminCmd struct {
 	// release.
 	Session  providerSessionCmds `cmd:"" hidden:"" help:"Old name of provider-session."`
 	Sessions mcpSessionsCmd      `cmd:"" hidden:"" help:"Old name of mcp-sessions."`
+}
+
+type oauthCmds struct {
+	Pair oauthPairCmd `cmd:"" help:"Mint a pairing code that approves one OAuth sign-in on the consent page; prints it once (POST /admin/v1/oauth/pairing-codes)."`
+}
+
+type oauthPairCmd struct {
+	Access string `enum:"read-only,read-write" default:"read-only" help:"read-only or read-write: what the signed-in client may do."`
+}
+
+func (c *oauthPairCmd) Run(d *deps) error {
+	return d.call(http.MethodPost, "/admin/v1/oauth/pairing-codes", map[string]any{"access": c.Access})
 }
 
 type instanceCmds struct {

@@ -113,6 +113,8 @@ func TestAdminCLIRequests(t *testing.T) {
 		{"client create --label ci --access read-only", "POST", "/admin/v1/clients", obj("label", "ci", "access", "read-only"), 201, `{"clientId":"cl_1","token":"t"}`},
 		{"client create --label ci --access read-write", "POST", "/admin/v1/clients", obj("label", "ci", "access", "read-write"), 201, `{}`},
 		{"client create", "POST", "/admin/v1/clients", obj("label", "", "access", "read-only"), 201, `{}`},
+		{"oauth pair", "POST", "/admin/v1/oauth/pairing-codes", obj("access", "read-only"), 201, `{"code":"ABCDE-FGHJK","access":"read-only","expiresAt":"2030-01-01T00:00:00Z"}`},
+		{"oauth pair --access read-write", "POST", "/admin/v1/oauth/pairing-codes", obj("access", "read-write"), 201, `{}`},
 		{"client refresh cl_1", "POST", "/admin/v1/clients/cl_1/refresh", nil, 200, `{"token":"t2"}`},
 		{"client refresh cl_1 --revoke-previous", "POST", "/admin/v1/clients/cl_1/refresh", obj("revokePrevious", true), 200, `{"token":"t3"}`},
 		{"client revoke cl_1", "DELETE", "/admin/v1/clients/cl_1", nil, 200, `{"clientId":"cl_1","status":"revoked"}`},

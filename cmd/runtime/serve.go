@@ -62,6 +62,8 @@ type serveCmd struct {
 	ReplayEvents     int      `config:"" default:"256" placeholder:"N" help:"SSE events one MCP session keeps for its client to resume a lost stream (Last-Event-ID) and for its standalone stream's notifications; past it the oldest goes."`
 	ReplayBytes      byteSize `config:"" default:"1MiB" placeholder:"SIZE" help:"Bytes of those events one MCP session keeps; past it the oldest goes."`
 	MaxSubscriptions int      `config:"" default:"256" placeholder:"N" help:"Resources one MCP session may subscribe (resources/subscribe); the next is refused."`
+
+	oauthFlags `embed:""`
 }
 
 // validate checks what the types alone do not.
@@ -130,6 +132,7 @@ func (s *serveCmd) validate() error {
 	if s.BodyBytesInFlight < s.BodyLimit {
 		add("--body-bytes-in-flight %d: want at least --body-limit (%d)", s.BodyBytesInFlight, s.BodyLimit)
 	}
+	errs = append(errs, s.oauthFlags.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -229,7 +232,12 @@ func (s *serveCmd) Run(d *deps) error {
 		endpoint = "http://" + urlHost(s.Listen, mcpAddr) + s.MCPPath
 	}
 
+	oauthCfg, err := s.oauthFlags.config("http://"+urlHost(s.Listen, mcpAddr), s.MCPPath, allowed)
+	if err != nil {
+		return err
+	}
 	rt, err := mcpruntime.New(mcpruntime.Config{
+		OAuth:            oauthCfg,
 		Endpoint:         endpoint,
 		CredentialWindow: runtimeDuration(s.CredentialWindow),
 		ClientTokenTTL:   runtimeDuration(s.ClientTokenTTL),
@@ -314,6 +322,9 @@ func (s *serveCmd) Run(d *deps) error {
 		"admin", "http://" + urlHost(s.AdminListen, adminAddr) + "/admin/v1/", "endpoint", endpoint}
 	if demoFile != "" {
 		readyAttrs = append(readyAttrs, "demo_credential", demoFile)
+	}
+	if oauthCfg.PublicOrigin != "" {
+		readyAttrs = append(readyAttrs, "oauth_issuer", oauthCfg.PublicOrigin)
 	}
 	log.Info("runtime ready", readyAttrs...)
 	if hook, ok := d.ctx.Value(readyHookKey{}).(func(mcpAddr, adminAddr string)); ok {

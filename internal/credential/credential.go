@@ -38,6 +38,14 @@ const (
 	ReasonExpired    = "expired"     // its expiry passed before it was revoked
 	ReasonShutdown   = "shutdown"    // the runtime closed
 	ReasonRefreshed  = "refreshed"   // a client grant's refresh revoked its earlier tokens
+	// ReasonUsed: a refresh token was redeemed (and a new one issued in
+	// its place). Presenting it again is reuse, which revokes the grant.
+	ReasonUsed = "used"
+	// ReasonRefreshReused: the grant was revoked because a spent refresh
+	// token was presented again (SPEC §5c).
+	ReasonRefreshReused = "refresh_reused"
+	// ReasonAdmin: the host revoked the grant (RevokeClient).
+	ReasonAdmin = "admin"
 )
 
 // MintProvider writes a new live credential of the pair (thread, instance)
@@ -69,21 +77,50 @@ func MintProvider(w *memdb.Writer, thread, instance string, caps []string, now t
 	return c, tok, nil
 }
 
-// IssueClient writes a new live token of client grant grant with access,
+// IssueClient writes a new live access token of client grant grant with
+// access, bound to audience ("" for none: see memdb.Credential.Audience),
 // and returns its row and its token. ttl > 0 sets the expiry to now + ttl;
 // else it never expires by the clock.
-func IssueClient(w *memdb.Writer, grant, access string, now time.Time, ttl time.Duration) (*memdb.Credential, string, error) {
-	tok, hash := token.New()
+func IssueClient(w *memdb.Writer, grant, access, audience string, now time.Time, ttl time.Duration) (*memdb.Credential, string, error) {
+	return issue(w, memdb.KindClient, "ctok_", token.ClientPrefix, grant, access, audience, "", now, ttl)
+}
+
+// IssueRefresh writes a new live refresh token of client grant grant, for
+// the OAuth client whose client_id hashes to oauthClient, bound to
+// audience, and returns its row and its token. ttl as IssueClient.
+func IssueRefresh(w *memdb.Writer, grant, access, audience, oauthClient string, now time.Time, ttl time.Duration) (*memdb.Credential, string, error) {
+	return issue(w, memdb.KindRefresh, "rtok_", token.RefreshPrefix, grant, access, audience, oauthClient, now, ttl)
+}
+
+// RecordClient writes a live access token of client grant grant whose
+// token was minted elsewhere and verified (a JWT of the resource-server
+// mode): its hash, access, audience and expiry as verified. A row with the
+// same hash already there is returned as it is (two first uses at once).
+func RecordClient(w *memdb.Writer, grant, access, audience, hash string, now, expires time.Time) (*memdb.Credential, error) {
+	if c, err := w.CredentialByTokenHash(hash); err == nil {
+		return c, nil
+	}
 	c := &memdb.Credential{
-		ID:        token.NewID("ctok_"),
-		TokenHash: hash,
-		Kind:      memdb.KindClient,
-		Namespace: principal.ClientNamespace(grant),
-		Client:    grant,
-		Access:    access,
-		Issued:    now,
-		LastLive:  now,
-		State:     memdb.StateLive,
+		ID: token.NewID("jtok_"), TokenHash: hash, Kind: memdb.KindClient, Namespace: principal.ClientNamespace(grant),
+		Client: grant, Access: access, Audience: audience, Issued: now, LastLive: now, Expires: expires, State: memdb.StateLive,
+	}
+	return c, w.PutCredential(c)
+}
+
+func issue(w *memdb.Writer, kind, idPrefix, tokPrefix, grant, access, audience, oauthClient string, now time.Time, ttl time.Duration) (*memdb.Credential, string, error) {
+	tok, hash := token.NewWith(tokPrefix)
+	c := &memdb.Credential{
+		ID:          token.NewID(idPrefix),
+		TokenHash:   hash,
+		Kind:        kind,
+		Namespace:   principal.ClientNamespace(grant),
+		Client:      grant,
+		Access:      access,
+		Audience:    audience,
+		OAuthClient: oauthClient,
+		Issued:      now,
+		LastLive:    now,
+		State:       memdb.StateLive,
 	}
 	if ttl > 0 {
 		c.Expires = now.Add(ttl)
@@ -92,6 +129,30 @@ func IssueClient(w *memdb.Writer, grant, access string, now time.Time, ttl time.
 		return nil, "", err
 	}
 	return c, tok, nil
+}
+
+// RedeemRefresh spends the refresh token of grant whose hash is hash,
+// presented by the OAuth client whose client_id hashes to oauthClient: the
+// row is revoked with ReasonUsed and returned, so the caller issues the
+// next pair in the same transaction. A token spent before is
+// ErrRefreshReused (the caller revokes the grant); one that is unknown, of
+// another grant or client, revoked otherwise, or expired is
+// ErrInvalidGrant — and is left as it is.
+func RedeemRefresh(w *memdb.Writer, grant, hash, oauthClient string, now time.Time) (*memdb.Credential, error) {
+	c, err := w.CredentialByTokenHash(hash)
+	if err != nil || c.Kind != memdb.KindRefresh || c.Client != grant || c.OAuthClient != oauthClient {
+		return nil, fmt.Errorf("refresh token of %s: %w", grant, fault.ErrInvalidGrant)
+	}
+	if c.State != memdb.StateLive && c.RevokeReason == ReasonUsed {
+		return nil, fmt.Errorf("refresh token %s of %s presented again: %w", c.ID, grant, fault.ErrRefreshReused)
+	}
+	if !c.LiveAt(now) {
+		return nil, fmt.Errorf("refresh token %s of %s: %w", c.ID, grant, fault.ErrInvalidGrant)
+	}
+	if _, err := Revoke(w, c, ReasonUsed, now); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Revoke marks c revoked at now with reason, in place and in the store, and
@@ -219,7 +280,8 @@ func Live(r *memdb.Reader, id string, now time.Time) (bool, time.Time) {
 
 // NamespaceLive reports whether namespace has a live credential at now and
 // when the last one expires (zero: never). A provider namespace is one
-// credential; a client namespace is every token of its grant.
+// credential; a client namespace is every access token of its grant (a
+// refresh token authenticates nothing, so it keeps nothing live).
 func NamespaceLive(r *memdb.Reader, namespace string, now time.Time) (bool, time.Time) {
 	kind, id, ok := principal.ParseNamespace(namespace)
 	if !ok {
@@ -231,7 +293,7 @@ func NamespaceLive(r *memdb.Reader, namespace string, now time.Time) (bool, time
 	rows, _ := r.CredentialsByNamespace(namespace)
 	live, last := false, time.Time{}
 	for _, c := range rows {
-		if !c.LiveAt(now) {
+		if c.Kind == memdb.KindRefresh || !c.LiveAt(now) {
 			continue
 		}
 		if c.Expires.IsZero() {
@@ -296,13 +358,21 @@ func (e *AuthError) Is(target error) bool { return target == fault.ErrUnauthenti
 
 // Authenticate resolves a bearer token to its principal at now: a shape
 // check, one hash, one lookup by hash, and the liveness of the row. A
-// failure is an *AuthError.
+// failure is an *AuthError. A refresh token is malformed here: it never
+// authenticates a request.
 func Authenticate(r *memdb.Reader, tok string, now time.Time) (principal.Principal, error) {
 	if !token.Valid(tok) {
 		return principal.Principal{}, &AuthError{Reason: AuthMalformed}
 	}
-	c, err := r.CredentialByTokenHash(token.Hash(tok))
-	if err != nil {
+	return AuthenticateHash(r, token.Hash(tok), now)
+}
+
+// AuthenticateHash is Authenticate of the token whose hash is hash, for a
+// token whose shape was checked by its own kind's rules (a JWT of the
+// resource-server mode).
+func AuthenticateHash(r *memdb.Reader, hash string, now time.Time) (principal.Principal, error) {
+	c, err := r.CredentialByTokenHash(hash)
+	if err != nil || c.Kind == memdb.KindRefresh {
 		return principal.Principal{}, &AuthError{Reason: AuthUnknown}
 	}
 	if c.State != memdb.StateLive {
@@ -327,6 +397,7 @@ func Principal(c *memdb.Credential) principal.Principal {
 		Instance:     c.Instance,
 		Client:       c.Client,
 		Access:       c.Access,
+		Audience:     c.Audience,
 		Capabilities: slices.Clone(c.Capabilities),
 		Expires:      c.Expires,
 	}

@@ -65,7 +65,7 @@ func (l *ledger) issue(grant, access string, now time.Time, ttl time.Duration) (
 	)
 	l.write(func(w *memdb.Writer) error {
 		var err error
-		c, tok, err = credential.IssueClient(w, grant, access, now, ttl)
+		c, tok, err = credential.IssueClient(w, grant, access, "", now, ttl)
 		return err
 	})
 	return c, tok
@@ -339,6 +339,12 @@ func TestNamespaceLive(t *testing.T) {
 	l.issue("g", memdb.AccessReadOnly, t0, time.Hour)
 	l.issue("g", memdb.AccessReadOnly, t0.Add(30*time.Minute), time.Hour)
 	l.issue("never", memdb.AccessReadOnly, t0, 0)
+	// A refresh token without expiry keeps nothing live: it authenticates
+	// no request (SPEC §5c).
+	l.write(func(w *memdb.Writer) error {
+		_, _, err := credential.IssueRefresh(w, "g", memdb.AccessReadOnly, "https://rt/mcp", "c", t0, 0)
+		return err
+	})
 	tests := []struct {
 		name      string
 		namespace string

@@ -50,6 +50,8 @@ const (
 	UnknownClient
 	InvalidMessage
 	Unauthenticated
+	InvalidGrant
+	RefreshReused
 	codeCount // keep last
 )
 
@@ -120,6 +122,12 @@ var (
 	// ErrUnauthenticated: a token that is malformed, unknown, revoked or
 	// expired.
 	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrInvalidGrant: a refresh token that is unknown, expired, revoked,
+	// or of another grant or OAuth client (OAuth "invalid_grant").
+	ErrInvalidGrant = errors.New("invalid grant")
+	// ErrRefreshReused: a refresh token already spent was presented again;
+	// its grant has been revoked.
+	ErrRefreshReused = errors.New("refresh token reused: grant revoked")
 )
 
 var sentinels = [codeCount]error{
@@ -152,6 +160,8 @@ var sentinels = [codeCount]error{
 	UnknownClient:          ErrUnknownClient,
 	InvalidMessage:         ErrInvalidMessage,
 	Unauthenticated:        ErrUnauthenticated,
+	InvalidGrant:           ErrInvalidGrant,
+	RefreshReused:          ErrRefreshReused,
 }
 
 // Sentinel returns the sentinel of c; nil for OK, ErrInternal for a code

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,8 +19,8 @@ const (
 	_ failure = iota
 	// Before dispatch: no id is known, none is echoed.
 	failForbidden            // Origin or Host not allowed (step 1)
-	failNoToken              // no Authorization header (step 2)
-	failBadToken             // malformed header; unknown, revoked or expired token (steps 2, 0)
+	failNoToken              // no Authorization header (step 2); OAuth discovery added (failAuth)
+	failBadToken             // malformed header; unknown, revoked or expired token (steps 2, 0); OAuth discovery added unless provider-shaped (failAuth)
 	failUnknownSession       // unknown, ended or foreign session (steps 3, 0): the same bytes either way
 	failRequestsPerNamespace // the namespace's POSTs in flight (step 4)
 	failRequests             // the endpoint's POSTs in flight (step 4)
@@ -146,6 +147,31 @@ func (s *Server) fail(w http.ResponseWriter, f failure) {
 	a := &failures[f]
 	s.failHeaders(w, a)
 	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(a.status)
+	w.Write(a.body)
+}
+
+// failAuth answers a 401, f being failNoToken or failBadToken. When the
+// endpoint offers OAuth discovery and the request's token is not
+// provider-shaped, WWW-Authenticate carries the challenge after the
+// table's value: `Bearer resource_metadata="…"` or `Bearer
+// error="invalid_token", resource_metadata="…"` (RFC 9728 §5.1). An agent
+// the host launched is never sent into an OAuth flow (SPEC §5c).
+func (s *Server) failAuth(w http.ResponseWriter, f failure, provider bool) {
+	a := &failures[f]
+	if s.challenge == "" || provider {
+		s.fail(w, f)
+		return
+	}
+	s.failHeaders(w, a)
+	sep := " "
+	if strings.Contains(a.header[1], " ") {
+		sep = ", "
+	}
+	h := w.Header()
+	h.Set("WWW-Authenticate", a.header[1]+sep+s.challenge)
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(a.status)

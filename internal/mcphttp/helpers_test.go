@@ -244,7 +244,11 @@ func (f *fake) mint(c memdb.Credential) (tok, id string) {
 	f.n++
 	n := f.n
 	f.mu.Unlock()
-	tok, hash := token.New()
+	prefix := token.Prefix
+	if c.Kind == memdb.KindClient {
+		prefix = token.ClientPrefix
+	}
+	tok, hash := token.NewWith(prefix)
 	c.ID, c.TokenHash, c.State, c.Issued, c.LastLive = fmt.Sprintf("cred%d", n), hash, memdb.StateLive, f.clock.Now(), f.clock.Now()
 	if c.Kind == memdb.KindProvider {
 		c.Namespace = principal.ProviderNamespace(c.ID)

@@ -17,6 +17,7 @@ import (
 	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/internal/liveness"
 	"github.com/agenthost/mcpruntime/internal/principal"
+	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -107,6 +108,15 @@ type Options struct {
 	// Observer is told about requests, authentication failures and session
 	// lifecycles, for metrics. Nil: nobody.
 	Observer Observer
+	// ResourceMetadata is the URL of the endpoint's OAuth protected-resource
+	// metadata (RFC 9728). Set, a 401 about a request without a token or
+	// with one that is not provider-shaped carries it in WWW-Authenticate
+	// (resource_metadata, and scope when ChallengeScope is set), so that an
+	// MCP client finds where to sign in; a provider-shaped token's 401
+	// never does (SPEC §5c). Zero: no OAuth discovery.
+	ResourceMetadata string
+	// ChallengeScope is the scope of that challenge. Zero: none.
+	ChallengeScope string
 }
 
 // Observer receives the endpoint's events. Methods are called from
@@ -224,8 +234,11 @@ type Server struct {
 	sessions *session.Table
 	// originHost is the DNS-rebinding guard built from opts.
 	originHost httpguard.Guard
-	limits     limits
-	live       *liveness.Monitor // session owners and stream credentials
+	// challenge is the OAuth discovery a 401 adds to WWW-Authenticate
+	// (Options.ResourceMetadata); "" for none.
+	challenge string
+	limits    limits
+	live      *liveness.Monitor // session owners and stream credentials
 	// credGen counts committed writes that changed credentials; the store's
 	// commit hook adds one before the write returns. Unchanged since a
 	// request was authenticated, no credential was revoked or removed in
@@ -244,6 +257,12 @@ type Server struct {
 // live in store.
 func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
 	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
+	if s.opts.ResourceMetadata != "" {
+		s.challenge = `resource_metadata="` + s.opts.ResourceMetadata + `"`
+		if s.opts.ChallengeScope != "" {
+			s.challenge += `, scope="` + s.opts.ChallengeScope + `"`
+		}
+	}
 	s.originHost = httpguard.Guard{
 		AllowedHosts: s.opts.AllowedHosts, AllowedOrigins: s.opts.AllowedOrigins,
 		AllowAnyOrigin: s.opts.AllowAnyOrigin, DisableHostCheck: s.opts.DisableHostCheck,
@@ -404,13 +423,13 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, b
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		s.opts.Observer.AuthFailure("missing")
-		s.fail(w, failNoToken)
+		s.failAuth(w, failNoToken, false)
 		return caller{}, false
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		s.opts.Observer.AuthFailure("malformed_header")
-		s.fail(w, failBadToken)
+		s.failAuth(w, failBadToken, false)
 		return caller{}, false
 	}
 	gen := s.credGen.Load() // before the read: a revocation after it moves it
@@ -422,7 +441,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, b
 			reason = ar.AuthReason()
 		}
 		s.opts.Observer.AuthFailure(reason)
-		s.fail(w, failBadToken)
+		s.failAuth(w, failBadToken, token.Provider(strings.TrimSpace(tok)))
 		return caller{}, false
 	}
 	return caller{Principal: p, credGen: gen}, true
@@ -436,7 +455,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, b
 func (s *Server) recheck(w http.ResponseWriter, p caller, e *session.Entry) bool {
 	if reason := s.deadSince(p); reason != "" {
 		s.opts.Observer.AuthFailure(reason)
-		s.fail(w, failBadToken)
+		s.failAuth(w, failBadToken, p.Provider())
 		return false
 	}
 	if e != nil && !s.sessions.Live(e) {

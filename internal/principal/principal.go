@@ -37,6 +37,7 @@ type Principal struct {
 	Instance     string    `json:"instance,omitempty"`     // provider credentials only
 	Client       string    `json:"client,omitempty"`       // client grants only
 	Access       string    `json:"access,omitempty"`       // client grants only: AccessReadOnly or AccessReadWrite
+	Audience     string    `json:"audience,omitempty"`     // the resource an OAuth-issued token is bound to; "": any
 	Capabilities []string  `json:"capabilities,omitempty"` // fixed when the credential was minted
 	Expires      time.Time `json:"expires,omitzero"`       // zero: never
 }

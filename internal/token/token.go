@@ -1,6 +1,15 @@
 // Package token mints bearer tokens and identifiers and hashes tokens for
 // storage. Tokens carry 256 random bits; identifiers carry 128. Both come
 // from crypto/rand.
+//
+// A token's prefix says what it is, so that secret scanners and humans
+// recognise one, and so that the MCP endpoint can tell from the bytes
+// alone whether a refused token was a provider's (whose agent must never
+// be sent into an OAuth flow) or a client's (whose client is pointed at the
+// authorization metadata, even once the token expired or was revoked):
+// [Prefix] for provider credentials, [ClientPrefix] for client-grant access
+// tokens (admin-issued and OAuth-issued), [RefreshPrefix] for refresh
+// tokens, which never authenticate a request.
 package token
 
 import (
@@ -8,10 +17,18 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"strings"
 )
 
-// Prefix starts every token, so secret scanners and humans can recognise one.
-const Prefix = "mcprt_"
+// Token prefixes.
+const (
+	// Prefix starts every provider credential's token.
+	Prefix = "mcprt_"
+	// ClientPrefix starts every client-grant access token.
+	ClientPrefix = "mcprc_"
+	// RefreshPrefix starts every refresh token.
+	RefreshPrefix = "mcprr_"
+)
 
 // tokenBytes is the entropy of a token: 256 bits (SPEC §2).
 const tokenBytes = 32
@@ -19,11 +36,16 @@ const tokenBytes = 32
 // idBytes is the entropy of an identifier: 128 bits.
 const idBytes = 16
 
-// New returns a fresh token and the hash under which it is stored.
-func New() (tok, hash string) {
+// New returns a fresh provider token and the hash under which it is
+// stored.
+func New() (tok, hash string) { return NewWith(Prefix) }
+
+// NewWith returns a fresh token starting with prefix (one of the prefixes
+// above) and the hash under which it is stored.
+func NewWith(prefix string) (tok, hash string) {
 	var b [tokenBytes]byte
 	rand.Read(b[:]) // never returns an error; it crashes the program instead
-	tok = Prefix + base64.RawURLEncoding.EncodeToString(b[:])
+	tok = prefix + base64.RawURLEncoding.EncodeToString(b[:])
 	return tok, Hash(tok)
 }
 
@@ -34,13 +56,23 @@ func Hash(tok string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Valid reports whether tok has the shape of a token this package mints. It
-// is a cheap pre-filter, not authentication.
-func Valid(tok string) bool {
-	if len(tok) != len(Prefix)+base64.RawURLEncoding.EncodedLen(tokenBytes) || tok[:len(Prefix)] != Prefix {
+// Valid reports whether tok has the shape of a token that authenticates a
+// request: a provider token or a client-grant access token. It is a cheap
+// pre-filter, not authentication.
+func Valid(tok string) bool { return ValidWith(tok, Prefix) || ValidWith(tok, ClientPrefix) }
+
+// Provider reports whether tok is provider-shaped: it starts with Prefix,
+// whatever follows (SPEC §5c: such a request is never offered OAuth
+// discovery).
+func Provider(tok string) bool { return strings.HasPrefix(tok, Prefix) }
+
+// ValidWith reports whether tok has the shape of a token NewWith(prefix)
+// mints.
+func ValidWith(tok, prefix string) bool {
+	if len(tok) != len(prefix)+base64.RawURLEncoding.EncodedLen(tokenBytes) || tok[:len(prefix)] != prefix {
 		return false
 	}
-	for i := len(Prefix); i < len(tok); i++ {
+	for i := len(prefix); i < len(tok); i++ {
 		c := tok[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
 			return false

@@ -69,3 +69,34 @@ func TestNewID(t *testing.T) {
 		t.Fatalf("NewID(%q) = %q, want prefix and 32 hex digits", "x_", a)
 	}
 }
+
+func TestPrefixes(t *testing.T) {
+	client, _ := NewWith(ClientPrefix)
+	refresh, _ := NewWith(RefreshPrefix)
+	provider, _ := New()
+	tests := []struct {
+		name         string
+		tok          string
+		valid        bool // authenticates a request
+		providerLike bool
+	}{
+		{"provider", provider, true, true},
+		{"client", client, true, false},
+		{"refresh", refresh, false, false},
+		{"provider prefix, any tail", Prefix + "x", false, true},
+		{"JWT-shaped", "eyJhbGciOiJSUzI1NiJ9.e30.sig", false, false},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			if got := Valid(test.tok); got != test.valid {
+				t.Errorf("Valid(%q) = %v, want %v", test.tok, got, test.valid)
+			}
+			if got := Provider(test.tok); got != test.providerLike {
+				t.Errorf("Provider(%q) = %v, want %v", test.tok, got, test.providerLike)
+			}
+		})
+	}
+	if !ValidWith(refresh, RefreshPrefix) || ValidWith(refresh, ClientPrefix) {
+		t.Errorf("ValidWith(refresh token): want true for RefreshPrefix only")
+	}
+}

@@ -1,0 +1,329 @@
+package oauth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Bounds of an authorization request.
+const (
+	maxStateLen     = 1024
+	minChallengeLen = 43 // a base64url SHA-256
+	maxChallengeLen = 128
+	maxFormBytes    = 16 << 10
+)
+
+// authRequest is an authorization request whose consent page was shown,
+// waiting for its pairing code.
+type authRequest struct {
+	client    *Client
+	redirect  string // as presented (a loopback one with its port)
+	state     string
+	challenge string
+	resource  string
+	expires   time.Time
+	failures  int // wrong pairing codes so far
+}
+
+// pendingRequests are the consent pages outstanding, by request id.
+type pendingRequests struct {
+	max  int
+	mu   sync.Mutex // guards byID
+	byID map[string]*authRequest
+}
+
+func newPendingRequests(max int) *pendingRequests {
+	return &pendingRequests{max: max, byID: map[string]*authRequest{}}
+}
+
+// add stores a request and returns its id; "" when MaxPending are
+// outstanding and none has expired.
+func (p *pendingRequests) add(req *authRequest, now time.Time) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.byID) >= p.max {
+		for id, q := range p.byID {
+			if !now.Before(q.expires) {
+				delete(p.byID, id)
+			}
+		}
+		if len(p.byID) >= p.max {
+			return ""
+		}
+	}
+	id := randomText(16)
+	p.byID[id] = req
+	return id
+}
+
+// get returns the request id names, while it lasts, and keeps it.
+func (p *pendingRequests) get(id string, now time.Time) *authRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	req := p.byID[id]
+	if req == nil {
+		return nil
+	}
+	if !now.Before(req.expires) {
+		delete(p.byID, id)
+		return nil
+	}
+	return req
+}
+
+// drop removes request id; it reports whether it was there (of two
+// submissions of one page, one wins).
+func (p *pendingRequests) drop(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.byID[id]
+	delete(p.byID, id)
+	return ok
+}
+
+// failed counts a wrong pairing code against request id and reports
+// whether it may try again.
+func (p *pendingRequests) failed(id string, limit int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	req := p.byID[id]
+	if req == nil {
+		return false
+	}
+	req.failures++
+	if req.failures >= limit {
+		delete(p.byID, id)
+		return false
+	}
+	return true
+}
+
+// randomText is n random bytes in base64url.
+func randomText(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// authorize is GET /oauth/authorize: it checks the request and shows the
+// consent page. A request whose client or redirect URI cannot be trusted
+// gets an error page, never a redirect (RFC 6749 §4.1.2.1); any other
+// refusal is a redirect with error, state and iss.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for _, name := range []string{"client_id", "redirect_uri", "response_type", "state", "code_challenge", "code_challenge_method", "resource", "scope"} {
+		if len(q[name]) > 1 {
+			s.errorPage(w, http.StatusBadRequest, "The request repeats "+name+".", "duplicate_parameter", nil)
+			return
+		}
+	}
+	c, err := s.client(r, q.Get("client_id"))
+	if err != nil {
+		s.errorPage(w, http.StatusBadRequest, "This client is not known to this server.", "unknown_client", nil)
+		return
+	}
+	redirect := q.Get("redirect_uri")
+	if redirect == "" && len(c.RedirectURIs) == 1 {
+		redirect = c.RedirectURIs[0]
+	}
+	if !c.matchRedirect(redirect) {
+		s.errorPage(w, http.StatusBadRequest, "The redirect URI is not one this client registered.", "redirect_uri_mismatch", c)
+		return
+	}
+	back := func(code, description, reason string) {
+		s.refused(kindAuthFailed, reason, c)
+		redirectError(w, r, redirect, code, description, q.Get("state"), s.cfg.Issuer)
+	}
+	switch {
+	case q.Get("response_type") != "code":
+		back("unsupported_response_type", "response_type must be code", "unsupported_response_type")
+	case q.Get("code_challenge_method") != "S256":
+		back("invalid_request", "PKCE with code_challenge_method S256 is required", "pkce_method")
+	case !pkceText(q.Get("code_challenge"), minChallengeLen, maxChallengeLen):
+		back("invalid_request", "code_challenge must be 43 to 128 characters of base64url", "pkce_challenge")
+	case len(q.Get("state")) > maxStateLen:
+		back("invalid_request", "state is too long", "state_too_long")
+	case q.Get("resource") != "" && q.Get("resource") != s.cfg.Resource:
+		back("invalid_target", "resource must be "+s.cfg.Resource, "resource_mismatch")
+	default:
+		req := &authRequest{
+			client: c, redirect: redirect, state: q.Get("state"), challenge: q.Get("code_challenge"),
+			resource: s.cfg.Resource, expires: s.cfg.Now().Add(s.cfg.RequestTTL),
+		}
+		id := s.pending.add(req, s.cfg.Now())
+		if id == "" {
+			s.errorPage(w, http.StatusServiceUnavailable, "Too many sign-ins are waiting for approval; try again in a few minutes.", "too_many_pending", c)
+			return
+		}
+		s.consentPage(w, http.StatusOK, id, req, "")
+	}
+}
+
+// consent is POST /oauth/authorize, the consent form: the request id, its
+// CSRF token, and the pairing code (or a denial).
+func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
+	if origin := r.Header.Get("Origin"); origin != "" && origin != s.cfg.Issuer {
+		s.errorPage(w, http.StatusForbidden, "This form was not sent from this server's page.", "csrf_origin", nil)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		s.errorPage(w, http.StatusBadRequest, "The form could not be read.", "bad_form", nil)
+		return
+	}
+	id := r.PostForm.Get("request")
+	if !s.macEqual("csrf", id, r.PostForm.Get("csrf")) || id == "" {
+		s.errorPage(w, http.StatusForbidden, "This form has no valid CSRF token; reload the sign-in page from the client.", "csrf", nil)
+		return
+	}
+	now := s.cfg.Now()
+	req := s.pending.get(id, now)
+	if req == nil {
+		s.errorPage(w, http.StatusBadRequest, "This sign-in page has expired or was already answered; start again from the client.", "request_expired", nil)
+		return
+	}
+	if r.PostForm.Get("action") == "deny" {
+		if s.pending.drop(id) {
+			s.refused(kindAuthFailed, "access_denied", req.client)
+			redirectError(w, r, req.redirect, "access_denied", "the user denied access", req.state, s.cfg.Issuer)
+		}
+		return
+	}
+	if !s.limiter.open(now) {
+		s.refused(kindPairingFailed, "rate_limited", req.client)
+		s.consentPage(w, http.StatusTooManyRequests, id, req, "Too many wrong pairing codes were tried on this server; wait a minute and try again.")
+		return
+	}
+	if !s.codes.room(now) {
+		s.errorPage(w, http.StatusServiceUnavailable, "Too many sign-ins are finishing at once; try again in a minute.", "too_many_codes", req.client)
+		return
+	}
+	access, ok := s.pairing.redeem(r.PostForm.Get("pairing_code"), now)
+	if !ok {
+		s.limiter.fail(now)
+		s.refused(kindPairingFailed, "wrong_code", req.client)
+		if !s.pending.failed(id, s.cfg.AttemptsPerRequest) {
+			s.errorPage(w, http.StatusForbidden, "Too many wrong pairing codes for this sign-in; start again from the client.", "too_many_attempts", req.client)
+			return
+		}
+		s.consentPage(w, http.StatusForbidden, id, req, "That pairing code was not accepted. Ask the host for a new one.")
+		return
+	}
+	if !s.pending.drop(id) {
+		// The other submission of this page won; this code is spent all
+		// the same (it was typed into a page that is gone).
+		s.errorPage(w, http.StatusBadRequest, "This sign-in page was already answered.", "request_expired", req.client)
+		return
+	}
+	code := randomText(32)
+	s.codes.add(code, &grantCode{
+		client: req.client, redirect: req.redirect, challenge: req.challenge, resource: req.resource,
+		access: access, expires: now.Add(s.cfg.CodeTTL),
+	})
+	v := url.Values{"code": {code}, "iss": {s.cfg.Issuer}}
+	if req.state != "" {
+		v.Set("state", req.state)
+	}
+	http.Redirect(w, r, withQuery(req.redirect, v), http.StatusSeeOther)
+}
+
+// redirectError sends the client's user agent back with an error (RFC 6749
+// §4.1.2.1, RFC 9207's iss).
+func redirectError(w http.ResponseWriter, r *http.Request, redirect, code, description, state, iss string) {
+	v := url.Values{"error": {code}, "error_description": {description}, "iss": {iss}}
+	if state != "" {
+		v.Set("state", state)
+	}
+	http.Redirect(w, r, withQuery(redirect, v), http.StatusSeeOther)
+}
+
+// withQuery adds v to the query of redirect, keeping what it had.
+func withQuery(redirect string, v url.Values) string {
+	sep := "?"
+	if strings.Contains(redirect, "?") {
+		sep = "&"
+	}
+	return redirect + sep + v.Encode()
+}
+
+// pkceText reports whether s is n characters of the PKCE alphabet
+// ([A-Za-z0-9-._~], RFC 7636 §4.1), lo ≤ n ≤ hi.
+func pkceText(s string, lo, hi int) bool {
+	if len(s) < lo || len(s) > hi {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~') {
+			return false
+		}
+	}
+	return true
+}
+
+// grantCode is an authorization code waiting for its exchange.
+type grantCode struct {
+	client    *Client
+	redirect  string
+	challenge string
+	resource  string
+	access    string
+	expires   time.Time
+}
+
+// codes are the authorization codes outstanding, by their hash.
+type codes struct {
+	max    int
+	mu     sync.Mutex // guards byHash
+	byHash map[string]*grantCode
+}
+
+func newCodes(max int) *codes { return &codes{max: max, byHash: map[string]*grantCode{}} }
+
+func codeHash(code string) string {
+	sum := sha256.Sum256([]byte("code\x00" + code))
+	return hex.EncodeToString(sum[:])
+}
+
+// room reports whether another code may be added, dropping expired ones
+// when full.
+func (c *codes) room(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.byHash) < c.max {
+		return true
+	}
+	for h, g := range c.byHash {
+		if !now.Before(g.expires) {
+			delete(c.byHash, h)
+		}
+	}
+	return len(c.byHash) < c.max
+}
+
+// add stores code; room said there is room for it (two consents racing
+// for the last slot may overshoot by one each: the bound is soft by the
+// number of requests in flight).
+func (c *codes) add(code string, g *grantCode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byHash[codeHash(code)] = g
+}
+
+// spend removes code and returns what it was for; nil if there is none.
+// A code is spent by its first exchange, whatever comes of it.
+func (c *codes) spend(code string) *grantCode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := codeHash(code)
+	g := c.byHash[h]
+	delete(c.byHash, h)
+	return g
+}
