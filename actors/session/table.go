@@ -27,6 +27,9 @@ type Entry struct {
 	// Streams are the session's SSE streams and the events kept for their
 	// resumption; shared with the HTTP path like Calls.
 	Streams Streams
+	// Asks are the session's pending requests to its client; shared with
+	// the HTTP path like Calls.
+	Asks Asks
 }
 
 // ID returns the session's id (Mcp-Session-Id).

@@ -18,3 +18,15 @@ func (s *Server) State(sid, ns string) (SessionState, bool) {
 	events, bytes, dropped := e.Streams.Kept()
 	return SessionState{Streams: e.Streams.Len(), Events: events, Bytes: bytes, Dropped: dropped}, true
 }
+
+// AsksPending returns how many of the runtime's requests to clients await
+// an answer, over every live session. For testing.
+func (s *Server) AsksPending() int {
+	n := 0
+	for _, info := range s.sessions.Summaries() {
+		if e := s.sessions.Lookup(info.ID, info.Owner); e != nil {
+			n += e.Asks.Pending()
+		}
+	}
+	return n
+}
