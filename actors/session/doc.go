@@ -29,6 +29,12 @@
 // calls run at once. Idle is judged in one place, Calls.idle, which the
 // sweep's filter and the actor's decision both ask.
 //
+// Each session's [Asks] is shared the same way: the runtime's pending
+// requests to the session's client (elicitation, sampling, roots), which a
+// request registers and waits on on its own goroutine and a POSTed
+// response of the session's owner answers by id. The actor only closes it
+// as the session ends.
+//
 // # The actor
 //
 // The actor owns the session's endings and its record. All sessions of an
@@ -40,7 +46,7 @@
 // eviction by the endpoint, when its owner namespace has no live credential
 // left (revoked or expired: the monitor tells it), and when it is stopped
 // (shutdown). Ending cancels every call in flight and the stream, closes
-// the Calls so none starts afterwards, removes the ownership record, frees
+// the Calls so none starts afterwards, drops the pending asks, removes the ownership record, frees
 // the slot in the Table, calls OnEnd, and stops the actor. The record is
 // removed before the actor stops, so the id answers 404 forever after.
 //
