@@ -349,6 +349,11 @@ type httpMachine struct {
 	lastBatch string
 	// statsSeen: the session count Stats last agreed with.
 	statsSeen int
+	// asks are the calls of ask_confirm whose ask is pending in the model
+	// (asks_prop_test.go); asksEnded counts those whose stream ended, which
+	// the endpoint counted among its requests but issued does not.
+	asks      []*pendingAsk
+	asksEnded atomic.Int64
 }
 
 func newHTTPMachine(t *rapid.T) *httpMachine {
@@ -371,6 +376,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 	srv, err := rt.MCPHandler(mcpruntime.MCPOptions{
 		IdleTimeout:             -1, // the fake clock drives no timers
 		MaxSessionsPerNamespace: 1 << 20,
+		AskTimeout:              time.Hour, // an ask ends only as the model says
 		Observer:                obs,
 	})
 	if err != nil {
@@ -384,6 +390,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		tr.CloseIdleConnections()
 		_ = rt.Close()
 	})
+	registerAskTool(t, rt)
 	lm := &lifecycleMachine{
 		ctx:    context.Background(),
 		rt:     rt,
@@ -425,6 +432,8 @@ var httpWeight = map[string]int{
 	"CallRead":            1,
 	"Stream":              1,
 	"Delete":              1,
+	"Ask":                 1,
+	"Answer":              2,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {
@@ -534,9 +543,9 @@ func (h *httpMachine) do(method string, who caller, sid string, body []byte) res
 func (h *httpMachine) settle(t *rapid.T) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
-	for h.obs.done.Load() < h.issued {
+	for h.obs.done.Load() < h.issued+h.asksEnded.Load() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the endpoint finished %d of %d requests after %v", h.obs.done.Load(), h.issued, waitTimeout)
+			t.Fatalf("the endpoint finished %d of %d requests after %v", h.obs.done.Load(), h.issued+h.asksEnded.Load(), waitTimeout)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -545,7 +554,7 @@ func (h *httpMachine) settle(t *rapid.T) {
 func (h *httpMachine) nextID() int { h.rpcID++; return h.rpcID }
 
 func initializeBody(id int) []byte {
-	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"proptest","version":"1"}}}`, id, protoVersion)
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{"elicitation":{}},"clientInfo":{"name":"proptest","version":"1"}}}`, id, protoVersion)
 }
 
 func callBody(id int, tool string, args map[string]string) []byte {
@@ -856,6 +865,7 @@ func (h *httpMachine) Check(t *rapid.T) {
 	}
 	h.lifecycleMachine.Check(t)
 	h.checkSessions(t)
+	h.checkAsks(t)
 }
 
 // checkSessions is invariant 7: the ownership records are exactly the
@@ -960,5 +970,6 @@ func (h *httpMachine) finish(t *rapid.T) {
 	if n := h.srv.Sessions(); n != 0 {
 		t.Fatalf("after every session ended, %d session actors are live, want 0", n)
 	}
+	h.endAsks(t)
 	h.closeAndCheck(t)
 }
