@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -88,5 +89,49 @@ func TestInteropGoSDKAsks(t *testing.T) {
 	}
 	if elicited.Load() != 1 || sampled.Load() != 1 {
 		t.Fatalf("the client was asked %d elicitations and %d samplings, want 1 and 1", elicited.Load(), sampled.Load())
+	}
+}
+
+// TestInteropGoSDKPromptAsks: a prompts/get whose handler needs the
+// client is asked the same way (SPEC §5b.20): the go-sdk client's
+// elicitation handler answers, and the prompt's messages carry the answer.
+func TestInteropGoSDKPromptAsks(t *testing.T) {
+	rt := quietRuntime(t, mcpruntime.Config{})
+	registerInproc(t, rt, "A")
+	createThreads(t, rt, "T")
+	_, _, tok := liveOn(t, rt, "T", "A")
+	noErr(t, rt.RegisterPrompt(mcpruntime.Prompt{
+		Prompt: mcp.Prompt{Name: "with_context", Description: "asks the user for context"},
+		Access: mcpruntime.AccessRead,
+		Handler: func(_ context.Context, get *mcpruntime.PromptGet) (*mcp.GetPromptResult, error) {
+			if ans, ok := get.Input("context"); ok {
+				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user",
+					Content: &mcp.TextContent{Text: fmt.Sprintf("Context: %v", ans.(*mcp.ElicitResult).Content["context"])}}}}, nil
+			}
+			return &mcp.GetPromptResult{InputRequests: mcp.InputRequestMap{"context": &mcp.ElicitParams{
+				Message:         "Context?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"context": map[string]any{"type": "string"}}, "required": []string{"context"}},
+			}}}, nil
+		},
+	}))
+	ts, _ := interopServer(t, rt)
+	client := mcp.NewClient(&mcp.Implementation{Name: "interop-asks", Version: "1.0.0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"context": "the repo"}}, nil
+		},
+	})
+	cs := sdkConnectClient(t, ts, tok, client)
+	defer cs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "with_context"})
+	if err != nil {
+		t.Fatalf("GetPrompt = %v", err)
+	}
+	if len(res.Messages) != 1 {
+		t.Fatalf("GetPrompt = %d messages, want 1", len(res.Messages))
+	}
+	if got, ok := res.Messages[0].Content.(*mcp.TextContent); !ok || got.Text != "Context: the repo" {
+		t.Fatalf("GetPrompt message = %#v, want the text Context: the repo", res.Messages[0].Content)
 	}
 }
