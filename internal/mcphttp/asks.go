@@ -211,6 +211,9 @@ func questions(reqs mcp.InputRequestMap, caps *mcp.ClientCapabilities, version s
 	for _, k := range keys {
 		q := question{key: k}
 		var params any
+		if isNilRequest(reqs[k]) {
+			return nil, &askFailure{CodeInternalError, fmt.Sprintf("input request %q is nil", k)}
+		}
 		switch r := reqs[k].(type) {
 		case *mcp.ElicitParams:
 			url := r.Mode == "url" || r.Mode == "" && (r.URL != "" || r.ElicitationID != "")
@@ -230,7 +233,11 @@ func questions(reqs mcp.InputRequestMap, caps *mcp.ClientCapabilities, version s
 					w.Mode = "url"
 				}
 			}
-			if !url && r.RequestedSchema != nil {
+			switch {
+			case url:
+			case r.RequestedSchema == nil:
+				w.RequestedSchema = emptyForm // form mode requires one; nothing to validate
+			default:
 				sch, err := compileRequested(r.RequestedSchema)
 				if err != nil {
 					return nil, &askFailure{CodeInternalError, "the request's elicitation schema is invalid: " + err.Error()}
@@ -279,6 +286,25 @@ func questions(reqs mcp.InputRequestMap, caps *mcp.ClientCapabilities, version s
 		return nil, &askFailure{CodeInvalidParams, "the client did not declare the " + strings.Join(missing, ", ") + " " + noun + ": client capability not declared"}
 	}
 	return qs, nil
+}
+
+// emptyForm is the requested schema of a form elicitation that named none.
+var emptyForm = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// isNilRequest reports whether r is nil or a nil pointer of one of the
+// request types.
+func isNilRequest(r mcp.InputRequest) bool {
+	switch r := r.(type) {
+	case nil:
+		return true
+	case *mcp.ElicitParams:
+		return r == nil
+	case *mcp.CreateMessageParams:
+		return r == nil
+	case *mcp.CreateMessageWithToolsParams:
+		return r == nil
+	}
+	return false // a nil *mcp.ListRootsParams asks with {}
 }
 
 // compileRequested compiles an elicitation's requested schema as JSON.

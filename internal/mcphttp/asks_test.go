@@ -1,12 +1,15 @@
 package mcphttp_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
@@ -208,3 +211,43 @@ func TestAskEndsWithSession(t *testing.T) {
 		})
 	}
 }
+
+// TestAskHandlerFaults: input requests the client cannot be asked — a
+// requested schema that does not compile, a nil request, a type that is
+// no request to a client — fail the call with a tool error and send the
+// client nothing: it is the handler's fault, not the client's.
+func TestAskHandlerFaults(t *testing.T) {
+	tests := []struct {
+		name string
+		reqs mcp.InputRequestMap
+		want string
+	}{
+		{"schema", mcp.InputRequestMap{"x": &mcp.ElicitParams{Message: "?", RequestedSchema: map[string]any{"type": 5}}}, "the request's elicitation schema is invalid"},
+		{"nil", mcp.InputRequestMap{"x": (*mcp.ElicitParams)(nil)}, `input request "x" is nil`},
+		{"type", mcp.InputRequestMap{"x": notARequest{}}, `input request "x": mcphttp_test.notARequest is not a request the client can be asked`},
+	}
+	e, tok, _ := askEnv(t, mcphttp.Options{})
+	sid := e.initAsking(tok, askCaps)
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			e.f.serveTool("faulty", func(context.Context, *mcphttp.Request, json.RawMessage) mcphttp.Response {
+				return mcphttp.Response{InputRequests: test.reqs}
+			})
+			res := e.Post(tok, sid, ht.CallBody("2", "faulty", ""))
+			if ct := res.Header.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("faulty = %s (%s), want a JSON answer: nothing sent to the client", res, ct)
+			}
+			var tr ht.ToolResult
+			ht.DecodeResult(t, res, &tr)
+			if !tr.IsError || len(tr.Content) != 1 || !strings.HasPrefix(tr.Content[0].Text, test.want) {
+				t.Fatalf("faulty = %s, want an isError result starting %q", res, test.want)
+			}
+			if n := e.srv.AsksPending(); n != 0 {
+				t.Fatalf("%d asks pending, want 0", n)
+			}
+		})
+	}
+}
+
+// notARequest is an InputRequest of no method the client knows.
+type notARequest struct{ mcp.InputRequest }
