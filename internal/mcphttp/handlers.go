@@ -207,8 +207,15 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		ClientName:      truncate(params.ClientInfo.Name, 256),
 		ClientVersion:   truncate(params.ClientInfo.Version, 64),
 	})
-	s.sessions.Commit(e, pid)
+	open := s.sessions.Commit(e, pid)
 	s.opts.Observer.SessionOpened()
+	if !open {
+		// The endpoint closed between Reserve and Commit: its Close did
+		// not see this session, so it ends here, as Close ends the others.
+		s.endSession(pid)
+		s.fail(w, failClosing)
+		return
+	}
 	// Wait until the actor wrote its ownership record: the id is usable
 	// the moment the client reads it.
 	if _, err := s.ask(pid, &session.GetInfo{}); err != nil {
