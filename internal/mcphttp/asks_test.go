@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agenthost/mcpruntime/actors/session"
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 )
@@ -251,3 +252,50 @@ func TestAskHandlerFaults(t *testing.T) {
 
 // notARequest is an InputRequest of no method the client knows.
 type notARequest struct{ mcp.InputRequest }
+
+// TestAskPendingBound: a session holds at most session.MaxPendingAsks
+// asks over all its calls; one call more is a tool error at once, with
+// nothing sent to the client, and the calls within the bound all complete
+// with their own answers, answered concurrently.
+func TestAskPendingBound(t *testing.T) {
+	e, tok, _ := askEnv(t, mcphttp.Options{})
+	sid := e.initAsking(tok, askCaps)
+	calls := make([]*ht.Pending, session.MaxPendingAsks)
+	for i := range calls {
+		calls[i] = e.AsyncPost(tok, sid, ht.CallBody(fmt.Sprint(100+i), "ask_roots", ""))
+	}
+	e.waitAsked("every call asked", session.MaxPendingAsks)
+
+	over := e.Post(tok, sid, ht.CallBody("99", "ask_roots", ""))
+	var tr ht.ToolResult
+	ht.DecodeResult(t, over, &tr)
+	if !tr.IsError || len(tr.Content) != 1 || !strings.HasPrefix(tr.Content[0].Text, "too many requests to the client pending") {
+		t.Fatalf("the call past the bound = %s, want a tool error", over)
+	}
+
+	var wg sync.WaitGroup
+	for n := 1; n <= session.MaxPendingAsks; n++ {
+		wg.Go(func() {
+			body := answerBody(fmt.Sprintf("srv-%d", n), fmt.Sprintf(`{"roots":[{"uri":"file:///%d"}]}`, n))
+			if res := e.Post(tok, sid, body); res.Status != http.StatusAccepted {
+				t.Errorf("answer srv-%d = %s", n, res)
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, c := range calls {
+		res := c.Await(t, fmt.Sprint("call ", i))
+		events := ht.SSEEvents(t, res.Body)
+		var askID string
+		_ = json.Unmarshal(events[0].ID, &askID)
+		wantToolText(t, fmt.Sprint("call ", i), res, "roots: 1 file:///"+strings.TrimPrefix(askID, "srv-"), false)
+		if seen[askID] {
+			t.Fatalf("ask id %s given twice", askID)
+		}
+		seen[askID] = true
+	}
+	if n := e.srv.AsksPending(); n != 0 {
+		t.Fatalf("%d asks pending after every call, want 0", n)
+	}
+}
