@@ -58,8 +58,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p caller, e *sess
 		Out:                out,
 	}
 	res := s.backend.Serve(ctx, &out.req)
-	if len(res.InputRequests) > 0 && res.Err == nil {
-		res = s.converse(ctx, out, e, res) // the runtime asks the client (asks.go)
+	if out.req.Era == EraSession && len(res.InputRequests) > 0 && res.Err == nil {
+		res = s.converse(ctx, out, e, res) // the runtime asks the client (asks.go); never in the 2026-07-28 era
 	}
 	switch {
 	case ctx.Err() != nil:
