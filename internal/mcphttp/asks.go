@@ -181,8 +181,8 @@ func unanswered(qs []question, answered []bool) string {
 	return strings.Join(names, ", ")
 }
 
-// clientErrorMessage is the message of a client's JSON-RPC error object,
-// cut to 256 bytes.
+// clientErrorMessage is the code and message of a client's JSON-RPC error
+// object, the message cut to 256 bytes (never inside a character).
 func clientErrorMessage(raw []byte) string {
 	var e struct {
 		Code    int    `json:"code"`
@@ -191,7 +191,7 @@ func clientErrorMessage(raw []byte) string {
 	if json.Unmarshal(raw, &e) != nil {
 		return "malformed error"
 	}
-	return fmt.Sprintf("%d %s", e.Code, truncate(e.Message, 256))
+	return fmt.Sprintf("%d %s", e.Code, strings.ToValidUTF8(truncate(e.Message, 256), ""))
 }
 
 // questions turns a round's input requests into what is sent, in the
