@@ -231,23 +231,19 @@ func (h *httpMachine) Answer(t *rapid.T) {
 		if p.sid != sid || p.id != a.id {
 			continue
 		}
+		fate := h.askFate(p)
 		p.stream.waitEnd(t, call)
 		p.stream.cancel()
-		if got, want := mustResult(t, call, p.stream), fmt.Sprintf("confirmed %v", ok); got != want {
-			t.Fatalf("%s: the call answered %q, want %q", call, got, want)
-		}
 		h.asks = append(h.asks[:i], h.asks[i+1:]...)
+		text, answered := p.stream.result()
+		if !answered && fate == askMaybe {
+			return // its credential expired, and the runtime noticed first
+		}
+		if want := fmt.Sprintf("confirmed %v", ok); !answered || text != want {
+			t.Fatalf("%s: the call answered %q (a result: %v), want %q", call, text, answered, want)
+		}
 		return
 	}
-}
-
-func mustResult(t *rapid.T, what string, s *askStream) string {
-	t.Helper()
-	text, ok := s.result()
-	if !ok {
-		t.Fatalf("%s: the call ended without a result: %q", what, s.messages())
-	}
-	return text
 }
 
 // askFate is what the model says of a pending ask now.

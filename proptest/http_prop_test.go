@@ -410,7 +410,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		}
 		lm.m.instances[inst.id] = modelInstance{caps: inst.caps, multi: inst.multi}
 	}
-	return &httpMachine{
+	h := &httpMachine{
 		lifecycleMachine: lm,
 		mcp:              newMCPState(),
 		srv:              srv,
@@ -418,6 +418,18 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		client:           &http.Client{Transport: tr},
 		obs:              obs,
 	}
+	// Before the server's close (cleanups run last first): a check that
+	// stopped early leaves calls waiting on their asks, which only the
+	// sessions' end returns, and httptest's Close waits for them.
+	t.Cleanup(func() {
+		if len(h.asks) > 0 {
+			srv.Close()
+			for _, a := range h.asks {
+				a.stream.cancel()
+			}
+		}
+	})
+	return h
 }
 
 // httpWeight: extra keys for the actions that build state, and for the
