@@ -299,3 +299,32 @@ func TestAskPendingBound(t *testing.T) {
 		t.Fatalf("%d asks pending after every call, want 0", n)
 	}
 }
+
+// TestAskResumed: an ask outlives its client's connection (a disconnection
+// is no cancellation): the client comes back with GET and Last-Event-ID,
+// answers the ask it saw, and the call's result arrives on the resumed
+// stream.
+func TestAskResumed(t *testing.T) {
+	f, tok, _ := twoCredentials(t)
+	askingTools(f)
+	e, gone := newNoticingEnv(t, f)
+	sid := e.initAsking(tok, askCaps)
+	st, res := e.OpenSSE(e.NewRequest(context.Background(), http.MethodPost, ht.Headers(tok, sid), ht.CallBody("2", "ask_name", "")))
+	if st == nil {
+		t.Fatalf("POST = %s, want an event stream", res)
+	}
+	ht.WaitUntil(t, "the ask's event", func() bool { return len(st.Events()) == 2 }) // priming, the ask
+	ask := st.Events()[1]
+	if !strings.Contains(ask.Data, `"method":"elicitation/create"`) {
+		t.Fatalf("second event %+v, want the elicitation", ask)
+	}
+	st.Close()
+	<-gone // the server saw the client go: the stream waits for its GET
+	resumed := e.StreamWith(ht.ResumeHeaders(tok, sid, ask.ID))
+	ht.WantStatus(t, "the answer", e.Post(tok, sid, answerBody("srv-1", acceptAda)), http.StatusAccepted)
+	resumed.WantEnd(t, "the resumed stream")
+	events := resumed.Events()
+	if len(events) == 0 || !strings.Contains(events[len(events)-1].Data, `"text":"hello Ada (state 1)"`) {
+		t.Fatalf("the resumed stream carried %+v, want the call's result last", events)
+	}
+}
