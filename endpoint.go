@@ -57,6 +57,13 @@ type MCPOptions struct {
 	MaxSessions int
 	// KeepAlive is the interval of SSE keep-alive comments. Zero: 25 s.
 	KeepAlive time.Duration
+	// AskTimeout bounds how long a request waits for the client's answers
+	// to one round of the runtime's requests to it — a handler's
+	// InputRequired asked over a 2025 session's stream (elicitation/create,
+	// sampling/createMessage, roots/list): past it the unanswered ones are
+	// cancelled (notifications/cancelled to the client) and the request
+	// fails (a tools/call with an isError result). Zero: 60 s.
+	AskTimeout time.Duration
 	// RetryAfter is the Retry-After of 429 and 503 answers. Zero: 1 s.
 	RetryAfter time.Duration
 	// ActorTimeout bounds each request to an MCP session actor. Zero: 5 s.
@@ -197,6 +204,7 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 		ReplayEvents:            opts.ReplayEvents,
 		ReplayBytes:             opts.ReplayBytes,
 		MaxSubscriptions:        opts.MaxSubscriptions,
+		AskTimeout:              opts.AskTimeout,
 		RetryAfter:              opts.RetryAfter,
 		ActorTimeout:            opts.ActorTimeout,
 		ServerName:              opts.ServerName,

@@ -47,7 +47,12 @@ func interopServer(t *testing.T, rt *mcpruntime.Runtime) (*httptest.Server, inte
 // sdkConnect connects the official SDK client to ts with tok.
 func sdkConnect(t *testing.T, ts *httptest.Server, tok string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "interop-test", Version: "1.0.0"}, opts)
+	return sdkConnectClient(t, ts, tok, mcp.NewClient(&mcp.Implementation{Name: "interop-test", Version: "1.0.0"}, opts))
+}
+
+// sdkConnectClient connects client to ts with tok.
+func sdkConnectClient(t *testing.T, ts *httptest.Server, tok string, client *mcp.Client) *mcp.ClientSession {
+	t.Helper()
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   ts.URL + "/mcp",
 		HTTPClient: &http.Client{Transport: sdkBearerTransport{token: tok, base: ts.Client().Transport}},

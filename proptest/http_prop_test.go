@@ -360,6 +360,11 @@ type httpMachine struct {
 	tools int
 	// header, while set, goes on every request (Resume's Last-Event-ID).
 	header http.Header
+	// asks are the calls of ask_confirm whose ask is pending in the model
+	// (asks_prop_test.go); asksEnded counts those whose stream ended, which
+	// the endpoint counted among its requests but issued does not.
+	asks      []*pendingAsk
+	asksEnded atomic.Int64
 }
 
 func newHTTPMachine(t *rapid.T) *httpMachine {
@@ -389,6 +394,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 	srv, err := rt.MCPHandler(mcpruntime.MCPOptions{
 		IdleTimeout:             -1, // the fake clock drives no timers
 		MaxSessionsPerNamespace: 1 << 20,
+		AskTimeout:              time.Hour, // an ask ends only as the model says
 		Observer:                obs,
 	})
 	if err != nil {
@@ -406,6 +412,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		tr.CloseIdleConnections()
 		_ = rt.Close()
 	})
+	registerAskTool(t, rt)
 	lm := &lifecycleMachine{
 		ctx:    context.Background(),
 		rt:     rt,
@@ -425,7 +432,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		}
 		lm.m.instances[inst.id] = modelInstance{caps: inst.caps, multi: inst.multi}
 	}
-	return &httpMachine{
+	h := &httpMachine{
 		lifecycleMachine: lm,
 		mcp:              newMCPState(),
 		srv:              srv,
@@ -434,6 +441,18 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		client:           &http.Client{Transport: tr},
 		obs:              obs,
 	}
+	// Before the server's close (cleanups run last first): a check that
+	// stopped early leaves calls waiting on their asks, which only the
+	// sessions' end returns, and httptest's Close waits for them.
+	t.Cleanup(func() {
+		if len(h.asks) > 0 {
+			srv.Close()
+			for _, a := range h.asks {
+				a.stream.cancel()
+			}
+		}
+	})
+	return h
 }
 
 // httpWeight: extra keys for the actions that build state, and for the
@@ -453,6 +472,8 @@ var httpWeight = map[string]int{
 	"Resume":              1,
 	"OAuthSignIn":         2,
 	"OAuthRefresh":        3,
+	"Ask":                 1,
+	"Answer":              2,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {
@@ -565,9 +586,9 @@ func (h *httpMachine) do(method string, who caller, sid string, body []byte) res
 func (h *httpMachine) settle(t *rapid.T) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
-	for h.obs.done.Load() < h.issued {
+	for h.obs.done.Load() < h.issued+h.asksEnded.Load() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the endpoint finished %d of %d requests after %v", h.obs.done.Load(), h.issued, waitTimeout)
+			t.Fatalf("the endpoint finished %d of %d requests after %v", h.obs.done.Load(), h.issued+h.asksEnded.Load(), waitTimeout)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -576,7 +597,7 @@ func (h *httpMachine) settle(t *rapid.T) {
 func (h *httpMachine) nextID() int { h.rpcID++; return h.rpcID }
 
 func initializeBody(id int) []byte {
-	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"proptest","version":"1"}}}`, id, protoVersion)
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{"elicitation":{}},"clientInfo":{"name":"proptest","version":"1"}}}`, id, protoVersion)
 }
 
 func callBody(id int, tool string, args map[string]string) []byte {
@@ -887,6 +908,7 @@ func (h *httpMachine) Check(t *rapid.T) {
 	}
 	h.lifecycleMachine.Check(t)
 	h.checkSessions(t)
+	h.checkAsks(t)
 }
 
 // checkSessions is invariant 7: the ownership records are exactly the
@@ -991,5 +1013,6 @@ func (h *httpMachine) finish(t *rapid.T) {
 	if n := h.srv.Sessions(); n != 0 {
 		t.Fatalf("after every session ended, %d session actors are live, want 0", n)
 	}
+	h.endAsks(t)
 	h.closeAndCheck(t)
 }

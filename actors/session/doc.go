@@ -38,6 +38,12 @@
 // session (SPEC §5b.13). The actor closes the Streams as the session ends:
 // every reader stops.
 //
+// Each session's [Asks] is shared the same way: the runtime's pending
+// requests to the session's client (elicitation, sampling, roots), which a
+// request registers and waits on on its own goroutine and a POSTed
+// response of the session's owner answers by id. The actor only closes it
+// as the session ends.
+//
 // # The actor
 //
 // The actor owns the session's endings and its record. All sessions of an
@@ -49,7 +55,7 @@
 // eviction by the endpoint, when its owner namespace has no live credential
 // left (revoked or expired: the monitor tells it), and when it is stopped
 // (shutdown). Ending cancels every call in flight and the stream, closes
-// the Calls and the Streams so none starts afterwards, removes the ownership record, frees
+// the Calls and the Streams so none starts afterwards, drops the pending asks, removes the ownership record, frees
 // the slot in the Table, calls OnEnd, and stops the actor. The record is
 // removed before the actor stops, so the id answers 404 forever after.
 //

@@ -30,6 +30,9 @@ type Entry struct {
 	// subs are the URIs the session subscribed (resources/subscribe);
 	// guarded by its Table's subscriptions.mu, nil while none.
 	subs map[string]struct{}
+	// Asks are the session's pending requests to its client; shared with
+	// the HTTP path like Calls.
+	Asks Asks
 }
 
 // ID returns the session's id (Mcp-Session-Id).

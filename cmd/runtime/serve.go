@@ -48,6 +48,7 @@ type serveCmd struct {
 	SessionsPerNamespace int      `config:"" default:"64" placeholder:"N" help:"MCP sessions per principal; the next initialize evicts its least recently active idle one, or gets 429."`
 	MaxSessions          int      `config:"" default:"100000" placeholder:"N" help:"MCP sessions in all; past it initialize gets 503."`
 	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
+	AskTimeout           duration `config:"" default:"60s" placeholder:"DURATION" help:"How long an MCP request waits for its client's answers to one round of the runtime's requests to it (elicitation, sampling, roots; 2025 sessions); then they are cancelled and the request fails."`
 	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, the deadline of the whole shutdown: calls and requests in flight, then provider sessions (an agent still running then is killed); /readyz answers 503 meanwhile."`
 	Demo                 bool     `config:"" default:"false" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its live Authorization value to a 0600 file: for trying the server out (make run passes it), never for production."`
 
@@ -106,6 +107,7 @@ func (s *serveCmd) validate() error {
 		{"idle-timeout", s.IdleTimeout, true},
 		{"provider-idle", s.ProviderIdle, true},
 		{"keep-alive", s.KeepAlive, false},
+		{"ask-timeout", s.AskTimeout, false},
 		{"header-timeout", s.HeaderTimeout, false},
 		{"body-timeout", s.BodyTimeout, true},
 		{"shutdown-grace", s.ShutdownGrace, false},
@@ -270,6 +272,7 @@ func (s *serveCmd) Run(d *deps) error {
 		MaxSessionsPerNamespace: s.SessionsPerNamespace,
 		MaxSessions:             s.MaxSessions,
 		KeepAlive:               time.Duration(s.KeepAlive),
+		AskTimeout:              time.Duration(s.AskTimeout),
 		ListPageSize:            s.ListPageSize,
 		ReplayEvents:            s.ReplayEvents,
 		ReplayBytes:             int(s.ReplayBytes),

@@ -69,9 +69,10 @@ type Response struct {
 	Result any
 	// InputRequests: the request needs the client first (elicitation/create,
 	// sampling/createMessage, roots/list). EraSession: the endpoint checks
-	// the client declared each capability (else answers Err -32602 …; see
-	// CapabilityMissing), sends the requests on the request's stream, waits
-	// for the answers and calls Serve again with InputResponses and State.
+	// the client declared each capability (else a tools/call answers an
+	// isError result naming what is missing, other methods -32602), sends
+	// the requests on the request's stream, waits for the answers and calls
+	// Serve again with InputResponses and State (asks.go, SPEC §5b.18–22).
 	// EraModern: answered as resultType "input_required" with a sealed
 	// requestState (issue 14).
 	InputRequests mcp.InputRequestMap

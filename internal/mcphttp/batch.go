@@ -103,8 +103,8 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, p caller, e *sess
 }
 
 // batched serves one message of a batch as handlePost serves a message
-// alone on a session. TODO(asks): a response to one of the runtime's own
-// requests gets the same dispatch as in handlePost.
+// alone on a session: a response goes to the session's asks (a request
+// of the batch cannot ask: see converse).
 func (s *Server) batched(w http.ResponseWriter, r *http.Request, p caller, e *session.Entry, msg *message) {
 	if claim, ok := metaVersion(msg.Params); ok && !served(claim) {
 		s.failVersion(w, requestID(msg), claim)
@@ -121,6 +121,7 @@ func (s *Server) batched(w http.ResponseWriter, r *http.Request, p caller, e *se
 		s.notify(e, msg)
 		writeAccepted(w)
 	case msg.isResponse():
+		s.answerAsk(e, msg) // matched within this session only; else dropped
 		writeAccepted(w)
 	default:
 		s.request(w, r, p, e, msg)

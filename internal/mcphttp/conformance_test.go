@@ -48,7 +48,8 @@ var update = flag.Bool("update", false, "rewrite the server frames of testdata/c
 //	-- do ACTION --        revoke A|B|C (the credential behind a token), started
 //	                       (wait until the blocking tool runs), release (the
 //	                       reconnect tool answers), updated URI (the backend
-//	                       tells ResourceUpdated), listchanged KIND (ListChanged)
+//	                       tells ResourceUpdated), listchanged KIND (ListChanged),
+//	                       asked N (N asks pending)
 //	-- read N K --         the first K events with data stream N carried, each
 //	                       its id and data; the next server frame
 //
@@ -58,8 +59,10 @@ var update = flag.Bool("update", false, "rewrite the server frames of testdata/c
 // The fake backend serves whoami, count_to_three (two progress
 // notifications, then its result), log_levels (logs at debug, info,
 // warning and error, then answers), reconnect (a progress notification,
-// then Output.CloseStream; it answers on "do release") and block (runs
-// until cancelled).
+// then Output.CloseStream; it answers on "do release"), block (runs
+// until cancelled) and, in asks*.txtar, the asking tools of
+// asks_fake_test.go; "do asked N"
+// waits until the endpoint's sessions hold N pending asks of the client.
 func TestConformance(t *testing.T) {
 	files, err := filepath.Glob("testdata/conformance/*.txtar")
 	if err != nil || len(files) == 0 {
@@ -161,6 +164,9 @@ func runTranscript(t *testing.T, file string) {
 		}
 		return textResult("resumed"), nil
 	})
+	if strings.HasPrefix(filepath.Base(file), "asks") {
+		askingTools(f) // only there: the other transcripts list the tools
+	}
 	tr := &transcript{t: t, tokens: map[string]string{}, creds: map[string]string{},
 		async: map[string]*ht.Pending{}, held: map[string]*ht.Held{}, streams: map[string]*ht.Stream{},
 		blocking: f.blocking("block", false)}
@@ -223,6 +229,12 @@ func runTranscript(t *testing.T, file string) {
 				t.Fatalf("frame %q: read N K", fr.name)
 			}
 			answers = append(answers, tr.read(stream, k))
+		case verb == "do" && strings.HasPrefix(name, "asked "):
+			n, err := strconv.Atoi(strings.TrimPrefix(name, "asked "))
+			if err != nil {
+				t.Fatalf("frame %q: %v", fr.name, err)
+			}
+			ht.WaitUntil(t, fr.name, func() bool { return tr.e.srv.AsksPending() == n })
 		case verb == "do" && strings.HasPrefix(name, "revoke "):
 			f.revoke(tr.creds[strings.TrimPrefix(name, "revoke ")])
 		default:

@@ -20,6 +20,7 @@
 //
 //	session actor "mcp-session/<id>" (actors/session): Start, Delete, IdleCheck, CloseStream
 //	Backend ──▶ Server.ListChanged / ResourceUpdated ──▶ each session's standalone stream
+//	session.Asks (actors/session, shared memory): the session's pending asks of its client
 //
 // [Backend] is the endpoint's one seam (backend.go): authentication, one
 // dispatch entry for the feature methods (tools/*, resources/* but
@@ -77,6 +78,21 @@
 //     once a notification has to go first (callWriter, the request's
 //     Output). A request whose context ended gets no JSON-RPC response
 //     (SPEC §5.2).
+//
+// Asking the client (asks.go, SPEC §5b.18–22): when Serve answers a
+// session's request with input requests, the endpoint checks the client
+// declared each capability, sends elicitation/create,
+// sampling/createMessage or roots/list on the request's own stream with
+// ids srv-<n> (session.Asks, per session, bounded), waits on the request's
+// goroutine — never in an actor — for the answers within AskTimeout, and
+// calls Serve again with them and the backend's State, at most ten rounds.
+// A client's answer is a POSTed response: admitted like any request (a
+// foreign session is the unknown session's 404), matched by id value in
+// its own session only, 202 whatever it matched. An elicitation's accepted
+// content is validated against the requested schema; an invalid answer is
+// no answer. The request's end cancels its asks; the client is told
+// (notifications/cancelled) when it cancelled the request or the wait
+// timed out.
 //
 // GET takes steps 1–3, the version (without an id) and Accept. Without
 // Last-Event-ID it opens the session's one standalone stream: it registers

@@ -25,3 +25,15 @@ func (s *Server) State(sid, ns string) (SessionState, bool) {
 // SubscribedURIs returns how many URIs the endpoint's subscription index
 // holds, over all sessions. For testing.
 func (s *Server) SubscribedURIs() int { return s.sessions.SubscribedURIs() }
+
+// AsksPending returns how many of the runtime's requests to clients await
+// an answer, over every live session. For testing.
+func (s *Server) AsksPending() int {
+	n := 0
+	for _, info := range s.sessions.Summaries() {
+		if e := s.sessions.Lookup(info.ID, info.Owner); e != nil {
+			n += e.Asks.Pending()
+		}
+	}
+	return n
+}

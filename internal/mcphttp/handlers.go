@@ -128,7 +128,8 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 		s.notify(e, msg)
 		writeAccepted(w)
 	case msg.isResponse():
-		writeAccepted(w) // the server sends no requests; nothing awaits it
+		s.answerAsk(e, msg) // matched within this session only; else dropped
+		writeAccepted(w)
 	default:
 		s.request(w, r, p, e, msg)
 	}

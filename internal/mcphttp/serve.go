@@ -59,14 +59,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p caller, e *sess
 		Out:                out,
 	}
 	res := s.backend.Serve(ctx, &out.req)
+	if out.req.Era == EraSession && len(res.InputRequests) > 0 && res.Err == nil {
+		res = s.converse(ctx, out, e, res) // the runtime asks the client (asks.go); never in the 2026-07-28 era
+	}
 	switch {
 	case ctx.Err() != nil:
 		out.abandon(context.Cause(ctx))
 	case res.Err != nil:
 		out.finish(failBackendError, &response{JSONRPC: "2.0", ID: msg.ID, Error: &rpcError{Code: res.Err.Code, Message: res.Err.Message, Data: res.Err.Data}})
-	case res.InputRequests != nil:
-		// TODO(issue 13): the runtime's own asks, in a later commit.
-		s.opts.Logger.Error("backend asked for input", "method", msg.Method)
+	case res.InputRequests != nil || res.Result == nil:
+		s.opts.Logger.Error("backend answered neither a result nor input requests", "method", msg.Method)
 		out.finish(failBackendFailed, errorResponse(msg.ID, failures[failBackendFailed].code, failures[failBackendFailed].message))
 	default:
 		out.answer(msg.ID, res.Result)

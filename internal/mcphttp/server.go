@@ -94,6 +94,13 @@ type Options struct {
 	// MaxSubscriptions bounds the resources one session may subscribe
 	// (resources/subscribe); past it a subscribe is refused. Zero: 256.
 	MaxSubscriptions int
+
+	// AskTimeout bounds how long a request waits for its client's answers
+	// to one round of the runtime's requests to it (elicitation/create,
+	// sampling/createMessage, roots/list; 2025 sessions): past it the
+	// unanswered ones are cancelled (notifications/cancelled) and the
+	// request fails (a tools/call with an isError result). Zero: 60 s.
+	AskTimeout time.Duration
 	// RetryAfter is the Retry-After of 429 and 503 answers. Zero: 1 s.
 	RetryAfter time.Duration
 	// ActorTimeout bounds each request to a session actor. Zero: 5 s.
@@ -198,6 +205,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxSubscriptions <= 0 {
 		o.MaxSubscriptions = 256
+	}
+	if o.AskTimeout <= 0 {
+		o.AskTimeout = time.Minute
 	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = time.Second
