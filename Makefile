@@ -28,9 +28,10 @@ test-deps: ## install what the tests need besides Go when missing: the TypeScrip
 	bash scripts/test-deps.sh
 
 .PHONY: test
-test: test-deps ## vet, then every test with the race detector (what CI runs)
+test: test-deps ## vet, every test with the race detector, then the official conformance suite (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
+	RUNS='$(CONFORMANCE_RUNS)' SERVER='$(SERVER)' bash scripts/conformance.sh
 
 .PHONY: race
 race: test-deps ## every test with the race detector
@@ -65,6 +66,8 @@ bench-peers: ## the runtime against the official go-sdk, mcp-go and a bare net/h
 
 # The server under test of `make conformance`: run as `$(SERVER) -listen 127.0.0.1:PORT`.
 SERVER ?= go run ./examples/everything
+# The suite's runs `make test` makes (every one must pass): the 2025-11-25 suite, active and all.
+CONFORMANCE_RUNS ?= active all
 
 .PHONY: conformance
 conformance: ## the official MCP conformance suite (2025-11-25 active and all, 2026-07-28) against SERVER, through the bearer proxy
