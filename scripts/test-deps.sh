@@ -4,7 +4,8 @@
 #
 #   e2e/oauth-client/node_modules  the official MCP TypeScript SDK and Node 22,
 #                                  from e2e/oauth-client/package-lock.json (npm ci),
-#                                  for TestTypeScriptSDKOAuth (cmd/runtime)
+#                                  for TestTypeScriptSDKOAuth (cmd/runtime) and
+#                                  TestTypeScriptSDKFeatures (examples/everything)
 #   chromium                       Debian's, for TestConsentPageInChromium
 #                                  (internal/oauth/browser), apt-get installed
 #                                  when no chromium is on PATH
