@@ -189,8 +189,8 @@ func (a *mcpSessionActor) finish(reason string) {
 		a.stopWatch = nil
 	}
 	a.e.close()
-	a.e.Asks.close()
-	a.e.Streams.close()
+	a.e.Asks().close()
+	a.e.Streams().close()
 	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.p.ID) }); err != nil {
 		a.cfg.Logger.Error("delete session record", "err", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -24,15 +25,48 @@ type Entry struct {
 	version string
 	caps    *mcp.ClientCapabilities
 	Calls
-	// Streams are the session's SSE streams and the events kept for their
-	// resumption; shared with the HTTP path like Calls.
-	Streams Streams
+	// streams and asks (see Streams and Asks) are made at their first use:
+	// an idle session never streamed nor asked, and pays a pointer each.
+	streams atomic.Pointer[Streams]
+	asks    atomic.Pointer[Asks]
+	limits  *StreamLimits // the Table's, for streams
 	// subs are the URIs the session subscribed (resources/subscribe);
 	// guarded by its Table's subscriptions.mu, nil while none.
 	subs map[string]struct{}
-	// Asks are the session's pending requests to its client; shared with
-	// the HTTP path like Calls.
-	Asks Asks
+}
+
+// Streams returns the session's SSE streams and the events kept for their
+// resumption, shared with the HTTP path like Calls; made at the first call.
+func (e *Entry) Streams() *Streams {
+	if ss := e.streams.Load(); ss != nil {
+		return ss
+	}
+	e.streams.CompareAndSwap(nil, &Streams{limits: e.limits})
+	return e.streams.Load()
+}
+
+// streamsIfAny returns the session's Streams if it has ever had one, else
+// nil: a session that never streamed has no stream to notify.
+func (e *Entry) streamsIfAny() *Streams { return e.streams.Load() }
+
+// Asks returns the session's pending requests to its client, shared with
+// the HTTP path like Calls; made at the first call.
+func (e *Entry) Asks() *Asks {
+	if a := e.asks.Load(); a != nil {
+		return a
+	}
+	e.asks.CompareAndSwap(nil, &Asks{})
+	return e.asks.Load()
+}
+
+// Notify hands data to the session's open standalone stream, as
+// Streams.Notify; a session that never streamed has none (sent false).
+func (e *Entry) Notify(data []byte, check string) (sent bool, dropped uint64) {
+	ss := e.streamsIfAny()
+	if ss == nil {
+		return false, 0
+	}
+	return ss.Notify(data, check)
 }
 
 // ID returns the session's id (Mcp-Session-Id).
@@ -142,7 +176,7 @@ func (t *Table) Reserve(id string, owner Owner, now time.Time) (e, evicted *Entr
 	t.reserved++
 	t.perNS[ns]++
 	e = &Entry{id: id, owner: owner, created: now}
-	e.Streams.limits = &t.streams
+	e.limits = &t.streams
 	e.last.Store(now.UnixNano())
 	t.starting[id] = e
 	return e, evicted, nil

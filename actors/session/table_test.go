@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -42,5 +43,36 @@ func TestTableCommitAfterCloseAll(t *testing.T) {
 	tb.Release(early)
 	if n := tb.Count(); n != 0 {
 		t.Errorf("Count() = %d after both ended, want 0", n)
+	}
+}
+
+// TestEntryLazyStreamsAndAsks: a session that never streamed nor asked
+// holds no Streams and no Asks (an idle session pays a pointer each, SPEC
+// §5b.16); the first use makes them, with the Table's limits, and every
+// later or concurrent use gets the same ones; a notification to a session
+// that never streamed makes nothing.
+func TestEntryLazyStreamsAndAsks(t *testing.T) {
+	tb := NewTable(10, 10, StreamLimits{Events: 3, Bytes: 1 << 10})
+	e, _, err := tb.Reserve("s1", Owner{Namespace: "ns"}, actortest.T0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent, _ := e.Notify([]byte(`{}`), ""); sent || e.streams.Load() != nil || e.asks.Load() != nil {
+		t.Fatalf("a fresh entry: Notify sent %v, streams %p, asks %p; want nothing made", sent, e.streams.Load(), e.asks.Load())
+	}
+	got := make([]*Streams, 8)
+	asks := make([]*Asks, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i], asks[i] = e.Streams(), e.Asks() })
+	}
+	wg.Wait()
+	for i := range got {
+		if got[i] != got[0] || asks[i] != asks[0] || got[i] == nil || asks[i] == nil {
+			t.Fatalf("concurrent first uses made different Streams or Asks: %p %p vs %p %p", got[i], asks[i], got[0], asks[0])
+		}
+	}
+	if got[0].limits != &tb.streams {
+		t.Fatalf("the Streams made at first use have limits %p, want the Table's %p", got[0].limits, &tb.streams)
 	}
 }

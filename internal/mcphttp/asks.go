@@ -128,7 +128,7 @@ func (s *Server) askClient(ctx context.Context, out *callWriter, e *session.Entr
 	if failed != nil {
 		return nil, failed
 	}
-	round, err := e.Asks.Begin(len(qs))
+	round, err := e.Asks().Begin(len(qs))
 	switch {
 	case errors.Is(err, session.ErrClosed):
 		out.cancel(err) // ended between the call's start and now
@@ -138,7 +138,7 @@ func (s *Server) askClient(ctx context.Context, out *callWriter, e *session.Entr
 	}
 	reason := ""
 	defer func() {
-		if left := e.Asks.End(round); reason != "" && len(left) > 0 {
+		if left := e.Asks().End(round); reason != "" && len(left) > 0 {
 			out.cancelAsks(left, reason)
 		}
 	}()
@@ -391,7 +391,7 @@ func (s *Server) answerAsk(e *session.Entry, msg *message) {
 	} else {
 		result = msg.Result
 	}
-	e.Asks.Answer(key, result, rpcErr)
+	e.Asks().Answer(key, result, rpcErr)
 }
 
 // cancelAsks tells the client, on the request's stream if it is still

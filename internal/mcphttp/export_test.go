@@ -17,8 +17,8 @@ func (s *Server) State(sid, ns string) (SessionState, bool) {
 	if e == nil {
 		return SessionState{}, false
 	}
-	events, bytes, dropped := e.Streams.Kept()
-	return SessionState{Streams: e.Streams.Len(), Events: events, Bytes: bytes, Dropped: dropped,
+	events, bytes, dropped := e.Streams().Kept()
+	return SessionState{Streams: e.Streams().Len(), Events: events, Bytes: bytes, Dropped: dropped,
 		Subscriptions: s.sessions.Subscriptions(e)}, true
 }
 
@@ -32,7 +32,7 @@ func (s *Server) AsksPending() int {
 	n := 0
 	for _, info := range s.sessions.Summaries() {
 		if e := s.sessions.Lookup(info.ID, info.Owner); e != nil {
-			n += e.Asks.Pending()
+			n += e.Asks().Pending()
 		}
 	}
 	return n

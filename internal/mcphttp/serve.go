@@ -166,7 +166,7 @@ func (c *callWriter) startStream() bool {
 	if c.stream != nil {
 		return true
 	}
-	st, err := c.e.Streams.Open(false)
+	st, err := c.e.Streams().Open(false)
 	if err != nil {
 		c.cancel(err)
 		return false

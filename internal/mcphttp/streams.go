@@ -138,14 +138,14 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 			s.fail(w, failUnknownSession)
 			return
 		}
-		switch e.Streams.Kind(id) {
+		switch e.Streams().Kind(id) {
 		case session.StreamUnknown:
 			s.fail(w, failUnknownSession)
 			return
 		case session.StreamGone:
 			resume = false
 		case session.StreamPost:
-			rd, err := e.Streams.Resume(id, after)
+			rd, err := e.Streams().Resume(id, after)
 			if err != nil {
 				s.fail(w, failUnknownSession)
 				return
@@ -171,12 +171,12 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.
 	var rd *session.Reader
 	if resume {
 		var err error
-		if rd, err = e.Streams.Resume(id, after); err != nil {
+		if rd, err = e.Streams().Resume(id, after); err != nil {
 			s.fail(w, failUnknownSession)
 			return
 		}
 	} else {
-		st, err := e.Streams.Open(true)
+		st, err := e.Streams().Open(true)
 		if err != nil {
 			s.fail(w, failUnknownSession) // ended between the owner check and now
 			return

@@ -120,7 +120,7 @@ func (s *Server) ResourceUpdated(uri string) {
 // that pushed out one its client had not had yet is logged, at each power
 // of two of the session's count of them, so that a storm logs a few lines.
 func (s *Server) queue(e *session.Entry, data []byte, check string) {
-	_, dropped := e.Streams.Notify(data, check)
+	_, dropped := e.Notify(data, check)
 	if dropped > 0 && bits.OnesCount64(dropped) == 1 {
 		s.opts.Logger.Warn("session notifications dropped: its stream reads slower than they come",
 			"session", e.ID(), "dropped", dropped)
