@@ -73,7 +73,7 @@ func (s *Server) failVersion(w http.ResponseWriter, id json.RawMessage, requeste
 	s.failWith(w, failUnsupportedVersion, &response{JSONRPC: "2.0", ID: id, Error: &rpcError{
 		Code:    a.code,
 		Message: a.message,
-		Data:    unsupportedVersionData{Supported: protocolVersions, Requested: truncate(requested, 128)},
+		Data:    unsupportedVersionData{Supported: allVersions, Requested: truncate(requested, 128)},
 	}})
 }
 
