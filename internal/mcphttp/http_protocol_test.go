@@ -165,4 +165,3 @@ func TestHTTPProtocolInvalidUTF8(t *testing.T) {
 		}
 	}
 }
-
