@@ -226,3 +226,54 @@ func TestHTTPModernResults(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPModernParamHeaders: SPEC §5a.9 — an argument marked x-mcp-header
+// that the call carries (not null) must come with its Mcp-Param-* header,
+// equal once decoded: strings exactly, integers as numbers, booleans as
+// true/false; else 400 -32020. Unmarked headers are ignored.
+func TestHTTPModernParamHeaders(t *testing.T) {
+	f, tok, _ := twoCredentials(t)
+	f.tool("geo", func(context.Context, principal.Principal, json.RawMessage, mcphttp.Output) (*mcp.CallToolResult, error) {
+		return textResult("ok"), nil
+	})
+	f.headers = map[string][]mcphttp.ParamHeader{"geo": {
+		{Header: "Region", Path: []string{"region"}, Type: "string"},
+		{Header: "N", Path: []string{"n"}, Type: "integer"},
+		{Header: "Deep", Path: []string{"o", "b"}, Type: "boolean"},
+	}}
+	e := newMCPEnv(t, f, mcphttp.Options{})
+	tests := []struct {
+		name, args string
+		headers    []string
+		ok         bool
+	}{
+		{"none given, none expected", `{}`, nil, true},
+		{"null needs none", `{"region":null}`, nil, true},
+		{"all equal", `{"region":"eu","n":42,"o":{"b":true}}`, []string{"Mcp-Param-Region", "eu", "Mcp-Param-N", "42.0", "Mcp-Param-Deep", "true"}, true},
+		{"base64", `{"region":"Hello"}`, []string{"Mcp-Param-Region", "=?base64?SGVsbG8=?="}, true},
+		{"a literal that looks like base64", `{"region":"SGVsbG8="}`, []string{"Mcp-Param-Region", "SGVsbG8="}, true},
+		{"an unclosed sentinel is a literal", `{"region":"=?base64?SGVsbG8="}`, []string{"Mcp-Param-Region", "=?base64?SGVsbG8="}, true},
+		{"an unmarked header is ignored", `{}`, []string{"Mcp-Param-Other", "x"}, true},
+		{"missing", `{"region":"eu"}`, nil, false},
+		{"different", `{"region":"eu"}`, []string{"Mcp-Param-Region", "us"}, false},
+		{"case differs", `{"region":"eu"}`, []string{"Mcp-Param-Region", "EU"}, false},
+		{"bad padding", `{"region":"Hello"}`, []string{"Mcp-Param-Region", "=?base64?SGVsbG8?="}, false},
+		{"bad alphabet", `{"region":"Hello"}`, []string{"Mcp-Param-Region", "=?base64?SGVs!!!bG8=?="}, false},
+		{"another number", `{"n":42}`, []string{"Mcp-Param-N", "43"}, false},
+		{"nested missing", `{"o":{"b":false}}`, nil, false},
+	}
+	for _, test := range tests {
+		h := modernHeaders(tok, "tools/call", "geo")
+		for i := 0; i < len(test.headers); i += 2 {
+			h.Set(test.headers[i], test.headers[i+1])
+		}
+		res := e.Do(http.MethodPost, h, modernBody("1", "tools/call", `"name":"geo","arguments":`+test.args))
+		a := res.RPC(t)
+		switch {
+		case test.ok && (res.Status != 200 || a.Error != nil):
+			t.Errorf("%s = %s, want the result", test.name, res)
+		case !test.ok && (res.Status != 400 || a.Error == nil || a.Error.Code != -32020 || string(a.ID) != "1"):
+			t.Errorf("%s = %s, want 400 -32020 with id 1", test.name, res)
+		}
+	}
+}

@@ -4,15 +4,19 @@ import (
 	"encoding/json"
 	"math/big"
 	"net/http"
+	"strings"
 
 	"github.com/agenthost/mcpruntime/internal/principal"
 )
 
-// ParamHeader is one tool parameter marked x-mcp-header: the argument
-// Property, mirrored in the header Mcp-Param-{Header}; Type is its schema
-// type ("string", "integer", "number" or "boolean").
+// ParamHeader is one tool parameter marked x-mcp-header: the argument at
+// Path (property names from the arguments object down), mirrored in the
+// header Mcp-Param-{Header}; Type is its schema type ("string", "integer"
+// or "boolean").
 type ParamHeader struct {
-	Header, Property, Type string
+	Header string
+	Path   []string
+	Type   string
 }
 
 // ParamHeaders is implemented by a Backend whose tools mark parameters
@@ -46,22 +50,35 @@ func (s *Server) checkParamHeaders(r *http.Request, p caller, params json.RawMes
 	if len(marks) == 0 || args == nil || args[0] != '{' {
 		return nil
 	}
-	values := map[string][]byte{}
-	_ = eachMember(args, func(n, value []byte) error {
-		values[string(n)] = value
-		return nil
-	})
 	for _, m := range marks {
-		v, present := values[m.Property]
-		if !present || string(v) == "null" {
-			continue
+		v := memberAt(args, m.Path)
+		if v == nil || string(v) == "null" {
+			continue // absent or null: no header expected
 		}
 		got, ok := headerValue(r.Header.Values(headerParamStart + m.Header))
 		if !ok || !sameParam(v, got) {
-			return &rejection{f: failHeaderMismatch, message: "Mcp-Param-" + m.Header + " header does not match params.arguments." + m.Property}
+			return &rejection{f: failHeaderMismatch, message: "Mcp-Param-" + m.Header + " header does not match params.arguments." + strings.Join(m.Path, ".")}
 		}
 	}
 	return nil
+}
+
+// memberAt is the raw value at path in the object obj, or nil.
+func memberAt(obj []byte, path []string) []byte {
+	for _, name := range path {
+		if len(obj) == 0 || obj[0] != '{' {
+			return nil
+		}
+		var next []byte
+		_ = eachMember(obj, func(n, value []byte) error {
+			if string(n) == name {
+				next = value
+			}
+			return nil
+		})
+		obj = next
+	}
+	return obj
 }
 
 // sameParam reports whether the header value h mirrors the JSON value v.
