@@ -140,7 +140,8 @@ type Observer interface {
 	SessionClosed(reason string)
 	// Refused is called for every request a bound refused (429, 503),
 	// naming it: "requests_per_namespace", "requests", "body_bytes",
-	// "sessions_per_namespace", "sessions".
+	// "sessions_per_namespace", "sessions", "modern_requests_per_namespace",
+	// "listen_per_namespace", "listen".
 	Refused(bound string)
 }
 
