@@ -37,11 +37,14 @@ prop: ## the property suite, long: 1000 checks per machine, under the race detec
 	$(GO) test -race -run 'Prop|Machine' -count=1 -timeout 60m ./proptest/ -rapid.checks=1000
 
 .PHONY: fuzz
-fuzz: ## fuzz JSON-RPC decoding (messages, batches, event ids), the HTTP handler and the lifecycle state machine, 30 s each
+fuzz: ## fuzz JSON-RPC decoding (messages, batches, event ids), the 2026-07-28 ladder, header values and request states, the HTTP handler and the lifecycle state machine, 30 s each
 	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzDecodeMessage -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzSplitBatch -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz='^FuzzEventID$$' -fuzztime=30s ./internal/mcphttp/
+	$(GO) test -run '^$$' -fuzz=FuzzModernRequest -fuzztime=30s ./internal/mcphttp/
+	$(GO) test -run '^$$' -fuzz=FuzzHeaderValue -fuzztime=30s ./internal/mcphttp/
+	$(GO) test -run '^$$' -fuzz=FuzzRequestState -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzLifecycleMachine -fuzztime=30s ./proptest/
 
 .PHONY: mutants
