@@ -44,8 +44,17 @@ func interopServer(t *testing.T, rt *mcpruntime.Runtime) (*httptest.Server, inte
 	return ts, h
 }
 
-// sdkConnect connects the official SDK client to ts with tok.
+// sdkConnect connects the official SDK client to ts with tok, pinned to
+// 2025-11-25: a session. (Unpinned, v1.8.0 chooses 2026-07-28 now that it
+// is served: TestInteropGoSDKModern.)
 func sdkConnect(t *testing.T, ts *httptest.Server, tok string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	return sdkConnectVersion(t, ts, tok, opts, "2025-11-25")
+}
+
+// sdkConnectVersion connects the SDK client asking for version ("" = its
+// default, the newest it knows).
+func sdkConnectVersion(t *testing.T, ts *httptest.Server, tok string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "interop-test", Version: "1.0.0"}, opts)
 	transport := &mcp.StreamableClientTransport{
@@ -55,7 +64,7 @@ func sdkConnect(t *testing.T, ts *httptest.Server, tok string, opts *mcp.ClientO
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, transport, nil)
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("SDK Connect: %v", err)
 	}
