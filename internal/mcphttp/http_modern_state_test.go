@@ -15,14 +15,18 @@ import (
 	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 )
 
+// askState is the state "ask" returns with its question: long enough that
+// no sealed state contains it by chance.
+const askState = "backend-private-state-of-ask"
+
 // asking registers "ask": with no answer it asks the client for a name
-// (state "s1"); with one it answers "hello <name>, state <State>".
+// (state askState); with one it answers "hello <name>, state <State>".
 func asking(f *fake) {
 	f.serveTool("ask", func(_ context.Context, req *mcphttp.Request, _ json.RawMessage) mcphttp.Response {
 		if r, ok := req.InputResponses["name"].(*mcp.ElicitResult); ok {
 			return mcphttp.Response{Result: textResult("hello " + r.Content["name"].(string) + ", state " + req.State)}
 		}
-		return mcphttp.Response{InputRequests: mcp.InputRequestMap{"name": &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}}}, State: "s1"}
+		return mcphttp.Response{InputRequests: mcp.InputRequestMap{"name": &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}}}, State: askState}
 	})
 }
 
@@ -62,14 +66,14 @@ func TestHTTPModernRequestState(t *testing.T) {
 	asking(f)
 	e := newMCPEnv(t, f, mcphttp.Options{RequestStateTTL: time.Minute})
 	state := askOnce(t, e, tok, `{"a":1,"b":2}`)
-	if strings.Contains(state, "s1") {
+	if strings.Contains(state, askState) {
 		t.Fatalf("requestState %q shows the backend's state", state)
 	}
 	// The same arguments in another order are the same arguments.
 	res := retry(e, tok, `{"b":2, "a":1}`, state)
 	var a struct{ Result inputResult }
-	if err := json.Unmarshal(res.Body, &a); err != nil || a.Result.ResultType != "complete" || len(a.Result.Content) != 1 || a.Result.Content[0].Text != "hello Alice, state s1" {
-		t.Fatalf("retry = %s, want complete: hello Alice, state s1", res)
+	if err := json.Unmarshal(res.Body, &a); err != nil || a.Result.ResultType != "complete" || len(a.Result.Content) != 1 || a.Result.Content[0].Text != "hello Alice, state "+askState {
+		t.Fatalf("retry = %s, want complete: hello Alice, state %s", res, askState)
 	}
 	malformed := retry(e, tok, `{"a":1,"b":2}`, "not a state")
 	ht.WantStatus(t, "a malformed state", malformed, http.StatusBadRequest)

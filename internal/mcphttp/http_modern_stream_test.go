@@ -116,6 +116,27 @@ func TestHTTPModernListenClosedOnRevoke(t *testing.T) {
 	}
 }
 
+// TestHTTPModernListenClosedOnRevokeOneToken: a client grant's tokens share
+// a namespace; revoking one closes the listen stream opened with it and
+// leaves the other token's stream open (the credential is watched, not
+// only the namespace).
+func TestHTTPModernListenClosedOnRevokeOneToken(t *testing.T) {
+	f := newFake(t)
+	tok1, id1 := f.client("g", "read-only", 0)
+	tok2, _ := f.client("g", "read-only", 0)
+	e := newMCPEnv(t, f, mcphttp.Options{})
+	st1 := openListen(t, e, tok1, "1", `{"toolsListChanged":true}`)
+	st2 := openListen(t, e, tok2, "2", `{"toolsListChanged":true}`)
+	waitEvents(t, "ack 1", st1, 1)
+	waitEvents(t, "ack 2", st2, 1)
+	f.revoke(id1)
+	st1.WantEnd(t, "the revoked token's listen")
+	e.srv.ListChanged("tools")
+	if ev := waitEvents(t, "the other token's listen", st2, 2); !strings.Contains(ev[1].Data, "notifications/tools/list_changed") {
+		t.Fatalf("other stream = %+v, want the list change", ev)
+	}
+}
+
 // TestHTTPModernListenBounds: SPEC §5a.8 — listen streams are bounded per
 // namespace (429) and in all (503); a refused one changes nothing.
 func TestHTTPModernListenBounds(t *testing.T) {
