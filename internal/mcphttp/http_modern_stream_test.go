@@ -223,7 +223,7 @@ func TestHTTPModernCancellation(t *testing.T) {
 
 // TestHTTPModernRequestBound: SPEC §5a.8 — the modern requests of a
 // namespace in flight are bounded: the next gets 429 + Retry-After; another
-// namespace is not affected.
+// namespace is not affected; an open listen stream does not count.
 func TestHTTPModernRequestBound(t *testing.T) {
 	f, tok, other := twoCredentials(t)
 	b := f.blocking("block", false)
@@ -231,6 +231,9 @@ func TestHTTPModernRequestBound(t *testing.T) {
 		return textResult(p.Namespace), nil
 	})
 	e := newMCPEnv(t, f, mcphttp.Options{MaxModernRequestsPerNamespace: 1})
+	// An open listen stream is not a request in flight.
+	waitEvents(t, "listen", openListen(t, e, tok, "0", `{}`), 1)
+	ht.WantStatus(t, "a call beside the listen stream", e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "whoami"), modernBody("9", "tools/call", `"name":"whoami","arguments":{}`)), http.StatusOK)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e.AsyncSend(e.NewRequest(ctx, http.MethodPost, modernHeaders(tok, "tools/call", "block"), modernBody("1", "tools/call", `"name":"block","arguments":{}`)))

@@ -73,12 +73,16 @@ func (s *Server) handleModern(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, failRequests)
 		return
 	}
-	held, admitted := int64(0), true
+	held, admitted, counted := int64(0), true, false
 	release := func() {
 		if admitted {
 			admitted = false
 			s.limits.release(held)
 			s.limits.done(p.Namespace)
+		}
+		if counted {
+			counted = false
+			s.modernCounts.done(p.Namespace)
 		}
 	}
 	defer release()
@@ -86,7 +90,7 @@ func (s *Server) handleModern(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, failModernInFlight)
 		return
 	}
-	defer s.modernCounts.done(p.Namespace)
+	counted = true
 	body, n, ok := s.readBody(w, r)
 	held = n
 	if !ok || !s.recheck(w, p, nil) {
