@@ -42,11 +42,14 @@ prop: ## the property suite, long: 1000 checks per machine, under the race detec
 	$(GO) test -race -run 'Prop|Machine' -count=1 -timeout 60m ./proptest/ -rapid.checks=1000
 
 .PHONY: fuzz
-fuzz: ## fuzz JSON-RPC decoding (messages, batches, event ids), the HTTP handler, the lifecycle state machine and the OAuth endpoints, 30 s each
+fuzz: ## fuzz JSON-RPC decoding (messages, batches, event ids), the 2026-07-28 ladder, header values and request states, the HTTP handler, the lifecycle state machine and the OAuth endpoints, 30 s each
 	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzDecodeMessage -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzSplitBatch -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz='^FuzzEventID$$' -fuzztime=30s ./internal/mcphttp/
+	$(GO) test -run '^$$' -fuzz=FuzzModernRequest -fuzztime=30s ./internal/mcphttp/
+	$(GO) test -run '^$$' -fuzz=FuzzHeaderValue -fuzztime=30s ./internal/mcphttp/
+	$(GO) test -run '^$$' -fuzz=FuzzRequestState -fuzztime=30s ./internal/mcphttp/
 	$(GO) test -run '^$$' -fuzz=FuzzLifecycleMachine -fuzztime=30s ./proptest/
 	$(GO) test -run '^$$' -fuzz=FuzzRegister -fuzztime=30s ./internal/oauth/
 	$(GO) test -run '^$$' -fuzz=FuzzToken -fuzztime=30s ./internal/oauth/
@@ -66,8 +69,8 @@ bench-peers: ## the runtime against the official go-sdk, mcp-go and a bare net/h
 
 # The server under test of `make conformance`: run as `$(SERVER) -listen 127.0.0.1:PORT`.
 SERVER ?= go run ./examples/everything
-# The suite's runs `make test` makes (every one must pass): the 2025-11-25 suite, active and all.
-CONFORMANCE_RUNS ?= active all
+# The suite's runs `make test` makes (every one must pass): the 2025-11-25 suite, active and all, and the 2026-07-28 requirements.
+CONFORMANCE_RUNS ?= active all 2026-07-28
 
 .PHONY: conformance
 conformance: ## the official MCP conformance suite (2025-11-25 active and all, 2026-07-28) against SERVER, through the bearer proxy

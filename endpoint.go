@@ -92,6 +92,20 @@ type MCPOptions struct {
 	// MaxSubscriptions bounds the resources one MCP session may subscribe
 	// (resources/subscribe); past it a subscribe is refused. Zero: 256.
 	MaxSubscriptions int
+	// MaxModernRequestsPerNamespace bounds the 2026-07-28 requests of one
+	// namespace in flight at once (listen streams not counted): the era has
+	// no sessions for the session caps to bound. The next gets 429 +
+	// Retry-After. Zero: 64.
+	MaxModernRequestsPerNamespace int
+	// MaxListenStreamsPerNamespace bounds the open subscriptions/listen
+	// streams of one namespace (429 + Retry-After past it). Zero: 8.
+	MaxListenStreamsPerNamespace int
+	// MaxListenStreams bounds the open listen streams in all (503 +
+	// Retry-After past it). Zero: 10 000.
+	MaxListenStreams int
+	// RequestStateTTL is how long the requestState of a 2026-07-28
+	// input_required result stays good for its retry. Zero: 5 min.
+	RequestStateTTL time.Duration
 }
 
 // Observer receives the MCP endpoint's events (the metrics package
@@ -187,30 +201,34 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 		opts.Logger = r.cfg.Logger
 	}
 	o := mcphttp.Options{
-		Path:                    opts.Path,
-		AllowedOrigins:          opts.AllowedOrigins,
-		AllowAnyOrigin:          opts.AllowAnyOrigin,
-		AllowedHosts:            opts.AllowedHosts,
-		DisableHostCheck:        opts.DisableHostCheck,
-		MaxBodyBytes:            opts.MaxBodyBytes,
-		BodyTimeout:             opts.BodyTimeout,
-		MaxRequestsPerNamespace: opts.MaxRequestsPerNamespace,
-		MaxRequests:             opts.MaxRequests,
-		MaxBodyBytesInFlight:    opts.MaxBodyBytesInFlight,
-		IdleTimeout:             opts.IdleTimeout,
-		MaxSessionsPerNamespace: opts.MaxSessionsPerNamespace,
-		MaxSessions:             opts.MaxSessions,
-		KeepAlive:               opts.KeepAlive,
-		ReplayEvents:            opts.ReplayEvents,
-		ReplayBytes:             opts.ReplayBytes,
-		MaxSubscriptions:        opts.MaxSubscriptions,
-		AskTimeout:              opts.AskTimeout,
-		RetryAfter:              opts.RetryAfter,
-		ActorTimeout:            opts.ActorTimeout,
-		ServerName:              opts.ServerName,
-		ServerVersion:           opts.ServerVersion,
-		Now:                     r.cfg.Now,
-		Logger:                  opts.Logger,
+		Path:                          opts.Path,
+		AllowedOrigins:                opts.AllowedOrigins,
+		AllowAnyOrigin:                opts.AllowAnyOrigin,
+		AllowedHosts:                  opts.AllowedHosts,
+		DisableHostCheck:              opts.DisableHostCheck,
+		MaxBodyBytes:                  opts.MaxBodyBytes,
+		BodyTimeout:                   opts.BodyTimeout,
+		MaxRequestsPerNamespace:       opts.MaxRequestsPerNamespace,
+		MaxRequests:                   opts.MaxRequests,
+		MaxBodyBytesInFlight:          opts.MaxBodyBytesInFlight,
+		IdleTimeout:                   opts.IdleTimeout,
+		MaxSessionsPerNamespace:       opts.MaxSessionsPerNamespace,
+		MaxSessions:                   opts.MaxSessions,
+		KeepAlive:                     opts.KeepAlive,
+		ReplayEvents:                  opts.ReplayEvents,
+		ReplayBytes:                   opts.ReplayBytes,
+		MaxSubscriptions:              opts.MaxSubscriptions,
+		MaxModernRequestsPerNamespace: opts.MaxModernRequestsPerNamespace,
+		MaxListenStreamsPerNamespace:  opts.MaxListenStreamsPerNamespace,
+		MaxListenStreams:              opts.MaxListenStreams,
+		RequestStateTTL:               opts.RequestStateTTL,
+		AskTimeout:                    opts.AskTimeout,
+		RetryAfter:                    opts.RetryAfter,
+		ActorTimeout:                  opts.ActorTimeout,
+		ServerName:                    opts.ServerName,
+		ServerVersion:                 opts.ServerVersion,
+		Now:                           r.cfg.Now,
+		Logger:                        opts.Logger,
 	}
 	if opts.Observer != nil {
 		o.Observer = opts.Observer

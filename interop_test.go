@@ -44,14 +44,30 @@ func interopServer(t *testing.T, rt *mcpruntime.Runtime) (*httptest.Server, inte
 	return ts, h
 }
 
-// sdkConnect connects the official SDK client to ts with tok.
+// sdkConnect connects the official SDK client to ts with tok, pinned to
+// 2025-11-25: a session. (Unpinned, v1.8.0 chooses 2026-07-28 now that it
+// is served: TestInteropGoSDKModern.)
 func sdkConnect(t *testing.T, ts *httptest.Server, tok string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	return sdkConnectClient(t, ts, tok, mcp.NewClient(&mcp.Implementation{Name: "interop-test", Version: "1.0.0"}, opts))
 }
 
-// sdkConnectClient connects client to ts with tok.
+// sdkConnectClient connects client to ts with tok, pinned to 2025-11-25.
 func sdkConnectClient(t *testing.T, ts *httptest.Server, tok string, client *mcp.Client) *mcp.ClientSession {
+	t.Helper()
+	return sdkConnectClientVersion(t, ts, tok, client, "2025-11-25")
+}
+
+// sdkConnectVersion connects the SDK client asking for version ("" = its
+// default, the newest it knows).
+func sdkConnectVersion(t *testing.T, ts *httptest.Server, tok string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+	t.Helper()
+	return sdkConnectClientVersion(t, ts, tok, mcp.NewClient(&mcp.Implementation{Name: "interop-test", Version: "1.0.0"}, opts), version)
+}
+
+// sdkConnectClientVersion connects client to ts with tok, asking for
+// version.
+func sdkConnectClientVersion(t *testing.T, ts *httptest.Server, tok string, client *mcp.Client, version string) *mcp.ClientSession {
 	t.Helper()
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   ts.URL + "/mcp",
@@ -60,7 +76,7 @@ func sdkConnectClient(t *testing.T, ts *httptest.Server, tok string, client *mcp
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, transport, nil)
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("SDK Connect: %v", err)
 	}

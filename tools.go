@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agenthost/mcpruntime/actors/thread"
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -120,6 +121,8 @@ type registeredTool struct {
 	listed *mcp.Tool // what tools/list shows: schemas as JSON, annotations defaulted; read-only
 	schema *jsonschema.Schema
 	output *jsonschema.Schema // nil: no output schema
+	// headers are the input schema's x-mcp-header markings; read-only.
+	headers []mcphttp.ParamHeader
 }
 
 func validToolName(name string) bool {
@@ -214,6 +217,10 @@ func prepareTool(t Tool) (*registeredTool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool %s: input schema: %v: %w", t.Name, err, ErrInvalidTool)
 	}
+	headers, err := paramHeaders(in)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: input schema: %v: %w", t.Name, err, ErrInvalidTool)
+	}
 	out, err := schemaJSON(t.OutputSchema)
 	if err != nil {
 		return nil, fmt.Errorf("tool %s: output schema: %v: %w", t.Name, err, ErrInvalidTool)
@@ -237,7 +244,7 @@ func prepareTool(t Tool) (*registeredTool, error) {
 		listed.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: true}
 	}
 	t.InputSchema, t.OutputSchema = in, listed.OutputSchema
-	return &registeredTool{Tool: t, listed: &listed, schema: sch, output: outSch}, nil
+	return &registeredTool{Tool: t, listed: &listed, schema: sch, output: outSch, headers: headers}, nil
 }
 
 // RemoveTool removes the tool of that name, built-ins included, and tells

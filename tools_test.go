@@ -156,6 +156,34 @@ func TestRegisterToolRejects(t *testing.T) {
 		{"schema with a dangling local $ref", with("t_dangling", func(tl *mcpruntime.Tool) {
 			tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"x":{"$ref":"#/$defs/missing"}}}`)
 		})},
+		// x-mcp-header markings that break MCP 2026-07-28's rules (SPEC §5a.9).
+		{"x-mcp-header empty", with("t_xh_empty", func(tl *mcpruntime.Tool) {
+			tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"r":{"type":"string","x-mcp-header":""}}}`)
+		})},
+		{"x-mcp-header not a token", with("t_xh_space", func(tl *mcpruntime.Tool) {
+			tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"My Region"}}}`)
+		})},
+		{"x-mcp-header not a string", with("t_xh_num", func(tl *mcpruntime.Tool) {
+			tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"r":{"type":"string","x-mcp-header":7}}}`)
+		})},
+		{"x-mcp-header twice ignoring case", with("t_xh_dup", func(tl *mcpruntime.Tool) {
+			tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"Region"},"b":{"type":"string","x-mcp-header":"region"}}}`)
+		})},
+		{"x-mcp-header on an object", with("t_xh_obj", func(tl *mcpruntime.Tool) {
+			tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"r":{"type":"object","x-mcp-header":"R"}}}`)
+		})},
+		{"x-mcp-header on a number", with("t_xh_number", func(tl *mcpruntime.Tool) {
+			tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"r":{"type":"number","x-mcp-header":"R"}}}`)
+		})},
+		{"x-mcp-header under items", with("t_xh_items", func(tl *mcpruntime.Tool) {
+			tl.InputSchema = json.RawMessage(`{"type":"object","properties":{"l":{"type":"array","items":{"type":"string","x-mcp-header":"R"}}}}`)
+		})},
+		{"x-mcp-header in $defs", with("t_xh_defs", func(tl *mcpruntime.Tool) {
+			tl.InputSchema = json.RawMessage(`{"type":"object","$defs":{"r":{"type":"string","x-mcp-header":"R"}},"properties":{"r":{"$ref":"#/$defs/r"}}}`)
+		})},
+		{"x-mcp-header on the root", with("t_xh_root", func(tl *mcpruntime.Tool) {
+			tl.InputSchema = json.RawMessage(`{"type":"object","x-mcp-header":"R"}`)
+		})},
 		{"built-in name taken", good("thread_read")},
 		{"host name taken", good("host_dup")},
 	}
@@ -187,13 +215,16 @@ func TestRegisterToolAccepts(t *testing.T) {
 		{Tool: mcp.Tool{Name: "host_schema", InputSchema: json.RawMessage(
 			`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",` +
 				`"$defs":{"n":{"type":"integer"}},"properties":{"n":{"$ref":"#/$defs/n"}}}`)}, Access: mcpruntime.AccessRead, Handler: toolsOKHandler(nil)},
+		{Tool: mcp.Tool{Name: "host_headers", InputSchema: json.RawMessage(
+			`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"n":{"type":"integer","x-mcp-header":"N"},` +
+				`"o":{"type":"object","properties":{"b":{"type":"boolean","x-mcp-header":"Deep"}}},"x":{"type":"string","default":{"x-mcp-header":"data"}}}}`)}, Access: mcpruntime.AccessRead, Handler: toolsOKHandler(nil)},
 	}
 	for _, tool := range tools {
 		if err := rt.RegisterTool(tool); err != nil {
 			t.Errorf("RegisterTool(%.20q) = %v, want nil", tool.Name, err)
 		}
 	}
-	want := []string{"a.b-c_D9", "host_mutate", "host_schema", "runtime_capabilities", "thread_list", "thread_post", "thread_read", long}
+	want := []string{"a.b-c_D9", "host_headers", "host_mutate", "host_schema", "runtime_capabilities", "thread_list", "thread_post", "thread_read", long}
 	if diff := cmp.Diff(want, registeredNames(rt)); diff != "" {
 		t.Errorf("Tools() names (-want +got):\n%s", diff)
 	}

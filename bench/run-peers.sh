@@ -102,6 +102,12 @@ for round in $(seq "$ROUNDS"); do
 	for impl in "${order[@]}"; do
 		for n in $CALLS_SESSIONS; do
 			run "$impl" "$round" -mode calls -sessions "$n" -duration "$CALLS_DURATION"
+			# The 2026-07-28 tools/call (stateless): only the runtime's
+			# server serves it yet; go-sdk stateless and mcp-go's modern
+			# path are not wired into internal/servers (issue 14, to do).
+			if [ "$impl" = runtime ]; then
+				run "$impl" "$round" -mode modern -sessions "$n" -duration "$CALLS_DURATION"
+			fi
 		done
 		run "$impl" "$round" -mode churn -sessions "$CHURN_LOOPS" -duration "$CHURN_DURATION"
 		if [ "$impl" != floor ]; then # the floor holds no sessions and has no streams

@@ -31,7 +31,8 @@ var (
 	// closeReasons are the MCP session's end reasons.
 	closeReasons = labelSet("delete", "idle", "cap", "revoke", "shutdown")
 	// boundLabels are the bounds an Observer's Refused names.
-	boundLabels = labelSet("requests_per_namespace", "requests", "body_bytes", "sessions_per_namespace", "sessions")
+	boundLabels = labelSet("requests_per_namespace", "requests", "body_bytes", "sessions_per_namespace", "sessions",
+		"modern_requests_per_namespace", "listen_per_namespace", "listen")
 )
 
 // labelSet maps each allowed value to itself.

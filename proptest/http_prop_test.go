@@ -474,6 +474,8 @@ var httpWeight = map[string]int{
 	"OAuthRefresh":        3,
 	"Ask":                 1,
 	"Answer":              2,
+	"ModernCallRead":      1,
+	"ModernCallPost":      1,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {
@@ -541,6 +543,11 @@ type result struct {
 
 // do makes one request; safe for concurrent use.
 func (h *httpMachine) do(method string, who caller, sid string, body []byte) result {
+	return h.doWith(method, who, sid, body, nil)
+}
+
+// doWith is do with the headers extra set last (a 2026-07-28 request's).
+func (h *httpMachine) doWith(method string, who caller, sid string, body []byte, extra http.Header) result {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var rd io.Reader
@@ -558,6 +565,9 @@ func (h *httpMachine) do(method string, who caller, sid string, body []byte) res
 		req.Header.Set("Mcp-Session-Id", sid)
 	}
 	for k, v := range h.header {
+		req.Header[k] = v
+	}
+	for k, v := range extra {
 		req.Header[k] = v
 	}
 	switch method {

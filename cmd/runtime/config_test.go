@@ -157,7 +157,8 @@ func TestDefaults(t *testing.T) {
 		MaxRequests: 4096, BodyBytesInFlight: 64 << 20,
 		MaxThreads: 10000, ListPageSize: 100,
 		ReplayEvents: 256, ReplayBytes: 1 << 20, MaxSubscriptions: 256,
-		oauthFlags: oauthFlags{OAuth: true, PairingCodeTTL: duration(5 * time.Minute), RefreshTokenTTL: duration(720 * time.Hour)},
+		oauthFlags:                 oauthFlags{OAuth: true, PairingCodeTTL: duration(5 * time.Minute), RefreshTokenTTL: duration(720 * time.Hour)},
+		ModernRequestsPerNamespace: 64, ListenPerNamespace: 8, MaxListen: 10000, RequestStateTTL: duration(5 * time.Minute),
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)

@@ -64,6 +64,12 @@ type serveCmd struct {
 	ReplayBytes      byteSize `config:"" default:"1MiB" placeholder:"SIZE" help:"Bytes of those events one MCP session keeps; past it the oldest goes."`
 	MaxSubscriptions int      `config:"" default:"256" placeholder:"N" help:"Resources one MCP session may subscribe (resources/subscribe); the next is refused."`
 
+	// The 2026-07-28 era (issue 14).
+	ModernRequestsPerNamespace int      `config:"" default:"64" placeholder:"N" help:"2026-07-28 (stateless) MCP requests of one namespace in flight at once, listen streams not counted; the next gets 429."`
+	ListenPerNamespace         int      `config:"" default:"8" placeholder:"N" help:"Open subscriptions/listen streams of one namespace; the next gets 429."`
+	MaxListen                  int      `config:"" default:"10000" placeholder:"N" help:"Open subscriptions/listen streams in all; the next gets 503."`
+	RequestStateTTL            duration `config:"" default:"5m" placeholder:"DURATION" help:"How long the requestState of a 2026-07-28 input_required result stays good for its retry."`
+
 	oauthFlags `embed:""`
 }
 
@@ -126,6 +132,7 @@ func (s *serveCmd) validate() error {
 		{"requests-per-namespace", int64(s.RequestsPerNamespace)}, {"max-requests", int64(s.MaxRequests)}, {"body-bytes-in-flight", int64(s.BodyBytesInFlight)},
 		{"max-threads", int64(s.MaxThreads)}, {"list-page-size", int64(s.ListPageSize)},
 		{"replay-events", int64(s.ReplayEvents)}, {"replay-bytes", int64(s.ReplayBytes)}, {"max-subscriptions", int64(s.MaxSubscriptions)},
+		{"modern-requests-per-namespace", int64(s.ModernRequestsPerNamespace)}, {"listen-per-namespace", int64(s.ListenPerNamespace)}, {"max-listen", int64(s.MaxListen)},
 	} {
 		if n.v < 1 {
 			add("--%s %d: want at least 1", n.name, n.v)
@@ -260,24 +267,28 @@ func (s *serveCmd) Run(d *deps) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	observer := metrics.New(reg, rt)
 	mcp, err := rt.MCPHandler(mcpruntime.MCPOptions{
-		Observer:                observer,
-		Path:                    s.MCPPath,
-		AllowedHosts:            allowed,
-		MaxBodyBytes:            int64(s.BodyLimit),
-		BodyTimeout:             runtimeDuration(s.BodyTimeout),
-		MaxRequestsPerNamespace: s.RequestsPerNamespace,
-		MaxRequests:             s.MaxRequests,
-		MaxBodyBytesInFlight:    int64(s.BodyBytesInFlight),
-		IdleTimeout:             runtimeDuration(s.IdleTimeout),
-		MaxSessionsPerNamespace: s.SessionsPerNamespace,
-		MaxSessions:             s.MaxSessions,
-		KeepAlive:               time.Duration(s.KeepAlive),
-		AskTimeout:              time.Duration(s.AskTimeout),
-		ListPageSize:            s.ListPageSize,
-		ReplayEvents:            s.ReplayEvents,
-		ReplayBytes:             int(s.ReplayBytes),
-		MaxSubscriptions:        s.MaxSubscriptions,
-		Logger:                  log,
+		Observer:                      observer,
+		Path:                          s.MCPPath,
+		AllowedHosts:                  allowed,
+		MaxBodyBytes:                  int64(s.BodyLimit),
+		BodyTimeout:                   runtimeDuration(s.BodyTimeout),
+		MaxRequestsPerNamespace:       s.RequestsPerNamespace,
+		MaxRequests:                   s.MaxRequests,
+		MaxBodyBytesInFlight:          int64(s.BodyBytesInFlight),
+		IdleTimeout:                   runtimeDuration(s.IdleTimeout),
+		MaxSessionsPerNamespace:       s.SessionsPerNamespace,
+		MaxSessions:                   s.MaxSessions,
+		KeepAlive:                     time.Duration(s.KeepAlive),
+		AskTimeout:                    time.Duration(s.AskTimeout),
+		ListPageSize:                  s.ListPageSize,
+		ReplayEvents:                  s.ReplayEvents,
+		ReplayBytes:                   int(s.ReplayBytes),
+		MaxSubscriptions:              s.MaxSubscriptions,
+		MaxModernRequestsPerNamespace: s.ModernRequestsPerNamespace,
+		MaxListenStreamsPerNamespace:  s.ListenPerNamespace,
+		MaxListenStreams:              s.MaxListen,
+		RequestStateTTL:               time.Duration(s.RequestStateTTL),
+		Logger:                        log,
 	})
 	if err != nil {
 		return err

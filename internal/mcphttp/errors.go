@@ -60,7 +60,17 @@ const (
 	failBackendFailed        // the backend failed; the detail is logged, never answered
 	failResourceNotFound     // resources/subscribe of a URI unknown or not readable: the same answer
 	failTooManySubscriptions // resources/subscribe past Options.MaxSubscriptions
-	failureCount             // keep last
+	// The 2026-07-28 era (SPEC §5a): its ladder's answers echo the id.
+	failModernMeta        // params._meta missing or malformed (ladder step 2)
+	failHeaderMismatch    // a per-request header disagrees with the body (steps 3, 5, 7)
+	failModernMethod      // a method the era does not have (step 6): 404
+	failModernStream      // GET or DELETE with the modern header: 405
+	failRequestState      // a requestState not sealed by this runtime for this request, expired or used
+	failMissingCapability // the backend needs a client capability the request did not declare
+	failModernInFlight    // MaxModernRequestsPerNamespace
+	failListenPerNS       // MaxListenStreamsPerNamespace
+	failListen            // MaxListenStreams, or the endpoint is closing
+	failureCount          // keep last
 )
 
 // An answer is what the table says about one failure.
@@ -125,6 +135,15 @@ var failures = [failureCount]answer{
 	failBackendFailed:        {status: http.StatusOK, code: CodeInternalError, message: "internal error"},
 	failResourceNotFound:     {status: http.StatusOK, code: CodeResourceNotFound, message: "Resource not found"},
 	failTooManySubscriptions: {status: http.StatusOK, code: CodeInvalidRequest, message: "too many subscriptions for this session"},
+	failModernMeta:           {status: http.StatusBadRequest, code: CodeInvalidParams, message: "invalid params._meta"},
+	failHeaderMismatch:       {status: http.StatusBadRequest, code: CodeHeaderMismatch, message: "header mismatch"},
+	failModernMethod:         {status: http.StatusNotFound, code: CodeMethodNotFound, message: "method not found"},
+	failModernStream:         {status: http.StatusMethodNotAllowed, code: CodeInvalidRequest, message: "2026-07-28 has no GET or DELETE: POST every request", header: [2]string{"Allow", "POST"}},
+	failRequestState:         {status: http.StatusBadRequest, code: CodeInvalidParams, message: "invalid requestState"},
+	failMissingCapability:    {status: http.StatusBadRequest, code: CodeMissingRequiredClientCapability, message: "missing required client capability"},
+	failModernInFlight:       {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many requests in flight for this credential", retry: true, bound: "modern_requests_per_namespace"},
+	failListenPerNS:          {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many listen streams for this credential", retry: true, bound: "listen_per_namespace"},
+	failListen:               {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "listen stream limit reached", retry: true, bound: "listen"},
 }
 
 func init() {

@@ -49,6 +49,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (caller, *session
 // (steps 4, 5 and its deadline), step 0 (the token and the session checked
 // again) once the body is in, then step 5 on the body.
 func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if modernHeader(r) {
+		s.handleModern(w, r) // SPEC §5a: its own ladder, no session
+		return
+	}
 	p, e, ok := s.admit(w, r)
 	if !ok {
 		return
@@ -101,6 +105,10 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	if claim, ok := metaVersion(msg.Params); ok && !served(claim) {
+		if claim == modernVersion { // SPEC §5a.2: the header must say so too
+			s.failFor(w, failHeaderMismatch, requestID(msg), "MCP-Protocol-Version header does not match params._meta."+metaProtocolVersion)
+			return
+		}
 		s.failVersion(w, requestID(msg), claim)
 		return
 	}
@@ -314,6 +322,9 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *se
 
 // handleDelete ends a session on its owner's request.
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if s.modernStream(w, r) {
+		return
+	}
 	_, e, ok := s.admit(w, r)
 	if !ok {
 		return

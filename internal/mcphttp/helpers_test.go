@@ -35,9 +35,10 @@ type fake struct {
 
 	mu        sync.Mutex // guards the fields below
 	tools     []fakeTool
-	resources map[string]fakeResource // by URI
-	caps      *mcp.ServerCapabilities // nil: everything
-	n         int                     // credentials minted
+	resources map[string]fakeResource          // by URI
+	caps      *mcp.ServerCapabilities          // nil: everything
+	headers   map[string][]mcphttp.ParamHeader // x-mcp-header markings by tool
+	n         int                              // credentials minted
 }
 
 // toolFunc is the body of one of the fake's tools: it gets the caller, the
@@ -177,6 +178,13 @@ func (f *fake) Capabilities() *mcp.ServerCapabilities {
 		Resources:   &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true},
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
 	}
+}
+
+// ParamHeaders implements mcphttp.ParamHeaders from f.headers.
+func (f *fake) ParamHeaders(_ principal.Principal, tool string) []mcphttp.ParamHeader {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.headers[tool]
 }
 
 // CanRead: the resource exists and p's namespace is among its readers.

@@ -27,6 +27,12 @@ const (
 	// version the endpoint does not serve (MCP 2026-07-28's
 	// UnsupportedProtocolVersionError).
 	CodeUnsupportedProtocolVersion = -32022
+	// CodeHeaderMismatch: a 2026-07-28 request's headers disagree with its
+	// body (HeaderMismatchError).
+	CodeHeaderMismatch = -32020
+	// CodeMissingRequiredClientCapability: a 2026-07-28 request needs a
+	// client capability it did not declare.
+	CodeMissingRequiredClientCapability = -32021
 	// CodeResourceNotFound: resources/subscribe of a URI the caller may not
 	// read, or nothing is at: the answer the backend gives resources/read
 	// for either in a 2025 session.

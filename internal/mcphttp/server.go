@@ -101,6 +101,20 @@ type Options struct {
 	// unanswered ones are cancelled (notifications/cancelled) and the
 	// request fails (a tools/call with an isError result). Zero: 60 s.
 	AskTimeout time.Duration
+	// MaxModernRequestsPerNamespace bounds the 2026-07-28 requests of one
+	// namespace in flight at once (listen streams not counted), within
+	// MaxRequestsPerNamespace: the era has no sessions, so no session cap
+	// bounds it. The next gets 429 + Retry-After. Zero: 64.
+	MaxModernRequestsPerNamespace int
+	// MaxListenStreamsPerNamespace bounds the open subscriptions/listen
+	// streams of one namespace; the next gets 429 + Retry-After. Zero: 8.
+	MaxListenStreamsPerNamespace int
+	// MaxListenStreams bounds the open listen streams in all; the next gets
+	// 503 + Retry-After. Zero: 10 000.
+	MaxListenStreams int
+	// RequestStateTTL is how long a requestState of an input_required
+	// result stays good for its retry. Zero: 5 min.
+	RequestStateTTL time.Duration
 	// RetryAfter is the Retry-After of 429 and 503 answers. Zero: 1 s.
 	RetryAfter time.Duration
 	// ActorTimeout bounds each request to a session actor. Zero: 5 s.
@@ -143,7 +157,8 @@ type Observer interface {
 	SessionClosed(reason string)
 	// Refused is called for every request a bound refused (429, 503),
 	// naming it: "requests_per_namespace", "requests", "body_bytes",
-	// "sessions_per_namespace", "sessions".
+	// "sessions_per_namespace", "sessions", "modern_requests_per_namespace",
+	// "listen_per_namespace", "listen".
 	Refused(bound string)
 }
 
@@ -209,6 +224,18 @@ func (o Options) withDefaults() Options {
 	if o.AskTimeout <= 0 {
 		o.AskTimeout = time.Minute
 	}
+	if o.MaxModernRequestsPerNamespace <= 0 {
+		o.MaxModernRequestsPerNamespace = 64
+	}
+	if o.MaxListenStreamsPerNamespace <= 0 {
+		o.MaxListenStreamsPerNamespace = 8
+	}
+	if o.MaxListenStreams <= 0 {
+		o.MaxListenStreams = 10_000
+	}
+	if o.RequestStateTTL <= 0 {
+		o.RequestStateTTL = 5 * time.Minute
+	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = time.Second
 	}
@@ -261,6 +288,10 @@ type Server struct {
 	sweepMu      sync.Mutex  // guards the two fields below
 	sweepTimer   *time.Timer // next idle sweep; nil without idle eviction
 	sweepStopped bool        // Close was called
+	// The 2026-07-28 era's state: none of it is a session.
+	modernCounts modernCounts
+	listeners    listeners
+	sealer       *sealer
 }
 
 // New returns the endpoint. Sessions are actors of system; their records
@@ -291,6 +322,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 		Logger:      s.opts.Logger,
 	})
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
+	s.sealer = newSealer(s.opts.RequestStateTTL)
 	s.armSweep() // after the session table is made: the sweep reads it
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
@@ -338,6 +370,7 @@ func methodLabel(m string) string {
 // cancelled) and waits for their actors to stop. New initializes fail.
 func (s *Server) Close() {
 	s.closing.Do(func() {
+		s.listeners.closeAll()
 		for _, e := range s.sessions.CloseAll() {
 			s.endSession(e.PID())
 		}
@@ -402,6 +435,7 @@ func (s *Server) sweep() {
 // and every standalone stream ends, while calls in flight go on, so that
 // http.Server.Shutdown can wait for them. Close ends the sessions after.
 func (s *Server) CloseStreams() {
+	s.listeners.closeAll() // each answers its listen request, then ends
 	for _, e := range s.sessions.CloseAll() {
 		s.root.Send(e.PID(), &session.CloseStream{})
 	}

@@ -106,6 +106,9 @@ func appendPriming(b []byte, stream uint32) []byte {
 // handleGet opens the session's standalone SSE stream, or resumes one of
 // its streams from the event after the Last-Event-ID.
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if s.modernStream(w, r) {
+		return
+	}
 	p, e, ok := s.admit(w, r)
 	if !ok {
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/bits"
 	"net/http"
+	"slices"
 
 	"github.com/agenthost/mcpruntime/actors/session"
 )
@@ -84,6 +85,7 @@ func (s *Server) ListChanged(kind string) {
 	if !ok || !s.declaresListChanged(kind) {
 		return
 	}
+	s.notifyListeners(listenEvent{method: method}, listChangedWants[kind])
 	data, _ := json.Marshal(&notification{JSONRPC: "2.0", Method: method})
 	for _, e := range s.sessions.LiveEntries() {
 		s.queue(e, data, "")
@@ -106,6 +108,9 @@ func (s *Server) declaresListChanged(kind string) bool {
 // stream if one is open, delivered only if the stream's principal may read
 // uri when it goes out. It never blocks on a client.
 func (s *Server) ResourceUpdated(uri string) {
+	s.notifyListeners(listenEvent{method: "notifications/resources/updated", uri: uri}, func(f *listenFilter) bool {
+		return slices.Contains(f.ResourceSubscriptions, uri)
+	})
 	subs := s.sessions.Subscribers(uri)
 	if len(subs) == 0 {
 		return

@@ -61,19 +61,17 @@ type unsupportedVersionData struct {
 	Requested string   `json:"requested"`
 }
 
-// failVersion answers a request for a protocol version the
-// endpoint does not serve — 2026-07-28 until that era is served, or any
-// unknown one — with 400 and -32022 UnsupportedProtocolVersion, listing
-// the versions served and echoing the one requested (cut to 128 bytes) and
-// the request's id, if known: the answer on which clients that probe with
-// 2026-07-28 fall back to initialize (the revision's §Protocol Version
-// Negotiation; design/mcp-2026-07-28.md §1.13).
+// failVersion answers a request for a protocol version neither era
+// serves with 400 and -32022 UnsupportedProtocolVersion, listing every
+// version served (2026-07-28 first) and echoing the one requested (cut to
+// 128 bytes) and the request's id, if known (the revision's §Protocol
+// Version Negotiation; a client picks a version from the list).
 func (s *Server) failVersion(w http.ResponseWriter, id json.RawMessage, requested string) {
 	a := &failures[failUnsupportedVersion]
 	s.failWith(w, failUnsupportedVersion, &response{JSONRPC: "2.0", ID: id, Error: &rpcError{
 		Code:    a.code,
 		Message: a.message,
-		Data:    unsupportedVersionData{Supported: protocolVersions, Requested: truncate(requested, 128)},
+		Data:    unsupportedVersionData{Supported: allVersions, Requested: truncate(requested, 128)},
 	}})
 }
 

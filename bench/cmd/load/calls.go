@@ -19,7 +19,14 @@ func runCalls(ctx context.Context, cfg config) (result.Result, error) {
 	}
 	c := newClient(cfg, cfg.sessions)
 	var errs errorCount
-	sessions := openSessions(ctx, c, tokens, cfg.sessions, openConcurrency, cfg.timeout, &errs)
+	var sessions []*mcpclient.Session
+	if cfg.mode == result.ModeModern {
+		for i := range cfg.sessions {
+			sessions = append(sessions, c.Stateless(tokens[i%len(tokens)]))
+		}
+	} else {
+		sessions = openSessions(ctx, c, tokens, cfg.sessions, openConcurrency, cfg.timeout, &errs)
+	}
 	w := newWindow(cfg.warmup, cfg.duration)
 	recs := make([]*recorder, len(sessions))
 	var wg sync.WaitGroup

@@ -8,6 +8,9 @@
 //
 //	calls   -sessions N sessions (one token each) loop tools/call echo for
 //	        -duration after -warmup: calls/s, p50/p99/p999, errors.
+//	modern  calls, but each -sessions loop is a stateless 2026-07-28
+//	        client (one token each): no initialize, no session id; _meta,
+//	        Mcp-Method and Mcp-Name on every call.
 //	churn   -sessions C loops of initialize → initialized → DELETE, one
 //	        token each: sessions/s, p99 of a cycle, errors.
 //	idle    open -sessions N sessions over -tokens tokens and hold them;
@@ -82,7 +85,7 @@ func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.StringVar(&c.impl, "impl", "", "name of the server under test, for the result")
-	fs.StringVar(&c.mode, "mode", result.ModeCalls, "calls, churn, idle or revoke")
+	fs.StringVar(&c.mode, "mode", result.ModeCalls, "calls, modern, churn, idle or revoke")
 	fs.StringVar(&c.addr, "addr", "", "MCP server address, HOST:PORT on loopback")
 	fs.StringVar(&c.control, "control", "", "control address, HOST:PORT on loopback")
 	fs.IntVar(&c.round, "round", 0, "round number, for the result")
@@ -124,7 +127,7 @@ func checkLoopback(addr string) error {
 
 func runMode(ctx context.Context, cfg config) (result.Result, error) {
 	switch cfg.mode {
-	case result.ModeCalls:
+	case result.ModeCalls, result.ModeModern:
 		return runCalls(ctx, cfg)
 	case result.ModeChurn:
 		return runChurn(ctx, cfg)

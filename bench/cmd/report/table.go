@@ -41,6 +41,9 @@ type metric struct {
 	get    func(result.Result) float64
 }
 
+// The modern mode's rows are the calls mode's.
+func init() { metrics[result.ModeModern] = metrics[result.ModeCalls] }
+
 // metrics lists each mode's rows.
 var metrics = map[string][]metric{
 	result.ModeCalls: {
@@ -85,7 +88,7 @@ func closing(get func(result.Result) float64) func(result.Result) float64 {
 	}
 }
 
-var modeOrder = []string{result.ModeCalls, result.ModeChurn, result.ModeIdle, result.ModeRevoke}
+var modeOrder = []string{result.ModeCalls, result.ModeModern, result.ModeChurn, result.ModeIdle, result.ModeRevoke}
 
 // group is one mode at one concurrency.
 type group struct {

@@ -96,7 +96,20 @@ type Session struct {
 	auth    string // "Bearer <token>"
 	ID      string
 	Version string
-	nextID  atomic.Int64
+	// Modern: a Stateless session (2026-07-28): _meta and the per-request
+	// headers on every call, no session id.
+	Modern bool
+	nextID atomic.Int64
+}
+
+// ModernVersion is the stateless protocol version of Stateless sessions.
+const ModernVersion = "2026-07-28"
+
+// Stateless returns a "session" of the 2026-07-28 era as token: nothing is
+// sent; every call carries its version and capabilities in _meta and the
+// Mcp-Method / Mcp-Name headers, and no session id.
+func (c *Client) Stateless(token string) *Session {
+	return &Session{client: c, auth: "Bearer " + token, Version: ModernVersion, Modern: true}
 }
 
 // Initialize opens a session as token: initialize, then
@@ -130,7 +143,12 @@ func (c *Client) Initialize(ctx context.Context, token string) (*Session, error)
 // text equal to text.
 func (s *Session) Echo(ctx context.Context, text string) error {
 	id := s.nextID.Add(1)
-	body := EchoRequest(nil, id, text)
+	var body []byte
+	if s.Modern {
+		body = ModernEchoRequest(nil, id, text)
+	} else {
+		body = EchoRequest(nil, id, text)
+	}
 	res, _, err := s.post(ctx, "tools/call", body, id)
 	if err != nil {
 		return err
@@ -147,6 +165,22 @@ func EchoRequest(dst []byte, id int64, text string) []byte {
 	quoted, _ := json.Marshal(text) // a string always marshals
 	dst = append(dst, quoted...)
 	return append(dst, `}}}`...)
+}
+
+// modernMeta is the _meta of every 2026-07-28 request the harness sends.
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + ModernVersion + `","io.modelcontextprotocol/clientCapabilities":{}}`
+
+// ModernEchoRequest appends the 2026-07-28 tools/call request of the echo
+// tool to dst: EchoRequest's with the per-request _meta.
+func ModernEchoRequest(dst []byte, id int64, text string) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = strconv.AppendInt(dst, id, 10)
+	dst = append(dst, `,"method":"tools/call","params":{"name":"echo","arguments":{"text":`...)
+	quoted, _ := json.Marshal(text) // a string always marshals
+	dst = append(dst, quoted...)
+	dst = append(dst, `},`...)
+	dst = append(dst, modernMeta...)
+	return append(dst, `}}`...)
 }
 
 // checkEcho checks a tools/call result against the text sent.
@@ -201,6 +235,10 @@ func (s *Session) request(ctx context.Context, method string, body []byte) (*htt
 	}
 	if s.Version != "" {
 		h[headerProtocol] = []string{s.Version}
+	}
+	if s.Modern && method == http.MethodPost {
+		h["Mcp-Method"] = []string{"tools/call"}
+		h["Mcp-Name"] = []string{"echo"}
 	}
 	return req, nil
 }

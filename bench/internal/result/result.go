@@ -14,6 +14,7 @@ import (
 // Modes of cmd/load.
 const (
 	ModeCalls  = "calls"
+	ModeModern = "modern" // calls, each a stateless 2026-07-28 request
 	ModeChurn  = "churn"
 	ModeIdle   = "idle"
 	ModeRevoke = "revoke"
@@ -65,7 +66,7 @@ func (r Result) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-7s %-6s n=%-6d", r.Impl, r.Mode, r.Sessions)
 	switch r.Mode {
-	case ModeCalls:
+	case ModeCalls, ModeModern:
 		fmt.Fprintf(&b, " %9.0f calls/s  p50 %7.2f ms  p99 %8.2f ms  p999 %8.2f ms  %5.0f allocs/call %6.0f B/call",
 			r.Rate, r.P50Ms, r.P99Ms, r.P999Ms, r.AllocsPerOp, r.AllocBytesPerOp)
 	case ModeChurn:

@@ -1,0 +1,122 @@
+package mcphttp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
+)
+
+// askState is the state "ask" returns with its question: long enough that
+// no sealed state contains it by chance.
+const askState = "backend-private-state-of-ask"
+
+// asking registers "ask": with no answer it asks the client for a name
+// (state askState); with one it answers "hello <name>, state <State>".
+func asking(f *fake) {
+	f.serveTool("ask", func(_ context.Context, req *mcphttp.Request, _ json.RawMessage) mcphttp.Response {
+		if r, ok := req.InputResponses["name"].(*mcp.ElicitResult); ok {
+			return mcphttp.Response{Result: textResult("hello " + r.Content["name"].(string) + ", state " + req.State)}
+		}
+		return mcphttp.Response{InputRequests: mcp.InputRequestMap{"name": &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}}}, State: askState}
+	})
+}
+
+type inputResult struct {
+	ResultType    string                     `json:"resultType"`
+	InputRequests map[string]json.RawMessage `json:"inputRequests"`
+	RequestState  string                     `json:"requestState"`
+	Content       []struct{ Text string }    `json:"content"`
+}
+
+// askOnce sends ask's first round with arguments args and returns its
+// requestState.
+func askOnce(t *testing.T, e *mcpEnv, tok, args string) string {
+	t.Helper()
+	res := e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("1", "tools/call", `"name":"ask","arguments":`+args))
+	var a struct{ Result inputResult }
+	if err := json.Unmarshal(res.Body, &a); err != nil || a.Result.ResultType != "input_required" || a.Result.InputRequests["name"] == nil || a.Result.RequestState == "" {
+		t.Fatalf("first round = %s, want input_required asking name with a requestState", res)
+	}
+	return a.Result.RequestState
+}
+
+// retry is ask's second round with state and arguments args.
+func retry(e *mcpEnv, tok, args, state string) *ht.Result {
+	st, _ := json.Marshal(state)
+	return e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("2", "tools/call",
+		`"name":"ask","arguments":`+args+`,"inputResponses":{"name":{"action":"accept","content":{"name":"Alice"}}},"requestState":`+string(st)))
+}
+
+// TestHTTPModernRequestState: SPEC §5a.6 — an input_required result's
+// requestState is sealed by the endpoint: its retry gets the backend's
+// State back with the answers; the same state again (replayed), altered,
+// presented by another namespace, for other arguments, or expired gets
+// the answer a malformed one gets, byte for byte.
+func TestHTTPModernRequestState(t *testing.T) {
+	f, tok, other := twoCredentials(t)
+	asking(f)
+	e := newMCPEnv(t, f, mcphttp.Options{RequestStateTTL: time.Minute})
+	state := askOnce(t, e, tok, `{"a":1,"b":2}`)
+	if strings.Contains(state, askState) {
+		t.Fatalf("requestState %q shows the backend's state", state)
+	}
+	// The same arguments in another order are the same arguments.
+	res := retry(e, tok, `{"b":2, "a":1}`, state)
+	var a struct{ Result inputResult }
+	if err := json.Unmarshal(res.Body, &a); err != nil || a.Result.ResultType != "complete" || len(a.Result.Content) != 1 || a.Result.Content[0].Text != "hello Alice, state "+askState {
+		t.Fatalf("retry = %s, want complete: hello Alice, state %s", res, askState)
+	}
+	malformed := retry(e, tok, `{"a":1,"b":2}`, "not a state")
+	ht.WantStatus(t, "a malformed state", malformed, http.StatusBadRequest)
+	if a := malformed.RPC(t); a.Error == nil || a.Error.Code != -32602 {
+		t.Fatalf("a malformed state = %s, want -32602", malformed)
+	}
+	altered := askOnce(t, e, tok, `{}`)
+	b := []byte(altered)
+	b[len(b)/2] ^= 1
+	foreign := askOnce(t, e, tok, `{}`)
+	otherArgs := askOnce(t, e, tok, `{}`)
+	expired := askOnce(t, e, tok, `{}`)
+	cases := []struct {
+		name      string
+		tok, args string
+		state     string
+		before    func()
+	}{
+		{"replayed", tok, `{"a":1,"b":2}`, state, nil},
+		{"altered", tok, `{}`, string(b), nil},
+		{"suffixed", tok, `{}`, altered + "-TAMPERED", nil},
+		{"another namespace's", other, `{}`, foreign, nil},
+		{"for other arguments", tok, `{"a":2}`, otherArgs, nil},
+		{"expired", tok, `{}`, expired, func() { f.clock.Advance(time.Minute) }},
+	}
+	for _, c := range cases {
+		if c.before != nil {
+			c.before()
+		}
+		got := retry(e, c.tok, c.args, c.state)
+		if got.Status != malformed.Status || !bytes.Equal(got.Body, malformed.Body) {
+			t.Fatalf("%s state = %s, want the malformed one's answer %s", c.name, got, malformed)
+		}
+	}
+	// A first-round-shaped call with answers but no state reaches the
+	// backend with them; an answer that is not an object is refused.
+	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("3", "tools/call",
+		`"name":"ask","arguments":{},"inputResponses":{"name":{"action":"accept","content":{"name":"Bob"}},"extra":{"x":1}}`))
+	if !strings.Contains(string(res.Body), "hello Bob, state ") {
+		t.Fatalf("answers without a state = %s, want hello Bob", res)
+	}
+	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("4", "tools/call", `"name":"ask","arguments":{},"inputResponses":{"name":12345}`))
+	if a := res.RPC(t); res.Status != 400 || a.Error == nil || a.Error.Code != -32602 {
+		t.Fatalf("a non-object answer = %s, want 400 -32602", res)
+	}
+}
