@@ -56,7 +56,9 @@ func TestOAuthGoSDKClient(t *testing.T) {
 	})
 	noErr(t, err)
 	client := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-oauth", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.URL, OAuthHandler: handler}, nil)
+	// Pinned to 2025-11-25: the test is about the MCP session a refresh
+	// keeps (unpinned, v1.8.0 speaks 2026-07-28, which has none).
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.URL, OAuthHandler: handler}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}

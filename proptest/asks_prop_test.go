@@ -257,8 +257,13 @@ const (
 
 func (h *httpMachine) askFate(a *pendingAsk) askFate {
 	s := h.mcp.byID[a.sid]
+	// a.cred is of the model the ask was made in; a concurrent batch since
+	// replaced the model with the clone that explains it, so the
+	// credential's state now is the current model's copy of it (found by
+	// token; a token no model has is none).
+	c := h.currentCred(a.cred)
 	switch {
-	case s == nil || s.deleted || a.cred.state != credLive:
+	case s == nil || s.deleted || c == nil || c.state != credLive:
 		return askEnded
 	}
 	switch h.m.namespaceState(s.owner) {
@@ -267,7 +272,7 @@ func (h *httpMachine) askFate(a *pendingAsk) askFate {
 	case nsMaybe:
 		return askMaybe
 	}
-	if h.m.expired(a.cred) {
+	if h.m.expired(c) {
 		return askMaybe
 	}
 	return askPending
@@ -314,4 +319,16 @@ func (h *httpMachine) endAsks(t *rapid.T) {
 	}
 	h.asks = nil
 	h.settle(t)
+}
+
+// currentCred returns the current model's credential of c's token: the
+// model is replaced by a clone after each concurrent batch, so a pointer
+// kept across actions may be of an older model.
+func (h *httpMachine) currentCred(c *modelCred) *modelCred {
+	for _, x := range h.m.creds {
+		if x.token == c.token {
+			return x
+		}
+	}
+	return nil
 }
