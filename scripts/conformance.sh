@@ -73,7 +73,7 @@ stop_all() {
     wait "$server_pid" 2>/dev/null || true
     server_pid=
   fi
-  rm -f "$WORK/server.out"
+  rm -f "$WORK"/*-server.out # the tokens of the server under test
 }
 trap 'stop_all; rm -rf "$WORK"' EXIT
 trap 'echo "conformance: interrupted" >&2; exit 130' INT TERM
@@ -137,9 +137,9 @@ for run in $RUNS; do
   started=$SECONDS
 
   port=$(free_port)
-  setsid "${server_cmd[@]}" -listen "127.0.0.1:$port" >"$WORK/server.out" 2>"$dir/server.log" </dev/null &
+  setsid "${server_cmd[@]}" -listen "127.0.0.1:$port" >"$WORK/$run-server.out" 2>"$dir/server.log" </dev/null &
   server_pid=$!
-  if ! line=$(wait_line "$WORK/server.out" "$server_pid" "$START_TIMEOUT"); then
+  if ! line=$(wait_line "$WORK/$run-server.out" "$server_pid" "$START_TIMEOUT"); then
     tail -n 20 "$dir/server.log" >&2
     if kill -0 "$server_pid" 2>/dev/null; then
       die "$run: the server printed no line within ${START_TIMEOUT}s (log: $dir/server.log)"
@@ -151,10 +151,10 @@ for run in $RUNS; do
 
   proxy_args=(-target "$url")
   [[ -n $DUMP ]] && proxy_args+=(-dump "$dir/traffic.jsonl")
-  AUTHPROXY_TOKEN=$token "$WORK/bin/authproxy" "${proxy_args[@]}" >"$WORK/proxy.out" 2>"$dir/proxy.log" </dev/null &
+  AUTHPROXY_TOKEN=$token "$WORK/bin/authproxy" "${proxy_args[@]}" >"$WORK/$run-proxy.out" 2>"$dir/proxy.log" </dev/null &
   proxy_pid=$!
   unset token
-  proxy_line=$(wait_line "$WORK/proxy.out" "$proxy_pid" 10) || die "$run: the proxy did not start (log: $dir/proxy.log)"
+  proxy_line=$(wait_line "$WORK/$run-proxy.out" "$proxy_pid" 10) || die "$run: the proxy did not start (log: $dir/proxy.log)"
   proxy_url=$(json url <<<"$proxy_line")
   echo "server pid $server_pid at $url; proxy pid $proxy_pid at $proxy_url"
 
