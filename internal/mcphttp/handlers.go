@@ -68,12 +68,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 		s.fail(w, failContentType)
 		return
 	}
-	switch err := s.limits.admit(p.Namespace); {
-	case errors.Is(err, errRequestsPerNamespace):
-		s.fail(w, failRequestsPerNamespace)
-		return
-	case err != nil:
-		s.fail(w, failRequests)
+	if !s.admitRequest(w, p.Namespace) {
 		return
 	}
 	defer s.limits.done(p.Namespace)

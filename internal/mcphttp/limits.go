@@ -210,3 +210,18 @@ type InFlight struct {
 func (s *Server) InFlight() InFlight {
 	return InFlight{Requests: int(s.limits.inFlight.Load()), BodyBytes: s.limits.bytes.Load()}
 }
+
+// admitRequest takes one of the request bounds' slots for ns (the caller
+// gives it back with s.limits.done), or answers the bound's refusal (429 for
+// the namespace's, 503 for the endpoint's) and reports false.
+func (s *Server) admitRequest(w http.ResponseWriter, ns string) bool {
+	switch err := s.limits.admit(ns); {
+	case errors.Is(err, errRequestsPerNamespace):
+		s.fail(w, failRequestsPerNamespace)
+		return false
+	case err != nil:
+		s.fail(w, failRequests)
+		return false
+	}
+	return true
+}

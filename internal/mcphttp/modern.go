@@ -65,12 +65,7 @@ func (s *Server) handleModern(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, failContentType)
 		return
 	}
-	switch err := s.limits.admit(p.Namespace); {
-	case errors.Is(err, errRequestsPerNamespace):
-		s.fail(w, failRequestsPerNamespace)
-		return
-	case err != nil:
-		s.fail(w, failRequests)
+	if !s.admitRequest(w, p.Namespace) {
 		return
 	}
 	held, admitted, counted := int64(0), true, false
