@@ -121,3 +121,42 @@ type nopOutput struct{}
 func (nopOutput) Progress(float64, float64, string) {}
 func (nopOutput) Log(mcp.LoggingLevel, string, any) {}
 func (nopOutput) CloseStream()                      {}
+
+// BenchmarkHTTPModernToolCall is BenchmarkHTTPToolCall in the 2026-07-28
+// era: no session, the version and the client's capabilities in _meta and
+// mirrored in headers, validated on every request (SPEC §5a).
+func BenchmarkHTTPModernToolCall(b *testing.B) {
+	rt, _, tok := benchRuntime(b)
+	h, err := rt.MCPHandler(mcpruntime.MCPOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"thread_read","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "thread_read")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var r struct {
+			Result struct {
+				IsError    bool   `json:"isError"`
+				ResultType string `json:"resultType"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil || r.Result.IsError || r.Result.ResultType != "complete" {
+			b.Fatalf("tools/call: %s %s", resp.Status, out)
+		}
+	}
+}

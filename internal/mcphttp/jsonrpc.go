@@ -213,6 +213,26 @@ func eachMember(obj []byte, fn func(name, value []byte) error) error {
 	}
 }
 
+// interned is the strings every request repeats (the JSON-RPC version,
+// the methods, the protocol versions): stringValue returns these rather
+// than a copy of the bytes.
+var interned = func() map[string]string {
+	m := map[string]string{"2.0": "2.0"}
+	for _, s := range []string{
+		"initialize", "notifications/initialized", "ping", "tools/list", "tools/call",
+		"resources/list", "resources/templates/list", "resources/read", "resources/subscribe",
+		"resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete",
+		"logging/setLevel", "notifications/cancelled", "notifications/progress",
+		"notifications/roots/list_changed", "server/discover", "subscriptions/listen",
+	} {
+		m[s] = s
+	}
+	for _, v := range allVersions {
+		m[v] = v
+	}
+	return m
+}()
+
 // stringValue decodes a JSON string (or null, as "") into dst; any other
 // value is an error.
 func stringValue(value []byte, dst *string) error {
@@ -222,7 +242,11 @@ func stringValue(value []byte, dst *string) error {
 	case value[0] != '"':
 		return errInvalid
 	case bytes.IndexByte(value, '\\') < 0 && utf8.Valid(value):
-		*dst = string(value[1 : len(value)-1])
+		if k, ok := interned[string(value[1:len(value)-1])]; ok {
+			*dst = k
+		} else {
+			*dst = string(value[1 : len(value)-1])
+		}
 	default:
 		return json.Unmarshal(value, dst)
 	}

@@ -1,10 +1,12 @@
 package mcphttp
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -143,18 +145,31 @@ func checkHeaders(r *http.Request, msg *message, m *modernMeta) *rejection {
 	default:
 		return nil
 	}
-	var want string
+	var want []byte
 	_ = eachMember(msg.Params, func(name, value []byte) error {
 		if string(name) == member && value[0] == '"' {
-			_ = stringValue(value, &want)
+			want = value
 		}
 		return nil
 	})
 	got, ok := headerValue(r.Header.Values(headerName))
-	if !ok || got != want {
+	if !ok || !jsonStringIs(want, got) {
 		return &rejection{f: failHeaderMismatch, message: "Mcp-Name header does not match params." + member}
 	}
 	return nil
+}
+
+// jsonStringIs reports whether the JSON string value (nil: absent) is s,
+// without a copy when it has no escapes.
+func jsonStringIs(value []byte, s string) bool {
+	if value == nil {
+		return s == ""
+	}
+	if bytes.IndexByte(value, '\\') < 0 && utf8.Valid(value) {
+		return string(value[1:len(value)-1]) == s
+	}
+	var v string
+	return json.Unmarshal(value, &v) == nil && v == s
 }
 
 // headerValue is the one value of a mirrored header, white space trimmed

@@ -188,11 +188,7 @@ func (s *Server) writeModern(w http.ResponseWriter, id json.RawMessage, result a
 
 // writeRaw writes the response {"jsonrpc","id","result": b}: 200 JSON.
 func writeRaw(w http.ResponseWriter, id json.RawMessage, result []byte) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	w.Write(appendRawResponse(nil, id, result))
+	writeJSONBytes(w, appendRawResponse(nil, id, result))
 }
 
 func appendRawResponse(b []byte, id json.RawMessage, result []byte) []byte {
@@ -251,9 +247,8 @@ func (s *Server) modernResult(result any, resultType string, c cache) ([]byte, e
 	}
 	b = append(b, `,"_meta":{`...)
 	b = appendJSONString(b, metaServerInfo)
-	info, _ := json.Marshal(serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion})
 	b = append(b, ':')
-	b = append(b, info...)
+	b = append(b, s.serverInfo...)
 	if meta != nil && meta[0] == '{' {
 		_ = eachMember(meta, func(name, value []byte) error {
 			if string(name) != metaServerInfo {
@@ -281,9 +276,20 @@ func itoa(n int) string {
 func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p caller, msg *message, m *modernMeta) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	stop := s.live.WatchCredential(p.CredentialID, func() { cancel(errCredentialDead) })
-	defer stop()
 	out := &modernWriter{w: w, s: s, ctx: ctx, progressToken: m.progressToken, logLevel: m.logLevel}
+	if !p.Expires.IsZero() { // its expiry, like its revocation, ends the call
+		out.expiry.start(p.Expires, s.opts.Now, cancel)
+		defer out.expiry.stop()
+	}
+	out.flight = flight{credential: p.CredentialID, cancel: cancel}
+	s.flights.add(&out.flight)
+	defer s.flights.remove(&out.flight)
+	switch {
+	case s.deadSince(p) != "": // revoked between the recheck and the registration
+		cancel(errCredentialDead)
+	case s.closed.Load():
+		cancel(errClosing)
+	}
 	defer out.end()
 	out.req = Request{
 		Method:             msg.Method,
@@ -301,7 +307,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p caller, m
 	res := s.backend.Serve(ctx, &out.req)
 	switch {
 	case ctx.Err() != nil:
-		out.abandon(context.Cause(ctx))
+		out.abandon(msg.ID, context.Cause(ctx))
 	case res.Err != nil:
 		f := failBackendError
 		if res.Err.Code == CodeMissingRequiredClientCapability {

@@ -20,7 +20,9 @@ type modernWriter struct {
 	s             *Server
 	ctx           context.Context
 	progressToken json.RawMessage
-	logLevel      int32 // 0: the request asked for no notifications/message
+	logLevel      int32       // 0: the request asked for no notifications/message
+	flight        flight      // its registration in Server.flights
+	expiry        expiryWatch // its credential's expiry, if it has one
 
 	mu        sync.Mutex
 	streaming bool
@@ -88,6 +90,9 @@ func (c *modernWriter) end() {
 
 // answer sends the result, decorated as every modern result is.
 func (c *modernWriter) answer(id json.RawMessage, result any, resultType string, hint cache) {
+	if r, ok := result.(*mcp.CallToolResult); ok && resultType == "complete" && !hint.set && c.answerCall(id, r) {
+		return
+	}
 	b, err := c.s.modernResult(result, resultType, hint)
 	if err != nil {
 		c.s.opts.Logger.Error("encode result", "err", err)
@@ -102,6 +107,29 @@ func (c *modernWriter) answer(id json.RawMessage, result any, resultType string,
 		return
 	}
 	c.frame(trimNewline(appendRawResponse(nil, id, b)))
+}
+
+// answerCall is answer's fast path for a tools/call result of the common
+// shape (appendModernCallResponse), built in a pooled buffer; false: not
+// that shape, nothing was sent.
+func (c *modernWriter) answerCall(id json.RawMessage, r *mcp.CallToolResult) bool {
+	bp := bufPool.Get().(*[]byte)
+	b, ok := appendModernCallResponse((*bp)[:0], id, r, c.s.serverInfo)
+	if ok {
+		c.mu.Lock()
+		c.done = true
+		if c.streaming {
+			c.frame(trimNewline(b))
+		} else {
+			writeJSONBytes(c.w, b)
+		}
+		c.mu.Unlock()
+	}
+	if cap(b) <= maxPooledBuf {
+		*bp = b[:0]
+	}
+	bufPool.Put(bp)
+	return ok
 }
 
 // fail answers with the JSON-RPC error r of failure f.
@@ -119,15 +147,24 @@ func (c *modernWriter) fail(f failure, r *response) {
 
 // abandon ends a request whose context ended before its answer: nothing
 // more is sent for it. A credential that died under a JSON answer gets the
-// 401 a request arriving now would get.
-func (c *modernWriter) abandon(cause error) {
+// 401 a request arriving now would get; the endpoint closing under one, 503
+// with the request's id.
+func (c *modernWriter) abandon(id json.RawMessage, cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.done = true
-	if !c.streaming && errors.Is(cause, errCredentialDead) {
+	switch {
+	case c.streaming:
+	case errors.Is(cause, errCredentialDead):
 		c.s.fail(c.w, failBadToken)
+	case errors.Is(cause, errClosing):
+		c.s.failFor(c.w, failClosing, id, "the server is shutting down")
 	}
 }
+
+// errClosing cancels the 2026-07-28 calls in flight when the endpoint
+// closes.
+var errClosing = errors.New("endpoint closing")
 
 func trimNewline(b []byte) []byte {
 	if n := len(b); n > 0 && b[n-1] == '\n' {

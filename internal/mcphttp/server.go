@@ -1,6 +1,7 @@
 package mcphttp
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -283,6 +284,7 @@ type Server struct {
 	credGen   atomic.Uint64
 	unhookGen func()
 	closing   sync.Once
+	closed    atomic.Bool // Close has begun
 	// sessionProps spawns every session actor of the endpoint.
 	sessionProps *actor.Props
 	sweepMu      sync.Mutex  // guards the two fields below
@@ -290,6 +292,8 @@ type Server struct {
 	sweepStopped bool        // Close was called
 	// The 2026-07-28 era's state: none of it is a session.
 	modernCounts modernCounts
+	flights      *flights // the calls in flight, by credential
+	serverInfo   []byte   // _meta.serverInfo of every modern result, encoded once
 	listeners    listeners
 	sealer       *sealer
 }
@@ -309,7 +313,9 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 		AllowAnyOrigin: s.opts.AllowAnyOrigin, DisableHostCheck: s.opts.DisableHostCheck,
 	}
 	s.live = liveness.New(store, s.opts.Now)
-	s.unhookGen = store.OnCredentialsChanged(func([]*memdb.Credential) { s.credGen.Add(1) })
+	s.flights = newFlights()
+	s.serverInfo, _ = json.Marshal(serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion})
+	s.unhookGen = store.OnCredentialsChanged(s.credentialsChanged)
 	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace,
 		session.StreamLimits{Events: s.opts.ReplayEvents, Bytes: s.opts.ReplayBytes})
 	s.sessionProps = session.NewProps(&session.Config{
@@ -371,6 +377,8 @@ func methodLabel(m string) string {
 func (s *Server) Close() {
 	s.closing.Do(func() {
 		s.listeners.closeAll()
+		s.closed.Store(true) // before cancelAll: a call registered after it sees closed
+		s.flights.cancelAll(errClosing)
 		for _, e := range s.sessions.CloseAll() {
 			s.endSession(e.PID())
 		}
@@ -444,6 +452,10 @@ func (s *Server) CloseStreams() {
 // Sessions returns the number of live sessions.
 func (s *Server) Sessions() int { return s.sessions.Count() }
 
+// ModernCallsInFlight returns the number of 2026-07-28 requests being
+// answered (listen streams not included: ListenStreams counts those).
+func (s *Server) ModernCallsInFlight() int { return s.flights.count() }
+
 // SessionInfo describes one live MCP session, for operators. It carries no
 // token and no credential secret.
 type SessionInfo = session.Summary
@@ -507,6 +519,17 @@ func (s *Server) recheck(w http.ResponseWriter, p caller, e *session.Entry) bool
 		return false
 	}
 	return true
+}
+
+// credentialsChanged is the store's commit hook: credGen moves first, then
+// the 2026-07-28 calls in flight on a credential that died are cancelled
+// (the order flights relies on).
+func (s *Server) credentialsChanged(rows []*memdb.Credential) {
+	s.credGen.Add(1)
+	s.flights.changed(rows, func(id string) bool {
+		c, err := s.store.Read().Credential(id)
+		return err != nil || !c.LiveAt(s.opts.Now())
+	})
 }
 
 // deadSince returns why p's credential no longer authenticates ("unknown":

@@ -37,15 +37,28 @@ func writeResultResponse(w http.ResponseWriter, id json.RawMessage, result any) 
 		writeResponse(w, resultResponse(id, result))
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	writeJSONBytes(w, b)
 	if cap(b) <= maxPooledBuf {
 		*bp = b
 		bufPool.Put(bp)
 	}
+}
+
+// The header values of every 200 JSON answer, shared rather than built
+// per answer (net/http only reads them; Header.Set and Add replace or
+// grow a slice of capacity one, never write into it).
+var (
+	headerJSON    = []string{"application/json"}
+	headerNoStore = []string{"no-store"}
+)
+
+// writeJSONBytes answers 200 with the JSON b.
+func writeJSONBytes(w http.ResponseWriter, b []byte) {
+	h := w.Header()
+	h["Content-Type"] = headerJSON
+	h["Cache-Control"] = headerNoStore
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
 }
 
 // appendResultResponse appends the JSON-RPC response {"jsonrpc","id",
@@ -66,6 +79,28 @@ func appendResultResponse(b []byte, id json.RawMessage, result any) ([]byte, boo
 		return b, false
 	}
 	return append(b, "}\n"...), true
+}
+
+// appendModernCallResponse appends the 2026-07-28 response to a tools/call
+// whose result r has the common shape, with the bytes
+// modernResult(r, "complete", cache{}) and appendRawResponse would write
+// (FuzzModernToolResultEncoding holds them equal): the result's members,
+// then resultType and _meta.serverInfo, info. A nil Content is left to
+// modernResult, which omits it. ok false: not this shape.
+func appendModernCallResponse(b []byte, id json.RawMessage, r *mcp.CallToolResult, info []byte) ([]byte, bool) {
+	if r == nil || r.Content == nil {
+		return b, false
+	}
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b, ok := appendToolResult(b, r)
+	if !ok {
+		return b, false
+	}
+	b = append(b[:len(b)-1], `,"resultType":"complete","_meta":{"`+metaServerInfo+`":`...)
+	b = append(b, info...)
+	return append(b, "}}}\n"...), true
 }
 
 // appendToolResult appends r as (*mcp.CallToolResult).MarshalJSON would,

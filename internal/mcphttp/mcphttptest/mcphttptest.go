@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -457,12 +458,19 @@ func SSEEvents(t *testing.T, body []byte) []Answer {
 type Blocking struct {
 	started chan struct{}
 	ctxErr  chan error
+	// released is closed when a wait gave up: the calls return then, so a
+	// test that failed ends instead of hanging in its cleanup.
+	released chan struct{}
+	release  sync.Once
 }
 
 // NewBlocking returns a Blocking for up to 16 calls at once.
 func NewBlocking() *Blocking {
-	return &Blocking{started: make(chan struct{}, 16), ctxErr: make(chan error, 16)}
+	return &Blocking{started: make(chan struct{}, 16), ctxErr: make(chan error, 16), released: make(chan struct{})}
 }
+
+// giveUp releases every call: a wait for one failed.
+func (b *Blocking) giveUp() { b.release.Do(func() { close(b.released) }) }
 
 // Run is the tool's body: progress, if not nil, is reported first.
 func (b *Blocking) Run(ctx context.Context, progress func(done, total float64, message string)) error {
@@ -470,7 +478,11 @@ func (b *Blocking) Run(ctx context.Context, progress func(done, total float64, m
 		progress(1, 0, "started")
 	}
 	b.started <- struct{}{}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-b.released:
+		return errors.New("released: the test gave up waiting")
+	}
 	b.ctxErr <- ctx.Err()
 	return ctx.Err()
 }
@@ -481,6 +493,7 @@ func (b *Blocking) WaitStarted(t *testing.T, what string) {
 	select {
 	case <-b.started:
 	case <-time.After(HangAfter):
+		b.giveUp()
 		t.Fatalf("%s: tool never started", what)
 	}
 }
@@ -494,6 +507,7 @@ func (b *Blocking) WantCancelled(t *testing.T, what string) {
 			t.Fatalf("%s: tool ctx.Err() = %v, want context.Canceled", what, err)
 		}
 	case <-time.After(HangAfter):
+		b.giveUp()
 		t.Fatalf("%s: tool context not cancelled after %v", what, HangAfter)
 	}
 }
