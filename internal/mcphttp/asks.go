@@ -221,7 +221,7 @@ func questions(reqs mcp.InputRequestMap, caps *mcp.ClientCapabilities, version s
 		}
 		switch r := reqs[k].(type) {
 		case *mcp.ElicitParams:
-			url := r.Mode == "url" || r.Mode == "" && (r.URL != "" || r.ElicitationID != "")
+			url := isURLElicitation(r)
 			el := caps.Elicitation
 			switch {
 			case url && (el == nil || el.URL == nil):

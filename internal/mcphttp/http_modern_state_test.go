@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,15 +110,85 @@ func TestHTTPModernRequestState(t *testing.T) {
 			t.Fatalf("%s state = %s, want the malformed one's answer %s", c.name, got, malformed)
 		}
 	}
-	// A first-round-shaped call with answers but no state reaches the
-	// backend with them; an answer that is not an object is refused.
+	// A first-round-shaped call with answers but no state answers nothing
+	// the endpoint asked: the backend gets none and asks again; an answer
+	// that is not an object is refused.
 	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("3", "tools/call",
 		`"name":"ask","arguments":{},"inputResponses":{"name":{"action":"accept","content":{"name":"Bob"}},"extra":{"x":1}}`))
-	if !strings.Contains(string(res.Body), "hello Bob, state ") {
-		t.Fatalf("answers without a state = %s, want hello Bob", res)
+	if err := json.Unmarshal(res.Body, &a); err != nil || a.Result.ResultType != "input_required" || strings.Contains(string(res.Body), "Bob") {
+		t.Fatalf("answers without a state = %s, want input_required again", res)
 	}
 	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("4", "tools/call", `"name":"ask","arguments":{},"inputResponses":{"name":12345}`))
 	if a := res.RPC(t); res.Status != 400 || a.Error == nil || a.Error.Code != -32602 {
 		t.Fatalf("a non-object answer = %s, want 400 -32602", res)
+	}
+}
+
+// TestHTTPModernAnswersChecked: SPEC §5a.6 — the retry's answers reach the
+// backend only for what the sealed round asked, and an accepted form's
+// content only if it validates against the requested schema, as in a
+// session (§5b.20): an invalid or unasked answer counts as none, so the
+// handler asks again. A requested schema that does not compile is the
+// handler's fault: -32603, no state handed out.
+func TestHTTPModernAnswersChecked(t *testing.T) {
+	f := newFake(t)
+	tok, _ := f.provider("T", "A", 0)
+	schema := map[string]any{"type": "object", "properties": map[string]any{"age": map[string]any{"type": "integer", "minimum": 0}}, "required": []string{"age"}}
+	f.serveTool("ask", func(_ context.Context, req *mcphttp.Request, _ json.RawMessage) mcphttp.Response {
+		var got []string
+		for k, v := range req.InputResponses {
+			got = append(got, fmt.Sprintf("%s=%+v", k, v))
+		}
+		if len(got) > 0 {
+			slices.Sort(got)
+			return mcphttp.Response{Result: textResult(strings.Join(got, " "))}
+		}
+		return mcphttp.Response{InputRequests: mcp.InputRequestMap{
+			"form":  &mcp.ElicitParams{Message: "age?", RequestedSchema: schema},
+			"roots": &mcp.ListRootsParams{},
+		}}
+	})
+	f.serveTool("bad_schema", func(context.Context, *mcphttp.Request, json.RawMessage) mcphttp.Response {
+		return mcphttp.Response{InputRequests: mcp.InputRequestMap{"form": &mcp.ElicitParams{Message: "?", RequestedSchema: map[string]any{"type": 12}}}}
+	})
+	e := newMCPEnv(t, f, mcphttp.Options{})
+	call := func(id, name, rest string) *ht.Result {
+		return e.Do(http.MethodPost, modernHeaders(tok, "tools/call", name), modernBody(id, "tools/call", `"name":"`+name+`","arguments":{}`+rest))
+	}
+	first := func() string {
+		var a struct{ Result inputResult }
+		res := call("1", "ask", "")
+		if err := json.Unmarshal(res.Body, &a); err != nil || a.Result.ResultType != "input_required" {
+			t.Fatalf("first round = %s, want input_required", res)
+		}
+		st, _ := json.Marshal(a.Result.RequestState)
+		return string(st)
+	}
+	for _, c := range []struct {
+		name, answers, want string
+	}{
+		{"valid", `{"form":{"action":"accept","content":{"age":7}}}`, `form=&{Meta:map[] Action:accept Content:map[age:7]}`},
+		{"declined", `{"form":{"action":"decline"}}`, `form=&{Meta:map[] Action:decline Content:map[]}`},
+		{"not a form answer's shape beside a valid roots one", `{"form":{"roots":[]},"roots":{"roots":[]}}`, `roots=&{Meta:map[] Roots:[]}`},
+		{"invalid content", `{"form":{"action":"accept","content":{"age":-1}}}`, ""},
+		{"missing content", `{"form":{"action":"accept"}}`, ""},
+		{"an action MCP does not define", `{"form":{"action":"maybe","content":{"age":7}}}`, ""},
+		{"a key not asked", `{"other":{"action":"accept","content":{"age":7}}}`, ""},
+	} {
+		res := call("2", "ask", `,"inputResponses":`+c.answers+`,"requestState":`+first())
+		var a struct{ Result inputResult }
+		if err := json.Unmarshal(res.Body, &a); err != nil {
+			t.Fatalf("%s: %s", c.name, res)
+		}
+		switch {
+		case c.want == "" && a.Result.ResultType != "input_required":
+			t.Errorf("%s: retry = %s, want input_required again (no valid answer)", c.name, res)
+		case c.want != "" && (a.Result.ResultType != "complete" || len(a.Result.Content) != 1 || a.Result.Content[0].Text != c.want):
+			t.Errorf("%s: retry = %s, want complete: %s", c.name, res, c.want)
+		}
+	}
+	res := call("3", "bad_schema", "")
+	if a := res.RPC(t); a.Error == nil || a.Error.Code != -32603 || !strings.Contains(a.Error.Message, "elicitation schema is invalid") || strings.Contains(string(res.Body), "requestState") {
+		t.Fatalf("a handler's invalid schema = %s, want -32603 naming it", res)
 	}
 }

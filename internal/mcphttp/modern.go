@@ -315,8 +315,12 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p caller, m
 		}
 		out.fail(f, &response{JSONRPC: "2.0", ID: msg.ID, Error: &rpcError{Code: res.Err.Code, Message: res.Err.Message, Data: res.Err.Data}})
 	case res.InputRequests != nil:
-		state, err := s.sealState(&out.req, p, res.State)
-		if err != nil {
+		state, err := s.sealState(&out.req, p, res.State, res.InputRequests)
+		switch {
+		case errors.Is(err, errBadSchema):
+			out.fail(failBackendError, errorResponse(msg.ID, CodeInternalError, err.Error()))
+			return
+		case err != nil:
 			s.opts.Logger.Error("seal requestState", "err", err)
 			out.fail(failBackendFailed, errorResponse(msg.ID, failures[failBackendFailed].code, failures[failBackendFailed].message))
 			return

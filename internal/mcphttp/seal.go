@@ -8,6 +8,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,6 +34,10 @@ type sealedState struct {
 	Expires   int64  `json:"e"` // Unix ms
 	Nonce     []byte `json:"r"` // 16 random bytes
 	State     string `json:"s"` // the backend's Response.State
+	// Asked is the round's input requests by key: a form elicitation's
+	// requested schema, null for any other. Only answers to these keys
+	// reach the backend, a form's only if its content validates.
+	Asked map[string]json.RawMessage `json:"q,omitempty"`
 }
 
 // stateAAD is the associated data of every sealed state.
@@ -133,17 +139,70 @@ func subject(req *Request) (name string, digest []byte) {
 	return name, sum[:]
 }
 
-// sealState seals the backend's state for the retry of req.
-func (s *Server) sealState(req *Request, p caller, state string) (string, error) {
+// sealState seals the backend's state and what it asked, reqs, for the
+// retry of req. A form elicitation's requested schema that does not
+// compile is the handler's fault: errBadSchema.
+func (s *Server) sealState(req *Request, p caller, state string, reqs mcp.InputRequestMap) (string, error) {
 	name, digest := subject(req)
 	nonce := make([]byte, 16)
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err
 	}
+	asked := make(map[string]json.RawMessage, len(reqs))
+	for k, r := range reqs {
+		asked[k] = json.RawMessage("null")
+		if e, ok := r.(*mcp.ElicitParams); ok && e != nil && e.RequestedSchema != nil && !isURLElicitation(e) {
+			if _, err := compileRequested(e.RequestedSchema); err != nil {
+				return "", fmt.Errorf("%w: %v", errBadSchema, err)
+			}
+			asked[k], _ = json.Marshal(e.RequestedSchema)
+		}
+	}
 	return s.sealer.seal(&sealedState{
 		Namespace: p.Namespace, Method: req.Method, Name: name, Args: digest,
-		Expires: s.opts.Now().Add(s.sealer.ttl).UnixMilli(), Nonce: nonce, State: state,
+		Expires: s.opts.Now().Add(s.sealer.ttl).UnixMilli(), Nonce: nonce, State: state, Asked: asked,
 	})
+}
+
+// errBadSchema: a form elicitation's requested schema does not compile.
+var errBadSchema = errors.New("the request's elicitation schema is invalid")
+
+// isURLElicitation reports whether e asks in URL mode (no schema: the
+// answer is an action alone).
+func isURLElicitation(e *mcp.ElicitParams) bool {
+	return e.Mode == "url" || e.Mode == "" && (e.URL != "" || e.ElicitationID != "")
+}
+
+// answered keeps of m the answers to what st asked: an answer under a key
+// that was not asked goes, and so does a form's whose action is not one
+// MCP defines or whose accepted content does not validate against the
+// requested schema — as a session's invalid answer counts as none, so
+// the handler asks again.
+func answered(m mcp.InputResponseMap, st *sealedState) {
+	for k, v := range m {
+		raw, asked := st.Asked[k]
+		if !asked {
+			delete(m, k)
+			continue
+		}
+		if string(raw) == "null" {
+			continue
+		}
+		e, ok := v.(*mcp.ElicitResult)
+		if !ok {
+			delete(m, k)
+			continue
+		}
+		result, _ := json.Marshal(e)
+		sch, err := compileRequested(raw)
+		if err != nil {
+			delete(m, k)
+			continue
+		}
+		if _, ok := decodeElicit(result, &question{schema: sch}); !ok {
+			delete(m, k)
+		}
+	}
 }
 
 // openState reads a retry's params.requestState and params.inputResponses
@@ -154,6 +213,7 @@ func (s *Server) sealState(req *Request, p caller, state string) (string, error)
 // value refused (-32602).
 func (s *Server) openState(req *Request, p caller) *rejection {
 	var state, responses []byte
+	var opened *sealedState
 	_ = eachMember(req.Params, func(n, value []byte) error {
 		switch string(n) {
 		case "requestState":
@@ -177,6 +237,7 @@ func (s *Server) openState(req *Request, p caller) *rejection {
 			return &rejection{f: failRequestState}
 		}
 		req.State = st.State
+		opened = st
 	}
 	if responses == nil || string(responses) == "null" {
 		return nil
@@ -202,6 +263,10 @@ func (s *Server) openState(req *Request, p caller) *rejection {
 	if bad {
 		return &rejection{f: failModernMeta, message: "params.inputResponses: every answer must be an object"}
 	}
+	if opened == nil {
+		return nil // answers to nothing this runtime asked: none reaches the backend
+	}
+	answered(m, opened)
 	req.InputResponses = m
 	return nil
 }
