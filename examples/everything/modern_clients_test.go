@@ -33,13 +33,18 @@ func triggerToolChange(t *testing.T, a announcement) {
 	}
 }
 
-// wantTheFixtures checks that a tools/list has every fixture.
-func wantTheFixtures(t *testing.T, names []string) {
+// wantListed checks a tools/list: every fixture and built-in tool, and the
+// transient tool when an odd number of changes added it.
+func wantListed(t *testing.T, names []string, changes int) {
 	t.Helper()
-	for _, name := range wantTools {
-		if !slices.Contains(names, name) {
-			t.Errorf("tools/list lacks %s (listed: %v)", name, names)
-		}
+	want := append([]string{"runtime_capabilities", "thread_list", "thread_post", "thread_read"}, wantTools...)
+	if changes%2 == 1 {
+		want = append(want, transientTool)
+	}
+	slices.Sort(want)
+	got := slices.Sorted(slices.Values(names))
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tools/list after %d changes (-want +got):\n%s", changes, diff)
 	}
 }
 
@@ -88,13 +93,15 @@ func wantInputRound(t *testing.T, who string, ex []clienttest.Exchange) {
 // made: this server has no /metrics to count them).
 func TestModernClientsOnEverything(t *testing.T) {
 	a := startEverything(t)
+	changes := 0 // tool list changes made: each adds or removes the transient tool
 	for _, mode := range []string{"pinned", "auto"} {
 		t.Run("typescript/"+mode, func(t *testing.T) {
+			listed := changes // the client lists before the test changes the list
 			tr := clienttest.RunModern(t, clienttest.Run{
 				URL: a.URL, Token: a.Token, Mode: mode,
 				Call:    clienttest.Call{Name: "test_simple_text", Arguments: map[string]any{}},
 				Listen:  map[string]any{"toolsListChanged": true},
-				Trigger: func() { triggerToolChange(t, a) },
+				Trigger: func() { triggerToolChange(t, a); changes++ },
 				Ask:     &clienttest.Call{Name: "test_elicitation", Arguments: map[string]any{"message": "Who are you, modern client?"}},
 			})
 			clienttest.WantStateless(t, "TypeScript client ("+mode+")", tr.Exchanges(""))
@@ -103,7 +110,7 @@ func TestModernClientsOnEverything(t *testing.T) {
 					t.Errorf("%s: protocol version %q, era %q; want 2026-07-28, modern", step, c.ProtocolVersion, c.Era)
 				}
 			}
-			wantTheFixtures(t, tr.One(t, "tools/list").Tools)
+			wantListed(t, tr.One(t, "tools/list").Tools, listed)
 			if res := tr.One(t, "tools/call").Tool; res == nil || res.IsError || len(res.Content) != 1 || res.Content[0].Text != simpleText {
 				t.Errorf("test_simple_text = %+v, want %q", res, simpleText)
 			}
@@ -155,7 +162,7 @@ func TestModernClientsOnEverything(t *testing.T) {
 			for _, tl := range list.Tools {
 				names = append(names, tl.Name)
 			}
-			wantTheFixtures(t, names)
+			wantListed(t, names, changes)
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test_simple_text", Arguments: map[string]any{}})
 			if err != nil || res.IsError || onlyText(res) != simpleText {
 				t.Errorf("test_simple_text = %+v (%v), want %q", res, err, simpleText)
@@ -163,6 +170,7 @@ func TestModernClientsOnEverything(t *testing.T) {
 			// Connect opened the listen stream for tool list changes (the
 			// client has a handler) and returned once it was acknowledged.
 			triggerToolChange(t, a)
+			changes++
 			select {
 			case <-changed:
 			case <-ctx.Done():
