@@ -2,10 +2,14 @@
 # What `make test` needs besides Go, installed from the project's own
 # files when missing (CI starts from a clean machine):
 #
-#   e2e/oauth-client/node_modules  the official MCP TypeScript SDK and Node 22,
+#   e2e/oauth-client/node_modules  the official MCP TypeScript SDK clients, v1
+#                                  (@modelcontextprotocol/sdk) and v2
+#                                  (@modelcontextprotocol/client), and Node 22,
 #                                  from e2e/oauth-client/package-lock.json (npm ci),
-#                                  for TestTypeScriptSDKOAuth (cmd/runtime) and
-#                                  TestTypeScriptSDKFeatures (examples/everything)
+#                                  for TestTypeScriptSDKOAuth and
+#                                  TestModernClientsOnTheBinary (cmd/runtime),
+#                                  TestTypeScriptSDKFeatures and
+#                                  TestModernClientsOnEverything (examples/everything)
 #   chromium                       Debian's, for TestConsentPageInChromium
 #                                  (internal/oauth/browser), apt-get installed
 #                                  when no chromium is on PATH

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agenthost/mcpruntime/internal/clienttest"
 )
 
 // tsClientDir is the npm project of the TypeScript SDK client, installed
@@ -98,28 +99,12 @@ type tsMessage struct {
 	} `json:"content"`
 }
 
-// raceBuild reports whether this test binary was built with -race; the
-// server under test is built the same way.
-func raceBuild() bool {
-	bi, ok := debug.ReadBuildInfo()
-	return ok && slices.ContainsFunc(bi.Settings, func(s debug.BuildSetting) bool { return s.Key == "-race" && s.Value == "true" })
-}
-
 // startEverything builds this command, starts it on a free loopback port
 // and returns its announcement; the cleanup stops it by its PID (SIGTERM)
 // and fails the test if it did not exit cleanly or reported a data race.
 func startEverything(t *testing.T) announcement {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "everything")
-	bctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // detects a hang only
-	defer cancel()
-	args := []string{"build", "-o", bin}
-	if raceBuild() {
-		args = append(args, "-race")
-	}
-	if out, err := exec.CommandContext(bctx, "go", append(args, ".")...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := clienttest.Build(t, ".", "everything")
 	cmd := exec.Command(bin, "-listen", "127.0.0.1:0")
 	var stderr bytes.Buffer // read only after Wait
 	cmd.Stderr = &stderr
