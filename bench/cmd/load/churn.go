@@ -14,23 +14,31 @@ import (
 
 // runChurn runs one initialize → initialized → DELETE loop per token.
 func runChurn(ctx context.Context, cfg config) (result.Result, error) {
+	c := newClient(cfg, cfg.sessions)
+	return runLoops(ctx, cfg, "churn", func(_ int, tok string, rec *recorder, errs *errorCount) {
+		churnLoop(ctx, cfg, c, tok, rec, errs)
+	})
+}
+
+// runLoops runs loop once per token, -sessions tokens, on a goroutine each,
+// and summarizes what their recorders saw inside the window.
+func runLoops(ctx context.Context, cfg config, name string, loop func(i int, tok string, rec *recorder, errs *errorCount)) (result.Result, error) {
 	res := result.Result{Sessions: cfg.sessions}
 	tokens, err := newControl(cfg.control).tokens(ctx, cfg.sessions)
 	if err != nil {
 		return res, err
 	}
-	c := newClient(cfg, cfg.sessions)
 	var errs errorCount
 	w := newWindow(cfg.warmup, cfg.duration)
 	recs := make([]*recorder, len(tokens))
 	var wg sync.WaitGroup
 	for i, tok := range tokens {
 		recs[i] = &recorder{w: w}
-		wg.Go(func() { churnLoop(ctx, cfg, c, tok, recs[i], &errs) })
+		wg.Go(func() { loop(i, tok, recs[i], &errs) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("churn: %w", err)
+		return res, fmt.Errorf("%s: %w", name, err)
 	}
 	summarize(w, recs, &res)
 	errs.fill(&res)
@@ -63,29 +71,12 @@ func churnOnce(ctx context.Context, cfg config, c *mcpclient.Client, tok string)
 // 2026-07-28 client does: a fresh connection, server/discover, one
 // tools/call (its text checked), then the connection closed.
 func runModernChurn(ctx context.Context, cfg config) (result.Result, error) {
-	res := result.Result{Sessions: cfg.sessions}
-	tokens, err := newControl(cfg.control).tokens(ctx, cfg.sessions)
-	if err != nil {
-		return res, err
-	}
-	var errs errorCount
-	w := newWindow(cfg.warmup, cfg.duration)
-	recs := make([]*recorder, len(tokens))
-	var wg sync.WaitGroup
-	for i, tok := range tokens {
-		recs[i] = &recorder{w: w}
+	return runLoops(ctx, cfg, "modern churn", func(i int, tok string, rec *recorder, errs *errorCount) {
 		// Each loop has a client of its own, so the connection it closes
 		// is the one its cycle used, and no other loop's.
 		c := newClient(cfg, 1)
-		wg.Go(func() { modernChurnLoop(ctx, cfg, c, tok, fmt.Sprintf("hello %d", i), recs[i], &errs) })
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("modern churn: %w", err)
-	}
-	summarize(w, recs, &res)
-	errs.fill(&res)
-	return res, nil
+		modernChurnLoop(ctx, cfg, c, tok, fmt.Sprintf("hello %d", i), rec, errs)
+	})
 }
 
 // modernChurnLoop runs short-lived 2026-07-28 clients as tok until the
