@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-peers.sh — the peer benchmark of issue 7 (`make bench-peers`).
+# run-peers.sh — the peer benchmark of issues 7, 14 and 16 (`make bench-peers`).
 #
 # Builds cmd/server, cmd/load and cmd/report, then runs every server
 # (runtime, gosdk, mcpgo, floor) through the same load generator, one fresh
@@ -8,18 +8,33 @@
 # reversed every other round. Prints one table of medians with the
 # runtime's ratios, and leaves the raw JSON lines in $OUT/results.jsonl.
 #
-# Knobs (environment): ROUNDS (3), CALLS_DURATION (5s), CALLS_SESSIONS
-# ("1 16 256"), CHURN_LOOPS (16), CHURN_DURATION (3s), IDLE_SESSIONS
-# (10000), IDLE_BIG (100000, runtime once; 0 skips), REVOKE_TOKENS (64),
-# OUT (a new temporary directory).
+# Rows, per server and round: calls (2025 sessions) and modern (2026-07-28
+# stateless requests) at each of CALLS_SESSIONS; calls at NS_SESSIONS
+# sessions over 1 token and over NS_SESSIONS tokens, on a server with the
+# runtime's default session caps (64 per namespace: the 1-token row is one
+# namespace at its cap); churn and modern-churn with CHURN_LOOPS loops;
+# then, except for the floor, idle and revoke.
+#
+# Knobs (environment): ROUNDS (3), CALLS_DURATION (3s), WARMUP (500ms,
+# before the window of calls, modern and both churns), CALLS_SESSIONS
+# ("1 16 256"), MODERN (1; 0 skips the modern and modern-churn rows),
+# NS_SESSIONS (64; 0 skips those rows), NS_MODES ("calls"; "calls modern"
+# adds the 2026-07-28 rows, where 64 is the default bound of one
+# namespace's requests in flight), CHURN_LOOPS (16), CHURN_DURATION (3s),
+# IDLE_SESSIONS (10000), IDLE_BIG (100000, runtime once; 0 skips),
+# REVOKE_TOKENS (64), OUT (a new temporary directory).
 #
 # Everything listens on 127.0.0.1; every server is killed by its PID when
 # its run ends, and on exit.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
-CALLS_DURATION=${CALLS_DURATION:-5s}
+CALLS_DURATION=${CALLS_DURATION:-3s}
+WARMUP=${WARMUP:-500ms}
 CALLS_SESSIONS=${CALLS_SESSIONS:-1 16 256}
+MODERN=${MODERN:-1}
+NS_SESSIONS=${NS_SESSIONS:-64}
+NS_MODES=${NS_MODES:-calls}
 CHURN_LOOPS=${CHURN_LOOPS:-16}
 CHURN_DURATION=${CHURN_DURATION:-3s}
 IDLE_SESSIONS=${IDLE_SESSIONS:-10000}
@@ -48,6 +63,7 @@ else
 fi
 
 server_pid=
+server_flags=() # for the next start_server only
 stop_server() {
 	if [ -n "$server_pid" ]; then
 		kill "$server_pid" 2>/dev/null || true
@@ -61,7 +77,7 @@ trap 'stop_server; exit 130' INT TERM
 # start_server IMPL: starts it and sets addr and control.
 start_server() {
 	local impl=$1 line=
-	"${server_cpu[@]}" "$OUT/server" -impl "$impl" >"$OUT/server.out" 2>>"$OUT/server-$impl.log" &
+	"${server_cpu[@]}" "$OUT/server" -impl "$impl" "${server_flags[@]}" >"$OUT/server.out" 2>>"$OUT/server-$impl.log" &
 	server_pid=$!
 	for _ in $(seq 100); do
 		line=$(head -n1 "$OUT/server.out")
@@ -93,23 +109,42 @@ run() {
 	stop_server
 }
 
+# run_default_caps IMPL ROUND LOAD-FLAGS...: run on a server with the
+# runtime's default session caps instead of the raised ones (the peers
+# have none).
+run_default_caps() {
+	server_flags=(-max-sessions 0 -max-sessions-per-namespace 0)
+	run "$@"
+	server_flags=()
+}
+
+reversed=()
+for ((i = ${#IMPLS[@]} - 1; i >= 0; i--)); do reversed+=("${IMPLS[i]}"); done
+
 for round in $(seq "$ROUNDS"); do
 	order=("${IMPLS[@]}")
 	if [ $((round % 2)) -eq 0 ]; then
-		order=(floor mcpgo gosdk runtime)
+		order=("${reversed[@]}")
 	fi
 	echo "== round $round of $ROUNDS: ${order[*]}"
 	for impl in "${order[@]}"; do
 		for n in $CALLS_SESSIONS; do
-			run "$impl" "$round" -mode calls -sessions "$n" -duration "$CALLS_DURATION"
-			# The 2026-07-28 tools/call (stateless): only the runtime's
-			# server serves it yet; go-sdk stateless and mcp-go's modern
-			# path are not wired into internal/servers (issue 14, to do).
-			if [ "$impl" = runtime ]; then
-				run "$impl" "$round" -mode modern -sessions "$n" -duration "$CALLS_DURATION"
+			run "$impl" "$round" -mode calls -sessions "$n" -duration "$CALLS_DURATION" -warmup "$WARMUP"
+			if [ "$MODERN" != 0 ]; then
+				run "$impl" "$round" -mode modern -sessions "$n" -duration "$CALLS_DURATION" -warmup "$WARMUP"
 			fi
 		done
-		run "$impl" "$round" -mode churn -sessions "$CHURN_LOOPS" -duration "$CHURN_DURATION"
+		if [ "$NS_SESSIONS" -gt 0 ]; then
+			for mode in $NS_MODES; do
+				for tokens in 1 "$NS_SESSIONS"; do
+					run_default_caps "$impl" "$round" -mode "$mode" -sessions "$NS_SESSIONS" -tokens "$tokens" -duration "$CALLS_DURATION" -warmup "$WARMUP"
+				done
+			done
+		fi
+		run "$impl" "$round" -mode churn -sessions "$CHURN_LOOPS" -duration "$CHURN_DURATION" -warmup "$WARMUP"
+		if [ "$MODERN" != 0 ]; then
+			run "$impl" "$round" -mode modern-churn -sessions "$CHURN_LOOPS" -duration "$CHURN_DURATION" -warmup "$WARMUP"
+		fi
 		if [ "$impl" != floor ]; then # the floor holds no sessions and has no streams
 			run "$impl" "$round" -mode idle -sessions "$IDLE_SESSIONS"
 			run "$impl" "$round" -mode revoke -sessions "$REVOKE_TOKENS" -stream-wait 1s

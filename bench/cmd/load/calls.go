@@ -10,10 +10,11 @@ import (
 	"github.com/agenthost/mcpruntime/bench/internal/result"
 )
 
-// runCalls opens one session per token and loops tools/call on each.
+// runCalls opens -sessions sessions over -tokens tokens and loops
+// tools/call on each.
 func runCalls(ctx context.Context, cfg config) (result.Result, error) {
-	res := result.Result{Sessions: cfg.sessions}
-	tokens, err := newControl(cfg.control).tokens(ctx, cfg.sessions)
+	res := result.Result{Sessions: cfg.sessions, Tokens: cfg.tokens}
+	tokens, err := newControl(cfg.control).tokens(ctx, cfg.tokens)
 	if err != nil {
 		return res, err
 	}

@@ -18,7 +18,7 @@ const idleProbes = 16
 func runIdle(ctx context.Context, cfg config) (result.Result, error) {
 	res := result.Result{Sessions: cfg.sessions}
 	ctl := newControl(cfg.control)
-	tokens, err := ctl.tokens(ctx, min(cfg.tokens, cfg.sessions))
+	tokens, err := ctl.tokens(ctx, cfg.tokens)
 	if err != nil {
 		return res, err
 	}

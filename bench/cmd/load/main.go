@@ -11,8 +11,14 @@
 //	modern  calls, but each -sessions loop is a stateless 2026-07-28
 //	        client (one token each): no initialize, no session id; _meta,
 //	        Mcp-Method and Mcp-Name on every call.
+//	        With -tokens T (calls and modern), session i uses token i mod T:
+//	        -tokens 1 puts every session in one namespace.
 //	churn   -sessions C loops of initialize → initialized → DELETE, one
 //	        token each: sessions/s, p99 of a cycle, errors.
+//	modern-churn
+//	        -sessions C loops of a new short-lived 2026-07-28 client, one
+//	        token each: a fresh connection, server/discover, one
+//	        tools/call, the connection closed. Clients/s, p99, errors.
 //	idle    open -sessions N sessions over -tokens tokens and hold them;
 //	        live heap, RSS and goroutines per session from /bench/stats.
 //	revoke  -sessions T tokens, each with a session looping calls and an
@@ -36,6 +42,10 @@ import (
 	"github.com/agenthost/mcpruntime/bench/internal/mcpclient"
 	"github.com/agenthost/mcpruntime/bench/internal/result"
 )
+
+// defaultIdleTokens is how many tokens idle spreads its sessions over
+// unless -tokens says otherwise.
+const defaultIdleTokens = 100
 
 // config is the parsed command line.
 type config struct {
@@ -85,12 +95,12 @@ func parseFlags(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.StringVar(&c.impl, "impl", "", "name of the server under test, for the result")
-	fs.StringVar(&c.mode, "mode", result.ModeCalls, "calls, modern, churn, idle or revoke")
+	fs.StringVar(&c.mode, "mode", result.ModeCalls, "calls, modern, churn, modern-churn, idle or revoke")
 	fs.StringVar(&c.addr, "addr", "", "MCP server address, HOST:PORT on loopback")
 	fs.StringVar(&c.control, "control", "", "control address, HOST:PORT on loopback")
 	fs.IntVar(&c.round, "round", 0, "round number, for the result")
 	fs.IntVar(&c.sessions, "sessions", 16, "sessions (calls, idle), loops (churn) or tokens (revoke)")
-	fs.IntVar(&c.tokens, "tokens", 100, "idle: tokens the sessions are spread over")
+	fs.IntVar(&c.tokens, "tokens", 0, "calls, modern, idle: tokens the sessions are spread over (0: calls and modern one per session, idle 100)")
 	fs.IntVar(&c.conns, "conns", 64, "idle: concurrent initializes")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "calls, churn: measured window")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "calls, churn, revoke: load before measuring")
@@ -102,9 +112,16 @@ func parseFlags(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if c.sessions < 1 || c.tokens < 1 || c.conns < 1 {
-		return c, errors.New("-sessions, -tokens and -conns must be positive")
+	if c.sessions < 1 || c.tokens < 0 || c.conns < 1 {
+		return c, errors.New("-sessions and -conns must be positive, -tokens not negative")
 	}
+	if c.tokens == 0 {
+		c.tokens = c.sessions
+		if c.mode == result.ModeIdle {
+			c.tokens = defaultIdleTokens
+		}
+	}
+	c.tokens = min(c.tokens, c.sessions)
 	for _, a := range []string{c.addr, c.control} {
 		if err := checkLoopback(a); err != nil {
 			return c, err
@@ -131,6 +148,8 @@ func runMode(ctx context.Context, cfg config) (result.Result, error) {
 		return runCalls(ctx, cfg)
 	case result.ModeChurn:
 		return runChurn(ctx, cfg)
+	case result.ModeModernChurn:
+		return runModernChurn(ctx, cfg)
 	case result.ModeIdle:
 		return runIdle(ctx, cfg)
 	case result.ModeRevoke:

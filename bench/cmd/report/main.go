@@ -1,7 +1,7 @@
 // Command report reads the JSON result lines of cmd/load (files named on
-// the command line, or stdin) and prints one Markdown table: per mode and
-// concurrency, the median over rounds of each metric for every server,
-// and the runtime's ratio to each peer and to the floor.
+// the command line, or stdin) and prints one Markdown table: per mode,
+// concurrency and number of tokens, the median over rounds of each metric
+// for every server, and the runtime's ratio to each peer and to the floor.
 //
 //	report results.jsonl
 package main

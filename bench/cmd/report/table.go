@@ -60,6 +60,11 @@ var metrics = map[string][]metric{
 		{"cycle p99 ms", "%.2f", lower, stats.Median, func(r result.Result) float64 { return r.P99Ms }},
 		{"errors (max)", "%.0f", neither, maxOf, func(r result.Result) float64 { return float64(r.Errors) }},
 	},
+	result.ModeModernChurn: {
+		{"clients/s", "%.0f", higher, stats.Median, func(r result.Result) float64 { return r.Rate }},
+		{"cycle p99 ms", "%.2f", lower, stats.Median, func(r result.Result) float64 { return r.P99Ms }},
+		{"errors (max)", "%.0f", neither, maxOf, func(r result.Result) float64 { return float64(r.Errors) }},
+	},
 	result.ModeIdle: {
 		{"live heap B/session", "%.0f", lower, stats.Median, func(r result.Result) float64 { return r.HeapPerSession }},
 		{"goroutine stack B/session", "%.0f", lower, stats.Median, func(r result.Result) float64 { return r.StackPerSession }},
@@ -88,12 +93,32 @@ func closing(get func(result.Result) float64) func(result.Result) float64 {
 	}
 }
 
-var modeOrder = []string{result.ModeCalls, result.ModeModern, result.ModeChurn, result.ModeIdle, result.ModeRevoke}
+var modeOrder = []string{result.ModeCalls, result.ModeModern, result.ModeChurn, result.ModeModernChurn, result.ModeIdle, result.ModeRevoke}
 
-// group is one mode at one concurrency.
+// group is one mode at one concurrency over one number of tokens.
 type group struct {
 	mode     string
 	sessions int
+	tokens   int // one per session unless fewer
+}
+
+// groupOf is r's group. A result without Tokens (older result files, and
+// modes other than calls and modern) has one token per session.
+func groupOf(r result.Result) group {
+	g := group{mode: r.Mode, sessions: r.Sessions, tokens: r.Tokens}
+	if g.tokens == 0 {
+		g.tokens = g.sessions
+	}
+	return g
+}
+
+// label is the group's part of a row label: "calls n=64", and
+// "calls n=64 tokens=1" where the sessions share tokens.
+func (g group) label() string {
+	if g.tokens != g.sessions {
+		return fmt.Sprintf("%s n=%d tokens=%d", g.mode, g.sessions, g.tokens)
+	}
+	return fmt.Sprintf("%s n=%d", g.mode, g.sessions)
 }
 
 // row is one line of the table: a metric's aggregate per server (absent
@@ -117,7 +142,7 @@ type table struct {
 func buildTable(rs []result.Result) table {
 	byGroup := map[group]map[string][]result.Result{}
 	for _, r := range rs {
-		g := group{r.Mode, r.Sessions}
+		g := groupOf(r)
 		if byGroup[g] == nil {
 			byGroup[g] = map[string][]result.Result{}
 		}
@@ -128,7 +153,8 @@ func buildTable(rs []result.Result) table {
 		groups = append(groups, g)
 	}
 	slices.SortFunc(groups, func(a, b group) int {
-		return cmp.Or(cmp.Compare(slices.Index(modeOrder, a.mode), slices.Index(modeOrder, b.mode)), cmp.Compare(a.sessions, b.sessions))
+		return cmp.Or(cmp.Compare(slices.Index(modeOrder, a.mode), slices.Index(modeOrder, b.mode)),
+			cmp.Compare(a.sessions, b.sessions), cmp.Compare(b.tokens, a.tokens))
 	})
 	t := table{impls: append([]string{runtimeImpl}, others...)}
 	for _, g := range groups {
@@ -140,7 +166,7 @@ func buildTable(rs []result.Result) table {
 }
 
 func foldRow(g group, m metric, byImpl map[string][]result.Result) row {
-	r := row{label: fmt.Sprintf("%s n=%d %s", g.mode, g.sessions, m.name), values: map[string]float64{}, m: m}
+	r := row{label: g.label() + " " + m.name, values: map[string]float64{}, m: m}
 	for impl, rs := range byImpl {
 		var v []float64
 		for _, res := range rs {

@@ -89,3 +89,40 @@ func TestStreamCloseWithoutClosedStreamsHasNoValue(t *testing.T) {
 	}
 	t.Fatal("no stream close row")
 }
+
+// TestTokensAndEras: sessions sharing tokens are a row group of their own,
+// after the one-token-per-session group of the same concurrency; a result
+// without Tokens (an older file) joins the one-per-session group; each
+// era's churn has its rows, the 2025 one first.
+func TestTokensAndEras(t *testing.T) {
+	tb := buildTable([]result.Result{
+		{Impl: "runtime", Mode: result.ModeModernChurn, Sessions: 16, Rate: 700},
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 64, Tokens: 1, Rate: 100},
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 64, Tokens: 64, Rate: 300},
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 64, Rate: 500},
+		{Impl: "mcpgo", Mode: result.ModeCalls, Sessions: 64, Tokens: 1, Rate: 50},
+		{Impl: "runtime", Mode: result.ModeChurn, Sessions: 16, Rate: 900},
+	})
+	var labels []string
+	values := map[string]float64{}
+	for _, r := range tb.rows {
+		if strings.HasSuffix(r.label, "/s") {
+			labels = append(labels, r.label)
+			values[r.label], _ = r.value("runtime")
+		}
+	}
+	want := []string{"calls n=64 calls/s", "calls n=64 tokens=1 calls/s", "churn n=16 sessions/s", "modern-churn n=16 clients/s"}
+	if strings.Join(labels, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("rate rows %q, want %q", labels, want)
+	}
+	if values["calls n=64 calls/s"] != 400 || values["calls n=64 tokens=1 calls/s"] != 100 {
+		t.Errorf("runtime rates %v: want the median 400 of tokens=64 and unset, 100 for tokens=1", values)
+	}
+	for _, r := range tb.rows {
+		if r.label == "calls n=64 tokens=1 calls/s" {
+			if q, ok := r.ratio("mcpgo"); !ok || q != 2 {
+				t.Errorf("rt/mcpgo at tokens=1 = %v, %v; want 2", q, ok)
+			}
+		}
+	}
+}

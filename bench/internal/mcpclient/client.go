@@ -20,6 +20,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -156,6 +157,34 @@ func (s *Session) Echo(ctx context.Context, text string) error {
 	return checkEcho(res, text)
 }
 
+// Discover is one server/discover of a Stateless session; it fails unless
+// the result's supportedVersions lists ModernVersion.
+func (s *Session) Discover(ctx context.Context) error {
+	if !s.Modern {
+		return errors.New("server/discover: not a 2026-07-28 session")
+	}
+	id := s.nextID.Add(1)
+	res, _, err := s.post(ctx, "server/discover", ModernDiscoverRequest(nil, id), id)
+	if err != nil {
+		return err
+	}
+	return checkDiscover(res)
+}
+
+// checkDiscover checks that a server/discover result offers ModernVersion.
+func checkDiscover(res json.RawMessage) error {
+	var r struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return fmt.Errorf("server/discover result: %w", err)
+	}
+	if !slices.Contains(r.SupportedVersions, ModernVersion) {
+		return fmt.Errorf("server/discover result does not offer %s: %.200s", ModernVersion, res)
+	}
+	return nil
+}
+
 // EchoRequest appends the JSON-RPC tools/call request of the echo tool to
 // dst.
 func EchoRequest(dst []byte, id int64, text string) []byte {
@@ -183,6 +212,16 @@ func ModernEchoRequest(dst []byte, id int64, text string) []byte {
 	return append(dst, `}}`...)
 }
 
+// ModernDiscoverRequest appends the 2026-07-28 server/discover request to
+// dst.
+func ModernDiscoverRequest(dst []byte, id int64) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = strconv.AppendInt(dst, id, 10)
+	dst = append(dst, `,"method":"server/discover","params":{`...)
+	dst = append(dst, modernMeta...)
+	return append(dst, `}}`...)
+}
+
 // checkEcho checks a tools/call result against the text sent.
 func checkEcho(res json.RawMessage, text string) error {
 	var r struct {
@@ -203,7 +242,7 @@ func checkEcho(res json.RawMessage, text string) error {
 
 // Delete ends the session (HTTP DELETE). Any 2xx is success.
 func (s *Session) Delete(ctx context.Context) error {
-	req, err := s.request(ctx, http.MethodDelete, nil)
+	req, err := s.request(ctx, http.MethodDelete, "", nil)
 	if err != nil {
 		return err
 	}
@@ -218,8 +257,10 @@ func (s *Session) Delete(ctx context.Context) error {
 	return nil
 }
 
-// request builds a request carrying the session's headers.
-func (s *Session) request(ctx context.Context, method string, body []byte) (*http.Request, error) {
+// request builds a request carrying the session's headers; rpcMethod is
+// the JSON-RPC method of a POST ("" otherwise), mirrored in Mcp-Method (and
+// the echo tool's name in Mcp-Name) by a Stateless session.
+func (s *Session) request(ctx context.Context, method, rpcMethod string, body []byte) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -236,9 +277,11 @@ func (s *Session) request(ctx context.Context, method string, body []byte) (*htt
 	if s.Version != "" {
 		h[headerProtocol] = []string{s.Version}
 	}
-	if s.Modern && method == http.MethodPost {
-		h["Mcp-Method"] = []string{"tools/call"}
-		h["Mcp-Name"] = []string{"echo"}
+	if s.Modern && rpcMethod != "" {
+		h["Mcp-Method"] = []string{rpcMethod}
+		if rpcMethod == "tools/call" {
+			h["Mcp-Name"] = []string{"echo"} // the only tool the harness calls
+		}
 	}
 	return req, nil
 }
@@ -247,7 +290,7 @@ func (s *Session) request(ctx context.Context, method string, body []byte) (*htt
 // result of the response with that id; for a notification (id 0) it
 // expects an empty 2xx answer.
 func (s *Session) post(ctx context.Context, method string, body []byte, id int64) (json.RawMessage, http.Header, error) {
-	req, err := s.request(ctx, http.MethodPost, body)
+	req, err := s.request(ctx, http.MethodPost, method, body)
 	if err != nil {
 		return nil, nil, err
 	}

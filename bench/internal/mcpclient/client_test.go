@@ -161,3 +161,68 @@ func TestStreamClosedAt(t *testing.T) {
 		t.Error("a stream the client closed has a ClosedAt")
 	}
 }
+
+// TestStatelessHeaders checks what a 2026-07-28 client sends: the version
+// in the header and in _meta, Mcp-Method mirroring the method, Mcp-Name
+// only for tools/call, and never a session id.
+func TestStatelessHeaders(t *testing.T) {
+	type seen struct{ method, header, name, session, version, meta string }
+	got := make(chan seen, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Meta map[string]any `json:"_meta"`
+			} `json:"params"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		version, _ := msg.Params.Meta["io.modelcontextprotocol/protocolVersion"].(string)
+		got <- seen{msg.Method, r.Header.Get("Mcp-Method"), r.Header.Get("Mcp-Name"), r.Header.Get("Mcp-Session-Id"), r.Header.Get("MCP-Protocol-Version"), version}
+		result := `{"supportedVersions":["2026-07-28"]}`
+		if msg.Method == "tools/call" {
+			result = `{"content":[{"type":"text","text":"hi"}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, msg.ID, result)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s := (&Client{HTTP: NewHTTPClient(1), URL: srv.URL + "/mcp"}).Stateless("tok")
+	if err := s.Discover(ctx); err != nil {
+		t.Fatalf("Discover: %v", err)
+	}
+	if err := s.Echo(ctx, "hi"); err != nil {
+		t.Fatalf("Echo: %v", err)
+	}
+	for _, want := range []seen{
+		{method: "server/discover", header: "server/discover", version: ModernVersion, meta: ModernVersion},
+		{method: "tools/call", header: "tools/call", name: "echo", version: ModernVersion, meta: ModernVersion},
+	} {
+		if g := <-got; g != want {
+			t.Errorf("request %+v, want %+v", g, want)
+		}
+	}
+}
+
+func TestCheckDiscover(t *testing.T) {
+	for _, tc := range []struct {
+		name, result string
+		ok           bool
+	}{
+		{"offers it", `{"supportedVersions":["2026-07-28","2025-11-25"]}`, true},
+		{"legacy only", `{"supportedVersions":["2025-11-25"]}`, false},
+		{"no list", `{}`, false},
+		{"not JSON", `[`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := checkDiscover(json.RawMessage(tc.result)); (err == nil) != tc.ok {
+				t.Errorf("checkDiscover(%s) = %v, want ok %v", tc.result, err, tc.ok)
+			}
+		})
+	}
+}

@@ -16,8 +16,11 @@ const (
 	ModeCalls  = "calls"
 	ModeModern = "modern" // calls, each a stateless 2026-07-28 request
 	ModeChurn  = "churn"
-	ModeIdle   = "idle"
-	ModeRevoke = "revoke"
+	// ModeModernChurn is churn for the 2026-07-28 era: a fresh connection,
+	// server/discover, one tools/call, the connection closed.
+	ModeModernChurn = "modern-churn"
+	ModeIdle        = "idle"
+	ModeRevoke      = "revoke"
 )
 
 // Result is one run of one mode against one server. Fields that do not
@@ -28,7 +31,11 @@ type Result struct {
 	Round int    `json:"round,omitempty"`
 	// Sessions is the concurrency: sessions (calls, idle), loops (churn) or
 	// tokens (revoke).
-	Sessions int     `json:"sessions"`
+	Sessions int `json:"sessions"`
+	// Tokens is how many distinct bearer tokens the sessions of calls and
+	// modern used (the runtime: one namespace each); session i uses token
+	// i mod Tokens. Zero in other modes.
+	Tokens   int     `json:"tokens,omitempty"`
 	Seconds  float64 `json:"seconds,omitempty"` // measured window
 	Ops      int64   `json:"ops"`               // calls or sessions completed
 	Errors   int64   `json:"errors"`
@@ -64,13 +71,18 @@ type Result struct {
 // String is the human line of the result.
 func (r Result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-7s %-6s n=%-6d", r.Impl, r.Mode, r.Sessions)
+	fmt.Fprintf(&b, "%-7s %-12s n=%-6d", r.Impl, r.Mode, r.Sessions)
+	if r.Tokens != 0 && r.Tokens != r.Sessions {
+		fmt.Fprintf(&b, " tokens=%d", r.Tokens)
+	}
 	switch r.Mode {
 	case ModeCalls, ModeModern:
 		fmt.Fprintf(&b, " %9.0f calls/s  p50 %7.2f ms  p99 %8.2f ms  p999 %8.2f ms  %5.0f allocs/call %6.0f B/call",
 			r.Rate, r.P50Ms, r.P99Ms, r.P999Ms, r.AllocsPerOp, r.AllocBytesPerOp)
 	case ModeChurn:
 		fmt.Fprintf(&b, " %9.0f sessions/s  p99 %8.2f ms", r.Rate, r.P99Ms)
+	case ModeModernChurn:
+		fmt.Fprintf(&b, " %9.0f clients/s  p99 %8.2f ms", r.Rate, r.P99Ms)
 	case ModeIdle:
 		fmt.Fprintf(&b, " %6.0f B heap/session  %6.0f B stack/session  %6.0f B RSS/session  %.2f goroutines/session  (opened at %.0f/s)",
 			r.HeapPerSession, r.StackPerSession, r.RSSPerSession, r.GoroutinesPerSession, r.Rate)

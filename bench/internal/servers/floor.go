@@ -8,8 +8,9 @@ import (
 
 // floorServer answers JSON-RPC over plain net/http with no MCP machinery:
 // no sessions (initialize returns a fixed result and no session id), no
-// streams, one JSON reply per POST. It is the cost of HTTP, the bearer
-// check and JSON alone.
+// streams, one JSON reply per POST, whatever the request's protocol era
+// (server/discover is a fixed result too). It is the cost of HTTP, the
+// bearer check and JSON alone.
 type floorServer struct {
 	peer
 	handler http.Handler
@@ -30,6 +31,9 @@ func (s *floorServer) Close() error { return nil }
 
 // floorInit is the fixed initialize result.
 var floorInit = json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"floor","version":"1"}}`)
+
+// floorDiscover is the fixed server/discover result (2026-07-28).
+var floorDiscover = json.RawMessage(`{"supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{"tools":{}},"serverInfo":{"name":"floor","version":"1"},"resultType":"complete"}`)
 
 type floorRequest struct {
 	ID     json.RawMessage `json:"id"`
@@ -91,6 +95,8 @@ func serveFloor(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case req.Method == "initialize":
 		resp.Result = floorInit
+	case req.Method == "server/discover":
+		resp.Result = floorDiscover
 	case req.Method == "tools/call" && req.Params.Name == "echo":
 		resp.Result = floorCallResult{Content: []floorContent{{Type: "text", Text: req.Params.Arguments.Text}}}
 	case req.Method == "tools/call":

@@ -7,8 +7,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// goSDKServer is the official SDK's stateful Streamable HTTP handler with
-// its default options (event-stream replies, sessions kept until DELETE).
+// goSDKServer is the official SDK serving both protocol eras the only way
+// v1.8.0 can: its stateful Streamable HTTP handler (default options:
+// event-stream replies, sessions kept until DELETE) for 2025 requests, and
+// a stateless one (StreamableHTTPOptions{Stateless: true}, otherwise the
+// same defaults) for 2026-07-28 requests, which the stateful handler
+// refuses with -32022 ("only supported on stateless HTTP servers"). Both
+// serve the same mcp.Server. The request's MCP-Protocol-Version header
+// picks the handler (modernHeader), after the bearer check.
 type goSDKServer struct {
 	peer
 	handler http.Handler
@@ -17,11 +23,17 @@ type goSDKServer struct {
 func newGoSDK(opts Options) *goSDKServer {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "gosdk-bench", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: echoDescription}, goSDKEcho)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
-		Logger: opts.Logger,
-	})
+	get := func(*http.Request) *mcp.Server { return srv }
+	stateful := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Logger: opts.Logger})
+	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Logger: opts.Logger, Stateless: true})
 	s := &goSDKServer{}
-	s.handler = s.mount(h)
+	s.handler = s.mount(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if modernHeader(r.Header) {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	}))
 	return s
 }
 

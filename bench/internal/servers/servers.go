@@ -5,10 +5,15 @@
 //
 //   - runtime: this module's runtime; tokens are real client grants, one
 //     grant per token, revoked with Runtime.RevokeClient.
-//   - gosdk: the official MCP Go SDK's stateful Streamable HTTP handler.
-//   - mcpgo: mcp-go's stateful Streamable HTTP server.
+//   - gosdk: the official MCP Go SDK's stateful Streamable HTTP handler for
+//     2025 requests and its stateless one for 2026-07-28 requests.
+//   - mcpgo: mcp-go's stateful Streamable HTTP server, which serves
+//     2026-07-28 requests itself, statelessly, beside its sessions.
 //   - floor: a bare net/http JSON-RPC handler with no MCP sessions, the
 //     cost of HTTP and JSON alone.
+//
+// The runtime and mcpgo serve both eras on one handler, as the
+// specification allows; go-sdk v1.8.0 needs one handler per era.
 //
 // The peers and the floor check tokens with the same middleware over an
 // in-memory token set (TokenSet): the peers have no credential model of
@@ -51,6 +56,16 @@ const echoDescription = "Returns its text argument."
 // echoSchema is the echo tool's input schema, for the implementations
 // that take one as JSON.
 const echoSchema = `{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`
+
+// modernVersion is the protocol version of the stateless era.
+const modernVersion = "2026-07-28"
+
+// modernHeader reports whether h names a 2026-07-28 (or later) protocol
+// version in MCP-Protocol-Version, as every request of that era must. The
+// versions are dates, so they compare as strings (go-sdk does the same).
+func modernHeader(h http.Header) bool {
+	return h.Get("MCP-Protocol-Version") >= modernVersion
+}
 
 // echoArgs are the echo tool's arguments.
 type echoArgs struct {

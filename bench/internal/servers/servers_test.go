@@ -63,6 +63,80 @@ func TestEveryServerEchoesAndRevokes(t *testing.T) {
 	}
 }
 
+// TestEveryServerServesModern drives each implementation through the load
+// generator's 2026-07-28 client, on the same server as a 2025 session:
+// server/discover offers 2026-07-28, echo returns the exact text, the
+// session era still works beside it, and a revoked token is refused.
+func TestEveryServerServesModern(t *testing.T) {
+	for _, name := range Names {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			srv, err := New(name, Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			defer srv.Close()
+			hs := httptest.NewServer(srv.Handler())
+			defer hs.Close()
+			toks, err := srv.IssueTokens(ctx, 2)
+			if err != nil || len(toks) != 2 {
+				t.Fatalf("IssueTokens = %v, %v", toks, err)
+			}
+			c := &mcpclient.Client{HTTP: mcpclient.NewHTTPClient(4), URL: hs.URL + Path}
+
+			m := c.Stateless(toks[0])
+			if err := m.Discover(ctx); err != nil {
+				t.Fatalf("Discover: %v", err)
+			}
+			legacy, err := c.Initialize(ctx, toks[0])
+			if err != nil {
+				t.Fatalf("Initialize beside the modern client: %v", err)
+			}
+			for _, text := range []string{"hello", `say "hi" \ é`} {
+				if err := m.Echo(ctx, text); err != nil {
+					t.Fatalf("modern Echo(%q): %v", text, err)
+				}
+				if err := legacy.Echo(ctx, text); err != nil {
+					t.Fatalf("2025 Echo(%q) beside the modern client: %v", text, err)
+				}
+			}
+			if err := legacy.Delete(ctx); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+
+			if err := srv.Revoke(ctx, toks[1]); err != nil {
+				t.Fatalf("Revoke: %v", err)
+			}
+			if err := c.Stateless(toks[1]).Echo(ctx, "hello"); !mcpclient.IsStatus(err, http.StatusUnauthorized) {
+				t.Fatalf("modern Echo with a revoked token: %v, want 401", err)
+			}
+		})
+	}
+}
+
+// TestModernHeader pins which requests go-sdk's stateless handler gets.
+func TestModernHeader(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		want    bool
+	}{
+		{"", false},
+		{"2025-11-25", false},
+		{"2025-06-18", false},
+		{"2026-07-28", true},
+		{"2027-01-01", true},
+	} {
+		h := http.Header{}
+		if tc.version != "" {
+			h.Set("Mcp-Protocol-Version", tc.version)
+		}
+		if got := modernHeader(h); got != tc.want {
+			t.Errorf("modernHeader(%q) = %v, want %v", tc.version, got, tc.want)
+		}
+	}
+}
+
 func TestControl(t *testing.T) {
 	srv := newFloor()
 	hs := httptest.NewServer(Control(srv))
