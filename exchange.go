@@ -34,8 +34,11 @@ type Exchange struct {
 }
 
 // Input returns the client's answer to the input request the previous
-// round named key: an *mcp.ElicitResult (form answers already validated
-// against the requested schema), an *mcp.CreateMessageWithToolsResult or
+// round named key: an *mcp.ElicitResult (an accepted form's content
+// validated against the requested schema — in the 2026-07-28 era when the
+// retry carries the requestState the runtime handed out, as every client
+// that was asked does; a stateless first round's answers come by shape
+// only), an *mcp.CreateMessageWithToolsResult or
 // *mcp.CreateMessageResult, or an *mcp.ListRootsResult. False on a first
 // round, or when the client gave no answer for key.
 func (x *Exchange) Input(key string) (mcp.InputResponse, bool) {

@@ -33,9 +33,11 @@ type Request struct {
 	// request (EraModern). Never nil.
 	ClientCapabilities *mcp.ClientCapabilities
 	// InputResponses are the client's answers to the InputRequests of the
-	// previous round, decoded by their method (the endpoint knows what it
-	// asked), elicitation answers already validated against the requested
-	// schema; nil on a first round.
+	// previous round: only to what it asked, decoded by their method, an
+	// accepted form's content validated against the requested schema
+	// (EraSession: always; EraModern: when the retry carries its sealed
+	// requestState). A modern call without a state may carry answers of
+	// its own, decoded by shape only. Nil on a first round without them.
 	InputResponses mcp.InputResponseMap
 	// State is what the backend returned as Response.State in the previous
 	// round ("" on the first); the endpoint carries it (EraSession: in

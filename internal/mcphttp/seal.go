@@ -206,7 +206,9 @@ func answered(m mcp.InputResponseMap, st *sealedState) {
 }
 
 // openState reads a retry's params.requestState and params.inputResponses
-// into req.State and req.InputResponses. A requestState that does not open
+// into req.State and req.InputResponses; with a state, only the answers
+// to what it sealed, checked (answered); without one — the revision's
+// stateless first round with answers — every answer by its shape. A requestState that does not open
 // for this namespace and request, has expired or was used is refused;
 // inputResponses must be an object of answers (null or absent: none), each
 // an object: one of a shape no input request has is ignored, any other
@@ -263,10 +265,9 @@ func (s *Server) openState(req *Request, p caller) *rejection {
 	if bad {
 		return &rejection{f: failModernMeta, message: "params.inputResponses: every answer must be an object"}
 	}
-	if opened == nil {
-		return nil // answers to nothing this runtime asked: none reaches the backend
+	if opened != nil {
+		answered(m, opened)
 	}
-	answered(m, opened)
 	req.InputResponses = m
 	return nil
 }
