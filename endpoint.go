@@ -112,10 +112,12 @@ type MCPOptions struct {
 // implements it). Methods are called from request goroutines and MCP
 // session actors: they must be quick and safe for concurrent use.
 type Observer interface {
-	// Request is called once per request with the HTTP method ("GET",
-	// "POST", "DELETE", or "other" for any other), the status answered and
-	// how long it took (for a stream: until it ended).
-	Request(method string, status int, d time.Duration)
+	// Request is called once per request with its protocol era ("modern":
+	// its MCP-Protocol-Version header is 2026-07-28; "session" otherwise),
+	// the HTTP method ("GET", "POST", "DELETE", or "other" for any other),
+	// the status answered and how long it took (for a stream: until it
+	// ended).
+	Request(era, method string, status int, d time.Duration)
 	// AuthFailure is called for every 401, with a reason: "missing",
 	// "malformed_header", or an AuthError's Reason ("invalid" for other
 	// errors).
@@ -173,6 +175,14 @@ func (e *MCPEndpoint) CloseStreams() { e.srv.CloseStreams() }
 
 // Sessions returns the number of live MCP sessions.
 func (e *MCPEndpoint) Sessions() int { return e.srv.Sessions() }
+
+// ListenStreams returns the number of open 2026-07-28 listen streams
+// (subscriptions/listen).
+func (e *MCPEndpoint) ListenStreams() int { return e.srv.ListenStreams() }
+
+// ModernCallsInFlight returns the number of 2026-07-28 requests being
+// answered (listen streams not included).
+func (e *MCPEndpoint) ModernCallsInFlight() int { return e.srv.ModernCallsInFlight() }
 
 // SessionInfos lists the live MCP sessions, ordered by id.
 func (e *MCPEndpoint) SessionInfos() []MCPSessionInfo {
@@ -273,4 +283,17 @@ func (r *Runtime) mcpSessions() int {
 		n += ep.Sessions()
 	}
 	return n
+}
+
+// modernCounts sums the endpoints' listen streams and 2026-07-28 calls in
+// flight.
+func (r *Runtime) modernCounts() (listens, calls int) {
+	r.mu.Lock()
+	eps := r.servers
+	r.mu.Unlock()
+	for _, ep := range eps {
+		listens += ep.ListenStreams()
+		calls += ep.ModernCallsInFlight()
+	}
+	return listens, calls
 }

@@ -212,6 +212,8 @@ type Stats struct {
 	Clients          int // client-grant actors
 	ProviderSessions int // open provider sessions (store)
 	MCPSessions      int // live MCP sessions of the runtime's endpoints (their session tables)
+	ListenStreams    int // open 2026-07-28 listen streams of the runtime's endpoints
+	ModernCalls      int // 2026-07-28 requests of the runtime's endpoints being answered
 	LiveCredentials  int // credential rows in state live (expired ones included until revoked)
 	// Processes counts every process of the actor system: all actors
 	// (provider and MCP session actors included) and the futures of
@@ -229,6 +231,7 @@ func (r *Runtime) Stats() Stats {
 		s.ProviderSessions = len(ps)
 	}
 	s.MCPSessions = r.mcpSessions()
+	s.ListenStreams, s.ModernCalls = r.modernCounts()
 	s.LiveCredentials, _ = rd.CountCredentialsByState(memdb.StateLive)
 	for _, bucket := range r.system.ProcessRegistry.LocalPIDs.LocalPIDs {
 		s.Processes += bucket.Count()

@@ -24,6 +24,8 @@ const other = "other"
 // The fixed label sets.
 var (
 	methodLabels = labelSet("GET", "POST", "DELETE")
+	// eraLabels are the protocol eras of a request.
+	eraLabels = labelSet("session", "modern")
 	// statusLabels are the statuses the MCP endpoint answers.
 	statusLabels = statusSet(200, 202, 204, 400, 401, 403, 404, 405, 406, 408, 409, 413, 415, 429, 500, 503)
 	// authReasons: the endpoint's own and the runtime's AuthError reasons.
@@ -90,13 +92,13 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime) *Metrics {
 		}, []string{"reason"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpruntime_http_requests_total",
-			Help: "MCP endpoint requests, by HTTP method (GET, POST, DELETE, other) and status (those the endpoint answers, other).",
-		}, []string{"method", "status"}),
+			Help: "MCP endpoint requests, by protocol era (session, modern), HTTP method (GET, POST, DELETE, other) and status (those the endpoint answers, other).",
+		}, []string{"era", "method", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "mcpruntime_http_request_duration_seconds",
-			Help:    "MCP endpoint request latency (a stream counts until it ends), by HTTP method (GET, POST, DELETE, other).",
+			Help:    "MCP endpoint request latency (a stream counts until it ends), by protocol era (session, modern) and HTTP method (GET, POST, DELETE, other).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"method"}),
+		}, []string{"era", "method"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpruntime_http_refused_total",
 			Help: "MCP endpoint requests refused by a bound (429, 503), by bound (requests_per_namespace, requests, body_bytes, sessions_per_namespace, sessions, other).",
@@ -108,6 +110,8 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime) *Metrics {
 			func() float64 { return float64(f(rt.Stats())) }))
 	}
 	gauge("mcpruntime_mcp_sessions", "Live MCP sessions.", func(s mcpruntime.Stats) int { return s.MCPSessions })
+	gauge("mcpruntime_mcp_listen_streams", "Open 2026-07-28 listen streams (subscriptions/listen).", func(s mcpruntime.Stats) int { return s.ListenStreams })
+	gauge("mcpruntime_mcp_modern_calls", "2026-07-28 requests being answered (listen streams not included).", func(s mcpruntime.Stats) int { return s.ModernCalls })
 	gauge("mcpruntime_actors", "Live processes of the actor system (actors and requests in flight).", func(s mcpruntime.Stats) int { return s.Processes })
 	gauge("mcpruntime_threads", "Threads.", func(s mcpruntime.Stats) int { return s.Threads })
 	gauge("mcpruntime_provider_sessions", "Open provider sessions.", func(s mcpruntime.Stats) int { return s.ProviderSessions })
@@ -116,10 +120,10 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime) *Metrics {
 }
 
 // Request implements mcpruntime.Observer.
-func (m *Metrics) Request(method string, status int, d time.Duration) {
-	method = label(methodLabels, method)
-	m.requests.WithLabelValues(method, label(statusLabels, status)).Inc()
-	m.latency.WithLabelValues(method).Observe(d.Seconds())
+func (m *Metrics) Request(era, method string, status int, d time.Duration) {
+	era, method = label(eraLabels, era), label(methodLabels, method)
+	m.requests.WithLabelValues(era, method, label(statusLabels, status)).Inc()
+	m.latency.WithLabelValues(era, method).Observe(d.Seconds())
 }
 
 // AuthFailure implements mcpruntime.Observer.

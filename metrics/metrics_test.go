@@ -1,7 +1,9 @@
 package metrics_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -84,18 +86,37 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 	do(http.MethodPost, "Bearer mcprt_nope", "", init)                                     // 401 malformed
 	do(http.MethodDelete, ps.Authorization, sid, "")                                       // 204
 	do(http.MethodPost, ps.Authorization, sid, `{"jsonrpc":"2.0","id":2,"method":"ping"}`) // 404
+	modern := func(method, body string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", ps.Authorization)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "server/discover")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	modern(http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`) // 200
+	modern(http.MethodGet, "")                                                                                                                                                                                 // 405: the era has no GET stream
 
 	want := `
 # HELP mcpruntime_auth_failures_total Requests answered 401, by reason (missing, malformed_header, malformed, unknown, revoked, expired, invalid, other).
 # TYPE mcpruntime_auth_failures_total counter
 mcpruntime_auth_failures_total{reason="malformed"} 1
 mcpruntime_auth_failures_total{reason="missing"} 1
-# HELP mcpruntime_http_requests_total MCP endpoint requests, by HTTP method (GET, POST, DELETE, other) and status (those the endpoint answers, other).
+# HELP mcpruntime_http_requests_total MCP endpoint requests, by protocol era (session, modern), HTTP method (GET, POST, DELETE, other) and status (those the endpoint answers, other).
 # TYPE mcpruntime_http_requests_total counter
-mcpruntime_http_requests_total{method="DELETE",status="204"} 1
-mcpruntime_http_requests_total{method="POST",status="200"} 1
-mcpruntime_http_requests_total{method="POST",status="401"} 2
-mcpruntime_http_requests_total{method="POST",status="404"} 1
+mcpruntime_http_requests_total{era="modern",method="GET",status="405"} 1
+mcpruntime_http_requests_total{era="modern",method="POST",status="200"} 1
+mcpruntime_http_requests_total{era="session",method="DELETE",status="204"} 1
+mcpruntime_http_requests_total{era="session",method="POST",status="200"} 1
+mcpruntime_http_requests_total{era="session",method="POST",status="401"} 2
+mcpruntime_http_requests_total{era="session",method="POST",status="404"} 1
 # HELP mcpruntime_mcp_sessions Live MCP sessions.
 # TYPE mcpruntime_mcp_sessions gauge
 mcpruntime_mcp_sessions 0
@@ -118,8 +139,8 @@ mcpruntime_provider_sessions 1
 		"mcpruntime_threads", "mcpruntime_provider_sessions"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg, "mcpruntime_http_request_duration_seconds"); err != nil || n != 2 {
-		t.Fatalf("latency histogram series = %d, %v; want 2 (POST, DELETE)", n, err)
+	if n, err := testutil.GatherAndCount(reg, "mcpruntime_http_request_duration_seconds"); err != nil || n != 4 {
+		t.Fatalf("latency histogram series = %d, %v; want 4 (session POST, DELETE; modern POST, GET)", n, err)
 	}
 	if n, err := testutil.GatherAndCount(reg, "mcpruntime_actors"); err != nil || n != 1 {
 		t.Fatalf("actors gauge series = %d, %v", n, err)
@@ -152,7 +173,7 @@ func TestMetricsLabelsBounded(t *testing.T) {
 	for i := range 1_000 {
 		m.AuthFailure("reason-" + strconv.Itoa(i))
 		m.SessionClosed("reason-" + strconv.Itoa(i))
-		m.Request("M"+strconv.Itoa(i), 1000+i, time.Millisecond)
+		m.Request("era-"+strconv.Itoa(i), "M"+strconv.Itoa(i), 1000+i, time.Millisecond)
 	}
 
 	want := `
@@ -160,13 +181,13 @@ func TestMetricsLabelsBounded(t *testing.T) {
 # TYPE mcpruntime_auth_failures_total counter
 mcpruntime_auth_failures_total{reason="missing"} 3
 mcpruntime_auth_failures_total{reason="other"} 1000
-# HELP mcpruntime_http_requests_total MCP endpoint requests, by HTTP method (GET, POST, DELETE, other) and status (those the endpoint answers, other).
+# HELP mcpruntime_http_requests_total MCP endpoint requests, by protocol era (session, modern), HTTP method (GET, POST, DELETE, other) and status (those the endpoint answers, other).
 # TYPE mcpruntime_http_requests_total counter
-mcpruntime_http_requests_total{method="DELETE",status="401"} 1
-mcpruntime_http_requests_total{method="GET",status="401"} 1
-mcpruntime_http_requests_total{method="POST",status="401"} 1
-mcpruntime_http_requests_total{method="other",status="405"} 20000
-mcpruntime_http_requests_total{method="other",status="other"} 1000
+mcpruntime_http_requests_total{era="other",method="other",status="other"} 1000
+mcpruntime_http_requests_total{era="session",method="DELETE",status="401"} 1
+mcpruntime_http_requests_total{era="session",method="GET",status="401"} 1
+mcpruntime_http_requests_total{era="session",method="POST",status="401"} 1
+mcpruntime_http_requests_total{era="session",method="other",status="405"} 20000
 # HELP mcpruntime_mcp_sessions_closed_total MCP sessions ended, by reason (delete, idle, cap, revoke, shutdown, other).
 # TYPE mcpruntime_mcp_sessions_closed_total counter
 mcpruntime_mcp_sessions_closed_total{reason="other"} 1000
@@ -175,8 +196,8 @@ mcpruntime_mcp_sessions_closed_total{reason="other"} 1000
 		"mcpruntime_auth_failures_total", "mcpruntime_http_requests_total", "mcpruntime_mcp_sessions_closed_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg, "mcpruntime_http_request_duration_seconds"); err != nil || n != 4 {
-		t.Fatalf("latency histogram series = %d, %v; want 4 (GET, POST, DELETE, other)", n, err)
+	if n, err := testutil.GatherAndCount(reg, "mcpruntime_http_request_duration_seconds"); err != nil || n != 5 {
+		t.Fatalf("latency histogram series = %d, %v; want 5 (session GET, POST, DELETE, other; other other)", n, err)
 	}
 }
 
@@ -221,5 +242,60 @@ mcpruntime_http_refused_total{bound="sessions"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcpruntime_http_refused_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMetricsModernGauges: an open 2026-07-28 listen stream is counted by
+// mcpruntime_mcp_listen_streams while it is open, and not after its
+// endpoint closed it; mcpruntime_mcp_modern_calls counts the calls being
+// answered (none here once the stream went).
+func TestMetricsModernGauges(t *testing.T) {
+	ctx := context.Background()
+	rt := newRuntime(t)
+	ct, err := rt.IssueClient(ctx, "ide", "read-only")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics.New(reg, rt)
+	h, err := rt.MCPHandler(mcpruntime.MCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	gauges := func(listens, calls int) string {
+		return fmt.Sprintf(`
+# HELP mcpruntime_mcp_listen_streams Open 2026-07-28 listen streams (subscriptions/listen).
+# TYPE mcpruntime_mcp_listen_streams gauge
+mcpruntime_mcp_listen_streams %d
+# HELP mcpruntime_mcp_modern_calls 2026-07-28 requests being answered (listen streams not included).
+# TYPE mcpruntime_mcp_modern_calls gauge
+mcpruntime_mcp_modern_calls %d
+`, listens, calls)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Authorization", "Bearer "+ct.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n') // the acknowledgement's first line: the stream is open
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("listen = %s %q %v", resp.Status, line, err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(gauges(1, 0)), "mcpruntime_mcp_listen_streams", "mcpruntime_mcp_modern_calls"); err != nil {
+		t.Fatalf("with the stream open: %v", err)
+	}
+	h.Close() // answers the listen request, then ends it
+	io.Copy(io.Discard, resp.Body)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(gauges(0, 0)), "mcpruntime_mcp_listen_streams", "mcpruntime_mcp_modern_calls"); err != nil {
+		t.Fatalf("after Close: %v", err)
 	}
 }

@@ -334,7 +334,7 @@ type countingObserver struct {
 	opened, closed atomic.Int64
 }
 
-func (o *countingObserver) Request(string, int, time.Duration) { o.done.Add(1) }
+func (o *countingObserver) Request(string, string, int, time.Duration) { o.done.Add(1) }
 func (o *countingObserver) AuthFailure(string)                 {}
 func (o *countingObserver) SessionOpened()                     { o.opened.Add(1) }
 func (o *countingObserver) SessionClosed(string)               { o.closed.Add(1) }

@@ -22,7 +22,7 @@ type closeOnEviction struct {
 	srv *mcphttp.Server
 }
 
-func (*closeOnEviction) Request(string, int, time.Duration) {}
+func (*closeOnEviction) Request(string, string, int, time.Duration) {}
 func (*closeOnEviction) AuthFailure(string)                 {}
 func (*closeOnEviction) SessionOpened()                     {}
 func (*closeOnEviction) Refused(string)                     {}

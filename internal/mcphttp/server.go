@@ -145,10 +145,12 @@ type Options struct {
 // request goroutines and session actors: they must be quick and safe for
 // concurrent use.
 type Observer interface {
-	// Request is called once per request with the HTTP method ("GET",
-	// "POST", "DELETE", or "other" for any other), the status answered and
-	// how long it took (for a stream: until it ended).
-	Request(method string, status int, d time.Duration)
+	// Request is called once per request with its protocol era ("modern":
+	// its MCP-Protocol-Version header is 2026-07-28; "session" otherwise),
+	// the HTTP method ("GET", "POST", "DELETE", or "other" for any other),
+	// the status answered and how long it took (for a stream: until it
+	// ended).
+	Request(era, method string, status int, d time.Duration)
 	// AuthFailure is called for every 401, with a reason: "missing",
 	// "malformed_header", or the backend's (see AuthReasoner).
 	AuthFailure(reason string)
@@ -169,7 +171,7 @@ type AuthReasoner interface{ AuthReason() string }
 
 type nopObserver struct{}
 
-func (nopObserver) Request(string, int, time.Duration) {}
+func (nopObserver) Request(string, string, int, time.Duration) {}
 func (nopObserver) AuthFailure(string)                 {}
 func (nopObserver) SessionOpened()                     {}
 func (nopObserver) SessionClosed(string)               {}
@@ -359,7 +361,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, bodyUnread: r.ContentLength != 0}
 	s.router.ServeHTTP(sw, r)
-	s.opts.Observer.Request(methodLabel(r.Method), sw.answered(), time.Since(start))
+	s.opts.Observer.Request(eraLabel(r), methodLabel(r.Method), sw.answered(), time.Since(start))
+}
+
+// eraLabel is the protocol era an Observer is told of a request: "modern"
+// when its MCP-Protocol-Version header names 2026-07-28, "session" for any
+// other (a 2025 version, none, or one not served).
+func eraLabel(r *http.Request) string {
+	if modernHeader(r) {
+		return "modern"
+	}
+	return "session"
 }
 
 // methodLabel is the HTTP method an Observer is told: one of the endpoint's
