@@ -222,7 +222,7 @@ func TestServeEndToEnd(t *testing.T) {
 	// /metrics on the admin listener counts what just happened.
 	if code, body := httpGet(t, "http://"+adminAddr+"/metrics"); code != 200 ||
 		!strings.Contains(body, "mcpruntime_mcp_sessions_opened_total 1") ||
-		!strings.Contains(body, `mcpruntime_http_requests_total{method="POST",status="200"}`) ||
+		!strings.Contains(body, `mcpruntime_http_requests_total{era="session",method="POST",status="200"}`) ||
 		!strings.Contains(body, "mcpruntime_mcp_sessions 1") {
 		t.Errorf("metrics: %d\n%s", code, body)
 	}

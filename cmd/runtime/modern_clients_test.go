@@ -136,8 +136,8 @@ func (s demoServer) wantNoSession(t *testing.T, before float64) {
 	}
 }
 
-// postsAnswered is the series of POSTs answered 200.
-const postsAnswered = `mcpruntime_http_requests_total{method="POST",status="200"}`
+// postsAnswered is the series of 2026-07-28 POSTs answered 200.
+const postsAnswered = `mcpruntime_http_requests_total{era="modern",method="POST",status="200"}`
 
 // post makes the Go side's change: a thread_post on the demo thread, over
 // a stateless request of its own, which updates the thread's transcript.
