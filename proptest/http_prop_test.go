@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -365,6 +366,18 @@ type httpMachine struct {
 	// the endpoint counted among its requests but issued does not.
 	asks      []*pendingAsk
 	asksEnded atomic.Int64
+	// listens are the listen streams the model holds open
+	// (http_listen_prop_test.go); listensDone counts the listen requests
+	// whose answer ended, which the endpoint counted among its requests
+	// but issued does not. opened is every listen ever made, for the
+	// cleanup (listenMu guards it: a batch's listens open at once), and
+	// pendingListens the listens of the batch being drawn, by namespace.
+	listens        []*listenStream
+	listensDone    atomic.Int64
+	listenMu       sync.Mutex
+	opened         []*listenStream
+	listenCleanup  bool
+	pendingListens map[string]int
 }
 
 func newHTTPMachine(t *rapid.T) *httpMachine {
@@ -396,6 +409,9 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		MaxSessionsPerNamespace: 1 << 20,
 		AskTimeout:              time.Hour, // an ask ends only as the model says
 		Observer:                obs,
+		// Small, so that the model's 429 finds a stream the endpoint
+		// failed to forget (http_listen_prop_test.go).
+		MaxListenStreamsPerNamespace: listenPerNamespace,
 	})
 	if err != nil {
 		ln.Close()
@@ -476,6 +492,8 @@ var httpWeight = map[string]int{
 	"Answer":              2,
 	"ModernCallRead":      1,
 	"ModernCallPost":      1,
+	"Listen":              1,
+	"ListenNotify":        1,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {
@@ -596,9 +614,9 @@ func (h *httpMachine) doWith(method string, who caller, sid string, body []byte,
 func (h *httpMachine) settle(t *rapid.T) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
-	for h.obs.done.Load() < h.issued+h.asksEnded.Load() {
+	for h.obs.done.Load() < h.issued+h.asksEnded.Load()+h.listensDone.Load() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the endpoint finished %d of %d requests after %v", h.obs.done.Load(), h.issued+h.asksEnded.Load(), waitTimeout)
+			t.Fatalf("the endpoint finished %d of %d requests after %v", h.obs.done.Load(), h.issued+h.asksEnded.Load()+h.listensDone.Load(), waitTimeout)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -916,6 +934,7 @@ func (h *httpMachine) Check(t *rapid.T) {
 		}
 		h.lastBatch = ""
 	}
+	h.checkListens(t)
 	h.lifecycleMachine.Check(t)
 	h.checkSessions(t)
 	h.checkAsks(t)
@@ -1017,6 +1036,7 @@ func (h *httpMachine) finish(t *rapid.T) {
 		}
 	}
 	h.checkSessions(t)
+	h.checkListens(t) // the archives ended every provider credential's streams
 	if n := h.rt.Stats().MCPSessions; n != 0 {
 		t.Fatalf("after every session ended, Stats().MCPSessions = %d, want 0", n)
 	}
@@ -1024,5 +1044,6 @@ func (h *httpMachine) finish(t *rapid.T) {
 		t.Fatalf("after every session ended, %d session actors are live, want 0", n)
 	}
 	h.endAsks(t)
+	h.finishListens(t)
 	h.closeAndCheck(t)
 }
