@@ -487,10 +487,9 @@ func (h *httpMachine) ListenNotify(t *rapid.T) {
 		}
 	}
 	// The barrier: an update of a URI it subscribed and may still read, or
-	// a tool list change;
-	// of another kind than the change where the filter allows, so that a
-	// change that should have come and did not shows as the barrier in
-	// its place.
+	// a tool list change; of another kind than the change where the filter
+	// allows, so that a change that should have come and did not shows as
+	// the barrier in its place.
 	readable := slices.DeleteFunc(slices.Clone(f.subs), func(u string) bool { return !h.m.mayRead(c, u) })
 	useUpdate := len(readable) > 0
 	if useUpdate && f.tools {

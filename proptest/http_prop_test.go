@@ -378,6 +378,9 @@ type httpMachine struct {
 	opened         []*listenStream
 	listenCleanup  bool
 	pendingListens map[string]int
+	// states are the requestStates the endpoint gave the machine
+	// (http_state_prop_test.go).
+	states []*modelState
 }
 
 func newHTTPMachine(t *rapid.T) *httpMachine {
@@ -412,6 +415,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		// Small, so that the model's 429 finds a stream the endpoint
 		// failed to forget (http_listen_prop_test.go).
 		MaxListenStreamsPerNamespace: listenPerNamespace,
+		RequestStateTTL:              testStateTTL,
 	})
 	if err != nil {
 		ln.Close()
@@ -429,6 +433,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		_ = rt.Close()
 	})
 	registerAskTool(t, rt)
+	registerAskPostTool(t, rt)
 	lm := &lifecycleMachine{
 		ctx:    context.Background(),
 		rt:     rt,
@@ -494,6 +499,8 @@ var httpWeight = map[string]int{
 	"ModernCallPost":      1,
 	"Listen":              1,
 	"ListenNotify":        1,
+	"ModernAsk":           2,
+	"ModernRetry":         3,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {
@@ -747,7 +754,7 @@ func sameAnswer(t *rapid.T, call string, a, b reply) {
 	ha.Del("Date")
 	hb.Del("Date")
 	if a.status != b.status || !bytes.Equal(a.body, b.body) || !cmp.Equal(ha, hb) {
-		t.Fatalf("%s: the 404 differs from an unknown id's:\n%d %v %q\nvs\n%d %v %q", call, a.status, ha, a.body, b.status, hb, b.body)
+		t.Fatalf("%s: the answer differs from an unknown one's:\n%d %v %q\nvs\n%d %v %q", call, a.status, ha, a.body, b.status, hb, b.body)
 	}
 }
 
