@@ -78,6 +78,12 @@ type cop struct {
 	// answer, so an injected driver failure reaching both is explained
 	// (with no effect: what the failed open minted is revoked).
 	twinOpen *cop
+	// revokeRacing: another op of the batch can revoke credentials, so a
+	// modern call cancelled in flight after its effect is explained.
+	revokeRacing bool
+	// agreed, if set, runs once an order explained the batch, on the
+	// agreed model (a listen joins the machine's open streams).
+	agreed func()
 }
 
 // concurrentWeight favours Batch.
@@ -107,6 +113,7 @@ func TestConcurrentMachine(t *testing.T) {
 func (h *httpMachine) batch(t *rapid.T) {
 	focus := h.genCaller(t)
 	focusSID := h.genSession(t, focus)
+	h.pendingListens = map[string]int{}
 	n := rapid.IntRange(2, 5).Draw(t, "batchSize")
 	ops := make([]*cop, n)
 	for i := range ops {
@@ -128,6 +135,9 @@ func (h *httpMachine) batch(t *rapid.T) {
 				// live credential: the session ends and cancels the call in
 				// flight, as a DELETE would.
 				a.deleteRacing = true
+			}
+			if i != j && revokes(b.desc) {
+				a.revokeRacing = true
 			}
 			if i != j && a.openPair != "" && a.openPair == b.openPair {
 				a.twinOpen = b
@@ -162,6 +172,11 @@ func (h *httpMachine) batch(t *rapid.T) {
 		h.lastBatch = fmt.Sprintf("%s\nexplained by the order %q", b.String(), agreed.order)
 		t.Logf("batch:%s", h.lastBatch)
 		h.lifecycleMachine.m, h.mcp = agreed.w.m, agreed.w.mcp
+		for _, op := range ops {
+			if op.agreed != nil {
+				op.agreed()
+			}
+		}
 		return
 	}
 	if len(found) == 0 {
@@ -323,6 +338,7 @@ var opKinds = []string{
 	"post", "post", "post", "read", "get", "get", "delete", "delete",
 	"revokeClient", "revokeClient", "switch", "switch", "archive", "archive",
 	"open", "open", "endRun", "rotate", "release", "startRun", "detach",
+	"mpost", "mpost", "mread", "listen", "listen",
 }
 
 // genOp draws one operation, mostly aimed at the focus.
@@ -342,6 +358,8 @@ func (h *httpMachine) genOp(t *rapid.T, focus caller, focusSID string) *cop {
 		inst = mt.instance
 	}
 	switch kind := rapid.SampledFrom(opKinds).Draw(t, "op"); kind {
+	case "mpost", "mread", "listen":
+		return h.modernOp(t, kind, who, sid)
 	case "post", "read":
 		target := h.genTarget(t)
 		args := map[string]string{}

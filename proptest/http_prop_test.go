@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -365,6 +366,21 @@ type httpMachine struct {
 	// the endpoint counted among its requests but issued does not.
 	asks      []*pendingAsk
 	asksEnded atomic.Int64
+	// listens are the listen streams the model holds open
+	// (http_listen_prop_test.go); listensDone counts the listen requests
+	// whose answer ended, which the endpoint counted among its requests
+	// but issued does not. opened is every listen ever made, for the
+	// cleanup (listenMu guards it: a batch's listens open at once), and
+	// pendingListens the listens of the batch being drawn, by namespace.
+	listens        []*listenStream
+	listensDone    atomic.Int64
+	listenMu       sync.Mutex
+	opened         []*listenStream
+	listenCleanup  bool
+	pendingListens map[string]int
+	// states are the requestStates the endpoint gave the machine
+	// (http_state_prop_test.go).
+	states []*modelState
 }
 
 func newHTTPMachine(t *rapid.T) *httpMachine {
@@ -396,6 +412,10 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		MaxSessionsPerNamespace: 1 << 20,
 		AskTimeout:              time.Hour, // an ask ends only as the model says
 		Observer:                obs,
+		// Small, so that the model's 429 finds a stream the endpoint
+		// failed to forget (http_listen_prop_test.go).
+		MaxListenStreamsPerNamespace: listenPerNamespace,
+		RequestStateTTL:              testStateTTL,
 	})
 	if err != nil {
 		ln.Close()
@@ -413,6 +433,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		_ = rt.Close()
 	})
 	registerAskTool(t, rt)
+	registerAskPostTool(t, rt)
 	lm := &lifecycleMachine{
 		ctx:    context.Background(),
 		rt:     rt,
@@ -476,6 +497,10 @@ var httpWeight = map[string]int{
 	"Answer":              2,
 	"ModernCallRead":      1,
 	"ModernCallPost":      1,
+	"Listen":              1,
+	"ListenNotify":        1,
+	"ModernAsk":           2,
+	"ModernRetry":         3,
 }
 
 func weighted(actions map[string]func(*rapid.T), weights map[string]int) map[string]func(*rapid.T) {
@@ -596,9 +621,9 @@ func (h *httpMachine) doWith(method string, who caller, sid string, body []byte,
 func (h *httpMachine) settle(t *rapid.T) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
-	for h.obs.done.Load() < h.issued+h.asksEnded.Load() {
+	for h.obs.done.Load() < h.issued+h.asksEnded.Load()+h.listensDone.Load() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the endpoint finished %d of %d requests after %v", h.obs.done.Load(), h.issued+h.asksEnded.Load(), waitTimeout)
+			t.Fatalf("the endpoint finished %d of %d requests after %v", h.obs.done.Load(), h.issued+h.asksEnded.Load()+h.listensDone.Load(), waitTimeout)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -729,7 +754,7 @@ func sameAnswer(t *rapid.T, call string, a, b reply) {
 	ha.Del("Date")
 	hb.Del("Date")
 	if a.status != b.status || !bytes.Equal(a.body, b.body) || !cmp.Equal(ha, hb) {
-		t.Fatalf("%s: the 404 differs from an unknown id's:\n%d %v %q\nvs\n%d %v %q", call, a.status, ha, a.body, b.status, hb, b.body)
+		t.Fatalf("%s: the answer differs from an unknown one's:\n%d %v %q\nvs\n%d %v %q", call, a.status, ha, a.body, b.status, hb, b.body)
 	}
 }
 
@@ -916,6 +941,7 @@ func (h *httpMachine) Check(t *rapid.T) {
 		}
 		h.lastBatch = ""
 	}
+	h.checkListens(t)
 	h.lifecycleMachine.Check(t)
 	h.checkSessions(t)
 	h.checkAsks(t)
@@ -1017,6 +1043,7 @@ func (h *httpMachine) finish(t *rapid.T) {
 		}
 	}
 	h.checkSessions(t)
+	h.checkListens(t) // the archives ended every provider credential's streams
 	if n := h.rt.Stats().MCPSessions; n != 0 {
 		t.Fatalf("after every session ended, Stats().MCPSessions = %d, want 0", n)
 	}
@@ -1024,5 +1051,6 @@ func (h *httpMachine) finish(t *rapid.T) {
 		t.Fatalf("after every session ended, %d session actors are live, want 0", n)
 	}
 	h.endAsks(t)
+	h.finishListens(t)
 	h.closeAndCheck(t)
 }

@@ -837,7 +837,11 @@ func (s *lifecycleMachine) Post(t *rapid.T) {
 // provider session": each one's credentials are revoked unless another open
 // session holds them).
 func (s *lifecycleMachine) AdvanceClock(t *rapid.T) {
-	d := rapid.SampledFrom(clockSteps).Draw(t, "by")
+	s.advance(t, rapid.SampledFrom(clockSteps).Draw(t, "by"))
+}
+
+// advance is AdvanceClock by d.
+func (s *lifecycleMachine) advance(t *rapid.T, d time.Duration) {
 	before := s.liveness()
 	s.clock.Advance(d)
 	s.m.now = s.m.now.Add(d)

@@ -304,3 +304,87 @@ func TestOpenRacingRotateReusesTheRebindingSession(t *testing.T) {
 		}
 	}
 }
+
+// TestListenDeadAfterDispatchIs401: a subscriptions/listen whose
+// credential dies after the dispatch check (SPEC §5 order 7) but before
+// its stream starts must be answered as a request arriving then is, 401,
+// never an empty 200. The concurrent machine found a listen racing
+// RevokeClient answered "200" with no body and no Content-Type (its batch:
+// "RevokeClient(cl_…) → ok; subscriptions/listen … → 200 [] (ended
+// true)"): in internal/mcphttp/listen.go the listen registers its watches,
+// reads the credential again (`if s.deadSince(p) != "" { return }`) and
+// returns without writing, so net/http answers 200 with nothing — an
+// answer Streamable HTTP does not allow (a request's answer is
+// application/json or text/event-stream) and unlike a JSON call that loses
+// its credential before it answered (SPEC §5a.5: 401). A revocation cannot
+// be put in that window from outside; an expiry can, on a clock that moves
+// one microsecond each time the runtime reads it: the token is made to
+// expire k readings after the request arrives, for every k in turn, so
+// that in some round the dispatch check sees it live and the listen's
+// second look sees it dead. The promise checked in every round: 401, or a
+// stream that starts with its acknowledgement.
+func TestListenDeadAfterDispatchIs401(t *testing.T) {
+	ctx := context.Background()
+	clock := &steppingClock{now: testStart}
+	rt, err := mcpruntime.New(mcpruntime.Config{ClientTokenTTL: time.Hour, Now: clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	ep, err := rt.MCPHandler(mcpruntime.MCPOptions{IdleTimeout: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(ep)
+	defer hs.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	h := &httpMachine{url: hs.URL + "/mcp", client: &http.Client{Transport: tr}}
+	ack := ackFrame("1", listenFilter{tools: true})
+	for k := range 40 {
+		ct, err := rt.IssueClient(ctx, "listener", readOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := rt.Authenticate(ct.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.set(p.Expires.Add(-time.Duration(k) * time.Microsecond))
+		s, err := h.openListen(caller{token: ct.Token}, "", "1", listenFilter{tools: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch s.status {
+		case http.StatusUnauthorized:
+		case http.StatusOK:
+			if !s.waitEnd(time.Now().Add(waitTimeout)) { // a hang detector: the expiry ends it
+				t.Fatalf("round %d: the stream of an expired token is still open after %v", k, waitTimeout)
+			}
+			if fr := s.snapshot(); s.header.Get("Content-Type") != "text/event-stream" || len(fr) == 0 || fr[0] != ack {
+				t.Fatalf("round %d: a listen whose token expired under it = 200 (Content-Type %q) %q, want 401 or a stream that starts with its acknowledgement", k, s.header.Get("Content-Type"), fr)
+			}
+		default:
+			t.Fatalf("round %d: a listen whose token expired under it = %d %s, want 401 or 200", k, s.status, s.body)
+		}
+	}
+}
+
+// steppingClock moves one microsecond each time it is read.
+type steppingClock struct {
+	mu  sync.Mutex // guards now
+	now time.Time
+}
+
+func (c *steppingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Microsecond)
+	return c.now
+}
+
+func (c *steppingClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}

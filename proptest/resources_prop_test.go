@@ -70,7 +70,11 @@ func resourceURIs() []string {
 }
 
 // mayRead is the model's answer: whether c, live, may read uri now.
-func (s *lifecycleMachine) mayRead(c *modelCred, uri string) bool {
+func (s *lifecycleMachine) mayRead(c *modelCred, uri string) bool { return s.m.mayRead(c, uri) }
+
+// mayRead is whether c, live, may read uri in m (the concurrent machine
+// asks it of the states it tries orders on).
+func (m *model) mayRead(c *modelCred, uri string) bool {
 	switch uri {
 	case resProviderOnly:
 		return c.kind == kindProvider
@@ -81,7 +85,7 @@ func (s *lifecycleMachine) mayRead(c *modelCred, uri string) bool {
 	}
 	for _, id := range threadPool {
 		if uri == mcpruntime.TranscriptURI(id) {
-			return s.m.threads[id] != nil
+			return m.threads[id] != nil
 		}
 	}
 	return false

@@ -158,7 +158,10 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, p caller, msg *m
 	kill := func() { once.Do(func() { close(dead) }) }
 	defer s.live.WatchCredential(p.CredentialID, kill)()
 	defer s.live.WatchNamespace(p.Namespace, kill)()
-	if s.deadSince(p) != "" { // revoked between the recheck and the watch
+	// Dead between the dispatch check and the watch: nothing was sent for
+	// it yet, so it is answered as a request arriving now, 401 (an empty
+	// 200 is no answer Streamable HTTP allows).
+	if !s.recheck(w, p, nil) {
 		return
 	}
 
