@@ -67,11 +67,13 @@ func (a *mcpSessionActor) starting(ctx actor.Context) {
 		if a.e = a.cfg.Table.entry(msg.ID); a.e == nil {
 			a.cfg.Logger.Error("session actor: no table entry", "session", msg.ID)
 			a.behavior.Become(a.ended)
+			ctx.Respond(&Started{Ended: true})
 			ctx.Stop(ctx.Self())
 			return
 		}
 		a.start(ctx, msg)
 		a.behavior.Become(a.live)
+		ctx.Respond(&Started{})
 	case Message:
 		a.refuse(ctx)
 	}
@@ -81,6 +83,7 @@ func (a *mcpSessionActor) live(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *Start:
 		a.cfg.Logger.Warn("session actor: started twice", "session", a.p.ID)
+		ctx.Respond(&Started{})
 	case *CloseStream:
 		a.e.closeStream()
 	case *Initialized:
@@ -119,6 +122,8 @@ func (a *mcpSessionActor) ended(ctx actor.Context) {
 // (not started, or ended).
 func (a *mcpSessionActor) refuse(ctx actor.Context) {
 	switch ctx.Message().(type) {
+	case *Start:
+		ctx.Respond(&Started{Ended: true})
 	case *Delete:
 		ctx.Respond(&Deleted{AlreadyEnded: true})
 	case *GetInfo:

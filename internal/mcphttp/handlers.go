@@ -209,13 +209,14 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		return
 	}
 	// First, before the session is findable: every later message is queued
-	// behind it.
-	s.root.Send(pid, &session.Start{
+	// behind it. One round trip: Start is answered once the ownership
+	// record is written, so the id is usable the moment the client reads it.
+	started := s.root.RequestFuture(pid, &session.Start{
 		ID:              id,
 		ProtocolVersion: version,
 		ClientName:      truncate(params.ClientInfo.Name, 256),
 		ClientVersion:   truncate(params.ClientInfo.Version, 64),
-	})
+	}, s.opts.ActorTimeout)
 	open := s.sessions.Commit(e, pid)
 	s.opts.Observer.SessionOpened()
 	if !open {
@@ -225,9 +226,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		s.fail(w, failClosing)
 		return
 	}
-	// Wait until the actor wrote its ownership record: the id is usable
-	// the moment the client reads it.
-	if _, err := s.ask(pid, &session.GetInfo{}); err != nil {
+	if res, err := started.Result(); err != nil || res.(*session.Started).Ended {
 		s.opts.Logger.Error("session did not start", "err", err)
 		s.failFor(w, failSessionNotStarted, msg.ID, "")
 		s.root.Stop(pid)
