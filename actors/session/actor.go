@@ -134,17 +134,15 @@ func (a *mcpSessionActor) refuse(ctx actor.Context) {
 func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
 	a.p = *p
 	owner := a.e.Owner()
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		return w.PutMCPSession(&memdb.MCPSession{
-			ID:              p.ID,
-			Owner:           owner.Namespace,
-			Credential:      owner.Credential,
-			ProtocolVersion: p.ProtocolVersion,
-			ClientName:      p.ClientName,
-			ClientVersion:   p.ClientVersion,
-			Created:         a.e.created,
-			LastActive:      a.e.created,
-		})
+	err := a.cfg.Store.PutMCPSession(&memdb.MCPSession{
+		ID:              p.ID,
+		Owner:           owner.Namespace,
+		Credential:      owner.Credential,
+		ProtocolVersion: p.ProtocolVersion,
+		ClientName:      p.ClientName,
+		ClientVersion:   p.ClientVersion,
+		Created:         a.e.created,
+		LastActive:      a.e.created,
 	})
 	if err != nil {
 		a.cfg.Logger.Error("write session record", "err", err)
@@ -196,7 +194,7 @@ func (a *mcpSessionActor) finish(reason string) {
 	a.e.close()
 	a.e.Asks().close()
 	a.e.Streams().close()
-	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.p.ID) }); err != nil {
+	if err := a.cfg.Store.DeleteMCPSession(a.p.ID); err != nil {
 		a.cfg.Logger.Error("delete session record", "err", err)
 	}
 	a.cfg.Table.Release(a.e)
