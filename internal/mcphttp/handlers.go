@@ -233,11 +233,50 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		return
 	}
 	w.Header().Set(headerSession, id)
-	writeResult(w, msg.ID, &initializeResult{
-		Capabilities:    s.backend.Capabilities(),
-		ProtocolVersion: version,
-		ServerInfo:      serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion},
-	})
+	result, ok := s.initializeResult(version)
+	if !ok {
+		writeResult(w, msg.ID, &initializeResult{
+			Capabilities:    s.backend.Capabilities(),
+			ProtocolVersion: version,
+			ServerInfo:      serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion},
+		})
+		return
+	}
+	writeRawResult(w, msg.ID, result)
+}
+
+// initResults are the encoded initialize results of one capabilities
+// value, by protocol version: all an initialize result depends on, the
+// server's name and version being fixed.
+type initResults struct {
+	caps      *mcp.ServerCapabilities
+	byVersion map[string][]byte
+}
+
+// initializeResult returns the encoded result of an initialize that
+// negotiated version, made once per capabilities value the backend
+// returns (compared by pointer) and shared; ok false if it cannot be
+// encoded, and the caller encodes it as it goes.
+func (s *Server) initializeResult(version string) (result []byte, ok bool) {
+	caps := s.backend.Capabilities()
+	c := s.initResults.Load()
+	if c == nil || c.caps != caps {
+		c = &initResults{caps: caps, byVersion: make(map[string][]byte, len(protocolVersions))}
+		for _, v := range protocolVersions {
+			b, err := json.Marshal(&initializeResult{
+				Capabilities:    caps,
+				ProtocolVersion: v,
+				ServerInfo:      serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion},
+			})
+			if err != nil {
+				return nil, false
+			}
+			c.byVersion[v] = b
+		}
+		s.initResults.Store(c)
+	}
+	result, ok = c.byVersion[version]
+	return result, ok
 }
 
 // initializeResult is the result of initialize.
