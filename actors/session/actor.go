@@ -192,8 +192,7 @@ func (a *mcpSessionActor) finish(reason string) {
 		a.stopWatch = nil
 	}
 	a.e.close()
-	a.e.Asks().close()
-	a.e.Streams().close()
+	a.e.closeShared()
 	if err := a.cfg.Store.DeleteMCPSession(a.p.ID); err != nil {
 		a.cfg.Logger.Error("delete session record", "err", err)
 	}
