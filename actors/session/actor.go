@@ -50,12 +50,11 @@ func NewProps(cfg *Config) *actor.Props {
 // (until Start), live, ended (answering what is still queued until it
 // stops).
 type mcpSessionActor struct {
-	cfg         *Config
-	behavior    actor.Behavior
-	e           *Entry // found in the Table at Start
-	p           Start  // this session's parameters
-	initialized bool
-	stopWatch   func()
+	cfg       *Config
+	behavior  actor.Behavior
+	e         *Entry // found in the Table at Start
+	p         Start  // this session's parameters
+	stopWatch func()
 }
 
 func (a *mcpSessionActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
@@ -86,8 +85,6 @@ func (a *mcpSessionActor) live(ctx actor.Context) {
 		ctx.Respond(&Started{})
 	case *CloseStream:
 		a.e.closeStream()
-	case *Initialized:
-		a.initialized = true
 	case *GetInfo:
 		ctx.Respond(a.info())
 	case *Delete:
@@ -158,7 +155,7 @@ func (a *mcpSessionActor) info() *Info {
 		ID:              a.p.ID,
 		Owner:           a.e.Owner(),
 		ProtocolVersion: a.p.ProtocolVersion,
-		Initialized:     a.initialized,
+		Initialized:     a.e.Initialized(),
 		InFlight:        a.e.InFlight(),
 		StreamOpen:      a.e.StreamOpen(),
 		Created:         a.e.created,

@@ -61,9 +61,6 @@ type IdleCheck struct{}
 // go on (graceful shutdown).
 type CloseStream struct{}
 
-// Initialized records notifications/initialized.
-type Initialized struct{}
-
 // Delete ends the session. Answered by *Deleted once the ownership record
 // is gone and every request in flight was cancelled.
 type Delete struct{ Reason string }
@@ -95,7 +92,6 @@ func (*Start) sessionMessage()       {}
 func (*Started) sessionMessage()     {}
 func (*IdleCheck) sessionMessage()   {}
 func (*CloseStream) sessionMessage() {}
-func (*Initialized) sessionMessage() {}
 func (*Delete) sessionMessage()      {}
 func (*GetInfo) sessionMessage()     {}
 func (*ownerDead) sessionMessage()   {}

@@ -322,7 +322,7 @@ func truncate(s string, n int) string {
 func (s *Server) notify(e *session.Entry, msg *message) {
 	switch msg.Method {
 	case "notifications/initialized":
-		s.root.Send(e.PID(), &session.Initialized{})
+		e.MarkInitialized() // shared state, like the log level: no actor turn
 	case "notifications/cancelled":
 		var params struct {
 			RequestID json.RawMessage `json:"requestId"`
