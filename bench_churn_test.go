@@ -10,7 +10,9 @@ import (
 	mcpruntime "github.com/agenthost/mcpruntime"
 )
 
-// BenchmarkHTTPSessionChurn is one initialize → DELETE cycle over loopback,
+// BenchmarkHTTPSessionChurn is one initialize → notifications/initialized
+// → DELETE cycle over loopback (a 2025 session's whole life, as the
+// harness's churn row runs it),
 // with the default 24 h credential window and with expiry off, and reports
 // the live heap after a GC before and after the b.N cycles, and the actors
 // left: what a server keeps of the sessions that ended (issue 11, item 5).
@@ -37,6 +39,9 @@ func benchSessionChurn(b *testing.B, window time.Duration) {
 		sid := resp.Header.Get("Mcp-Session-Id")
 		if resp.StatusCode != http.StatusOK || sid == "" {
 			b.Fatalf("initialize: %s", resp.Status)
+		}
+		if resp, _ := benchDo(b, srv, tok, http.MethodPost, sid, benchInitialized); resp.StatusCode != http.StatusAccepted {
+			b.Fatalf("notifications/initialized: %s", resp.Status)
 		}
 		if resp, _ := benchDo(b, srv, tok, http.MethodDelete, sid, nil); resp.StatusCode != http.StatusNoContent {
 			b.Fatalf("DELETE: %s", resp.Status)

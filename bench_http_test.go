@@ -44,6 +44,8 @@ func benchSession(b *testing.B) func(body []byte) []byte {
 	}
 }
 
+var benchInitialized = []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
 var benchInitialize = []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
 
 // benchDo sends one MCP request to srv with tok, on session sid unless it

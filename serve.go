@@ -46,14 +46,16 @@ func (b *mcpBackend) Authenticate(tok string) (Principal, error) {
 
 // Capabilities: every feature is declared, since the built-ins use each
 // (the transcripts are resources) and embedders add to them at any time.
-func (b *mcpBackend) Capabilities() *mcp.ServerCapabilities {
-	return &mcp.ServerCapabilities{
-		Tools:       &mcp.ToolCapabilities{ListChanged: true},
-		Resources:   &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true},
-		Prompts:     &mcp.PromptCapabilities{ListChanged: true},
-		Completions: &mcp.CompletionCapabilities{},
-		Logging:     &mcp.LoggingCapabilities{},
-	}
+func (b *mcpBackend) Capabilities() *mcp.ServerCapabilities { return serverCapabilities }
+
+// serverCapabilities are the runtime's, one value for every endpoint, so
+// that each encodes its initialize results once. Read-only.
+var serverCapabilities = &mcp.ServerCapabilities{
+	Tools:       &mcp.ToolCapabilities{ListChanged: true},
+	Resources:   &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true},
+	Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+	Completions: &mcp.CompletionCapabilities{},
+	Logging:     &mcp.LoggingCapabilities{},
 }
 
 func (b *mcpBackend) CanRead(p Principal, uri string) bool { return b.r.CanRead(p, uri) }

@@ -1,6 +1,8 @@
 package memdb
 
 import (
+	"fmt"
+
 	gomemdb "github.com/hashicorp/go-memdb"
 )
 
@@ -157,7 +159,44 @@ func mcpSessionsTableSchema() *gomemdb.TableSchema {
 			// namespace itself (caps, eviction), so an index by owner or by
 			// credential would only cost a radix-tree path per session —
 			// hundreds of bytes at 100 000 idle sessions.
-			IndexID: idIndex(),
+			// Typed rather than by reflection: the table is written twice
+			// per MCP session, on the hot path of session churn.
+			IndexID: {Name: IndexID, Unique: true, Indexer: mcpSessionIDIndex{}},
 		},
 	}
+}
+
+// mcpSessionIDIndex indexes an MCPSession by ID, with the keys
+// gomemdb.StringFieldIndex{Field: "ID"} makes (the ID and a NUL; an empty
+// ID is missing), without its reflection (TestMCPSessionIDIndex holds the
+// two equal).
+type mcpSessionIDIndex struct{}
+
+func (mcpSessionIDIndex) FromObject(obj any) (bool, []byte, error) {
+	m, ok := obj.(*MCPSession)
+	if !ok {
+		return false, nil, fmt.Errorf("mcp_sessions id index: %T is not *MCPSession", obj)
+	}
+	if m.ID == "" {
+		return false, nil, nil
+	}
+	return true, nulTerminated(m.ID), nil
+}
+
+func (mcpSessionIDIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != 1 {
+		return nil, fmt.Errorf("must provide only a single argument")
+	}
+	id, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("argument must be a string: %#v", args[0])
+	}
+	return nulTerminated(id), nil
+}
+
+// nulTerminated returns s and a NUL in one allocation.
+func nulTerminated(s string) []byte {
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return b
 }

@@ -62,7 +62,11 @@ func TestSchemaValid(t *testing.T) {
 			if id.AllowMissing {
 				t.Errorf("table %q index %q AllowMissing = true, want false", name, IndexID)
 			}
-			if diff := cmp.Diff(&gomemdb.StringFieldIndex{Field: "ID"}, id.Indexer); diff != "" {
+			var want gomemdb.Indexer = &gomemdb.StringFieldIndex{Field: "ID"}
+			if name == TableMCPSessions {
+				want = mcpSessionIDIndex{} // the same keys (TestMCPSessionIDIndex)
+			}
+			if diff := cmp.Diff(want, id.Indexer); diff != "" {
 				t.Errorf("table %q index %q indexer mismatch (-want +got):\n%s", name, IndexID, diff)
 			}
 		})
@@ -84,6 +88,8 @@ func TestSchemaFieldsExist(t *testing.T) {
 			field, want = ix.Field, stringType
 		case *gomemdb.StringSliceFieldIndex:
 			field, want = ix.Field, stringsType
+		case mcpSessionIDIndex:
+			field, want = "ID", stringType
 		case *gomemdb.CompoundIndex:
 			for i, sub := range ix.Indexes {
 				check(t, rec, fmt.Sprintf("%s sub-index %d", where, i), sub)
@@ -234,4 +240,32 @@ func typeName(t reflect.Type) string {
 		return "gomemdb." + t.Name()
 	}
 	return t.String()
+}
+
+// TestMCPSessionIDIndex: the typed id index of mcp_sessions makes the keys
+// gomemdb.StringFieldIndex{Field: "ID"} makes, from records and from
+// arguments, and fails where it fails.
+func TestMCPSessionIDIndex(t *testing.T) {
+	ref := &gomemdb.StringFieldIndex{Field: "ID"}
+	typed := mcpSessionIDIndex{}
+	for _, id := range []string{"mcps_abc", "", "a\x00b", "é"} {
+		wantOK, wantKey, wantErr := ref.FromObject(&MCPSession{ID: id})
+		gotOK, gotKey, gotErr := typed.FromObject(&MCPSession{ID: id})
+		if gotOK != wantOK || string(gotKey) != string(wantKey) || (gotErr == nil) != (wantErr == nil) {
+			t.Errorf("FromObject(ID %q) = %v, %q, %v, want %v, %q, %v", id, gotOK, gotKey, gotErr, wantOK, wantKey, wantErr)
+		}
+		wantArg, wantErr := ref.FromArgs(id)
+		gotArg, gotErr := typed.FromArgs(id)
+		if string(gotArg) != string(wantArg) || (gotErr == nil) != (wantErr == nil) {
+			t.Errorf("FromArgs(%q) = %q, %v, want %q, %v", id, gotArg, gotErr, wantArg, wantErr)
+		}
+	}
+	for _, args := range [][]any{nil, {"a", "b"}, {1}} {
+		if _, err := typed.FromArgs(args...); err == nil {
+			t.Errorf("FromArgs(%v) = nil error, want one", args)
+		}
+	}
+	if _, _, err := typed.FromObject(&Thread{ID: "t"}); err == nil {
+		t.Errorf("FromObject(*Thread) = nil error, want one")
+	}
 }

@@ -68,6 +68,41 @@ func (s *Store) Write(fn func(w *Writer) error) error {
 	return nil
 }
 
+// PutMCPSession writes an MCP session's ownership record in a transaction
+// of its own, as Write(w.PutMCPSession) would, for less: the session
+// actor's one write as a session starts, on every initialize. It tracks no
+// changes, since no record of this table is a credential. The store keeps
+// m itself: the caller must not change it afterwards.
+func (s *Store) PutMCPSession(m *MCPSession) error {
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	if err := txn.Insert(TableMCPSessions, m); err != nil {
+		return fmt.Errorf("write %s: %w", TableMCPSessions, err)
+	}
+	txn.Commit()
+	return nil
+}
+
+// DeleteMCPSession removes an MCP session's ownership record in a
+// transaction of its own, as Write(w.DeleteMCPSession) would, for less: by
+// its id alone, without reading the record first, and tracking no changes.
+// A missing record is [ErrNotFound].
+func (s *Store) DeleteMCPSession(id string) error {
+	if id == "" {
+		return ErrNotFound // no record has it; memdb calls it a missing index
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	switch err := txn.Delete(TableMCPSessions, &MCPSession{ID: id}); {
+	case errors.Is(err, gomemdb.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return fmt.Errorf("delete %s %q: %w", TableMCPSessions, id, err)
+	}
+	txn.Commit()
+	return nil
+}
+
 // credentialHook is one OnCredentialsChanged registration.
 type credentialHook struct {
 	fn func([]*Credential)

@@ -1181,3 +1181,36 @@ func TestConcurrentReadersGetPrivateCopies(t *testing.T) {
 		t.Errorf("Thread(%q) was changed by a reader: Messages[0].Text = %q, Run.ID = %q", "t4", th.Messages[0].Text, th.Run.ID)
 	}
 }
+
+// TestStoreMCPSessionWrites: the session actor's own writes, one
+// transaction each, keep the records as Write does, and a missing one is
+// ErrNotFound.
+func TestStoreMCPSessionWrites(t *testing.T) {
+	s := newStore(t)
+	m1 := &MCPSession{ID: "m1", Owner: "cred:c1", Credential: "c1", ProtocolVersion: "2025-11-25", ClientName: "a"}
+	m2 := &MCPSession{ID: "m2", Owner: "cred:c2", Credential: "c2", ProtocolVersion: "2025-06-18"}
+	for _, m := range []*MCPSession{m1, m2} {
+		if err := s.PutMCPSession(m); err != nil {
+			t.Fatalf("PutMCPSession(%q) = %v, want nil", m.ID, err)
+		}
+	}
+	got, err := s.Read().MCPSessions()
+	if err != nil {
+		t.Fatalf("MCPSessions() = %v", err)
+	}
+	if diff := cmp.Diff([]*MCPSession{m1, m2}, got); diff != "" {
+		t.Errorf("MCPSessions() after two puts (-want +got):\n%s", diff)
+	}
+	if err := s.DeleteMCPSession("m1"); err != nil {
+		t.Fatalf("DeleteMCPSession(m1) = %v, want nil", err)
+	}
+	got, _ = s.Read().MCPSessions()
+	if diff := cmp.Diff([]*MCPSession{m2}, got); diff != "" {
+		t.Errorf("MCPSessions() after deleting m1 (-want +got):\n%s", diff)
+	}
+	for _, id := range []string{"m1", "nope", ""} {
+		if err := s.DeleteMCPSession(id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("DeleteMCPSession(%q) = %v, want ErrNotFound", id, err)
+		}
+	}
+}

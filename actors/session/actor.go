@@ -50,12 +50,11 @@ func NewProps(cfg *Config) *actor.Props {
 // (until Start), live, ended (answering what is still queued until it
 // stops).
 type mcpSessionActor struct {
-	cfg         *Config
-	behavior    actor.Behavior
-	e           *Entry // found in the Table at Start
-	p           Start  // this session's parameters
-	initialized bool
-	stopWatch   func()
+	cfg       *Config
+	behavior  actor.Behavior
+	e         *Entry // found in the Table at Start
+	p         Start  // this session's parameters
+	stopWatch func()
 }
 
 func (a *mcpSessionActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
@@ -67,11 +66,13 @@ func (a *mcpSessionActor) starting(ctx actor.Context) {
 		if a.e = a.cfg.Table.entry(msg.ID); a.e == nil {
 			a.cfg.Logger.Error("session actor: no table entry", "session", msg.ID)
 			a.behavior.Become(a.ended)
+			ctx.Respond(&Started{Ended: true})
 			ctx.Stop(ctx.Self())
 			return
 		}
 		a.start(ctx, msg)
 		a.behavior.Become(a.live)
+		ctx.Respond(&Started{})
 	case Message:
 		a.refuse(ctx)
 	}
@@ -81,10 +82,9 @@ func (a *mcpSessionActor) live(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *Start:
 		a.cfg.Logger.Warn("session actor: started twice", "session", a.p.ID)
+		ctx.Respond(&Started{})
 	case *CloseStream:
 		a.e.closeStream()
-	case *Initialized:
-		a.initialized = true
 	case *GetInfo:
 		ctx.Respond(a.info())
 	case *Delete:
@@ -119,6 +119,8 @@ func (a *mcpSessionActor) ended(ctx actor.Context) {
 // (not started, or ended).
 func (a *mcpSessionActor) refuse(ctx actor.Context) {
 	switch ctx.Message().(type) {
+	case *Start:
+		ctx.Respond(&Started{Ended: true})
 	case *Delete:
 		ctx.Respond(&Deleted{AlreadyEnded: true})
 	case *GetInfo:
@@ -129,17 +131,15 @@ func (a *mcpSessionActor) refuse(ctx actor.Context) {
 func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
 	a.p = *p
 	owner := a.e.Owner()
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		return w.PutMCPSession(&memdb.MCPSession{
-			ID:              p.ID,
-			Owner:           owner.Namespace,
-			Credential:      owner.Credential,
-			ProtocolVersion: p.ProtocolVersion,
-			ClientName:      p.ClientName,
-			ClientVersion:   p.ClientVersion,
-			Created:         a.e.created,
-			LastActive:      a.e.created,
-		})
+	err := a.cfg.Store.PutMCPSession(&memdb.MCPSession{
+		ID:              p.ID,
+		Owner:           owner.Namespace,
+		Credential:      owner.Credential,
+		ProtocolVersion: p.ProtocolVersion,
+		ClientName:      p.ClientName,
+		ClientVersion:   p.ClientVersion,
+		Created:         a.e.created,
+		LastActive:      a.e.created,
 	})
 	if err != nil {
 		a.cfg.Logger.Error("write session record", "err", err)
@@ -155,7 +155,7 @@ func (a *mcpSessionActor) info() *Info {
 		ID:              a.p.ID,
 		Owner:           a.e.Owner(),
 		ProtocolVersion: a.p.ProtocolVersion,
-		Initialized:     a.initialized,
+		Initialized:     a.e.Initialized(),
 		InFlight:        a.e.InFlight(),
 		StreamOpen:      a.e.StreamOpen(),
 		Created:         a.e.created,
@@ -189,9 +189,8 @@ func (a *mcpSessionActor) finish(reason string) {
 		a.stopWatch = nil
 	}
 	a.e.close()
-	a.e.Asks().close()
-	a.e.Streams().close()
-	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.p.ID) }); err != nil {
+	a.e.closeShared()
+	if err := a.cfg.Store.DeleteMCPSession(a.p.ID); err != nil {
 		a.cfg.Logger.Error("delete session record", "err", err)
 	}
 	a.cfg.Table.Release(a.e)

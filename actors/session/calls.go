@@ -40,6 +40,10 @@ type Calls struct {
 	// logLevel is the session's logging/setLevel, as the endpoint ranks
 	// levels; 0 until the client sets one.
 	logLevel atomic.Int32
+	// initialized: the client sent notifications/initialized. Set by the
+	// HTTP path, like logLevel, so that the notification costs the actor
+	// no turn (it fits the padding after mu: Calls keeps its size).
+	initialized atomic.Bool
 
 	mu     sync.Mutex                         // guards the fields below
 	calls  map[string]context.CancelCauseFunc // by request id key; nil until the first call
@@ -65,6 +69,12 @@ func (a *Calls) SetLogLevel(rank int32) { a.logLevel.Store(rank) }
 
 // LogLevel returns the session's log level, 0 if none was set.
 func (a *Calls) LogLevel() int32 { return a.logLevel.Load() }
+
+// MarkInitialized records notifications/initialized.
+func (a *Calls) MarkInitialized() { a.initialized.Store(true) }
+
+// Initialized reports whether the client sent notifications/initialized.
+func (a *Calls) Initialized() bool { return a.initialized.Load() }
 
 // Busy reports whether a request or stream is open.
 func (a *Calls) Busy() bool { return a.busy.Load() > 0 }

@@ -71,3 +71,17 @@ func TestCalls(t *testing.T) {
 		t.Fatalf("BeginCall after close = %v, want ErrClosed", err)
 	}
 }
+
+// TestCallsInitialized: notifications/initialized is recorded on the
+// shared state, not by the actor: unset until marked, then set.
+func TestCallsInitialized(t *testing.T) {
+	var c Calls
+	if c.Initialized() {
+		t.Fatalf("Initialized() of a new session = true, want false")
+	}
+	c.MarkInitialized()
+	c.MarkInitialized() // a second notification changes nothing
+	if !c.Initialized() {
+		t.Errorf("Initialized() after MarkInitialized = false, want true")
+	}
+}

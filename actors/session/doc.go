@@ -49,8 +49,8 @@
 // The actor owns the session's endings and its record. All sessions of an
 // endpoint share one Props ([NewProps]); the spawner sends [Start] first,
 // plain data: the actor finds its Entry in the Table by id. Its phases are
-// behaviours — starting, live, ended. Start writes the ownership record and
-// registers the owner with the liveness monitor; the session ends on DELETE
+// behaviours — starting, live, ended. Start writes the ownership record,
+// registers the owner with the liveness monitor and answers [Started]; the session ends on DELETE
 // by its owner, on idle eviction (an [IdleCheck] finds it idle), on cap
 // eviction by the endpoint, when its owner namespace has no live credential
 // left (revoked or expired: the monitor tells it), and when it is stopped

@@ -38,14 +38,19 @@ type Message interface{ sessionMessage() }
 
 // Start gives a new session actor its parameters: its id, by which it finds
 // its Entry in the Table, and what its ownership record says. The spawner
-// sends it first, right after spawning; it is not answered (ask GetInfo to
-// wait for the ownership record).
+// sends it first, right after spawning, as a request: it is answered by
+// *Started once the ownership record is written (a Start sent without a
+// sender is not answered).
 type Start struct {
 	ID              string
 	ProtocolVersion string
 	ClientName      string
 	ClientVersion   string
 }
+
+// Started answers Start. Ended: the session could not start (no Table
+// entry) or had already ended.
+type Started struct{ Ended bool }
 
 // IdleCheck asks the session to end if it has been idle for IdleTimeout:
 // nothing in flight, no stream, no activity. The endpoint sends it to the
@@ -55,9 +60,6 @@ type IdleCheck struct{}
 // CloseStream ends the standalone stream, if one is open; calls in flight
 // go on (graceful shutdown).
 type CloseStream struct{}
-
-// Initialized records notifications/initialized.
-type Initialized struct{}
 
 // Delete ends the session. Answered by *Deleted once the ownership record
 // is gone and every request in flight was cancelled.
@@ -87,9 +89,9 @@ type Info struct {
 type ownerDead struct{}
 
 func (*Start) sessionMessage()       {}
+func (*Started) sessionMessage()     {}
 func (*IdleCheck) sessionMessage()   {}
 func (*CloseStream) sessionMessage() {}
-func (*Initialized) sessionMessage() {}
 func (*Delete) sessionMessage()      {}
 func (*GetInfo) sessionMessage()     {}
 func (*ownerDead) sessionMessage()   {}

@@ -45,6 +45,26 @@ func (e *Entry) Streams() *Streams {
 	return e.streams.Load()
 }
 
+// closedStreams and closedAsks are the Streams and Asks of every session
+// that ended without ever having had its own: closed, shared, never
+// changed (every method of a closed one refuses or reports nothing), so
+// an ending session makes none just to close it.
+var (
+	closedStreams = &Streams{closed: true}
+	closedAsks    = &Asks{closed: true}
+)
+
+// closeShared closes the session's Streams and Asks as it ends, so that
+// none starts afterwards: those it has, or the closed shared ones.
+func (e *Entry) closeShared() {
+	if !e.streams.CompareAndSwap(nil, closedStreams) {
+		e.streams.Load().close()
+	}
+	if !e.asks.CompareAndSwap(nil, closedAsks) {
+		e.asks.Load().close()
+	}
+}
+
 // streamsIfAny returns the session's Streams if it has ever had one, else
 // nil: a session that never streamed has no stream to notify.
 func (e *Entry) streamsIfAny() *Streams { return e.streams.Load() }

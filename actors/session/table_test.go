@@ -76,3 +76,40 @@ func TestEntryLazyStreamsAndAsks(t *testing.T) {
 		t.Fatalf("the Streams made at first use have limits %p, want the Table's %p", got[0].limits, &tb.streams)
 	}
 }
+
+// TestEntryCloseShared: a session that ends refuses every stream and ask
+// afterwards, whether it had its own Streams and Asks (closed) or never
+// used them (the closed shared ones, nothing made for it).
+func TestEntryCloseShared(t *testing.T) {
+	for _, used := range []bool{false, true} {
+		tb := NewTable(10, 10, StreamLimits{Events: 256, Bytes: 1 << 20})
+		e, _, err := tb.Reserve("mcps_x", Owner{Namespace: "cred:c1", Credential: "c1"}, actortest.T0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var own *Streams
+		if used {
+			own = e.Streams()
+			if _, err := own.Open(true); err != nil {
+				t.Fatalf("used=%v: Open before the end = %v", used, err)
+			}
+			e.Asks()
+		}
+		e.closeShared()
+		if _, err := e.Streams().Open(true); !errors.Is(err, ErrClosed) {
+			t.Errorf("used=%v: Streams().Open after the end = %v, want ErrClosed", used, err)
+		}
+		if _, err := e.Asks().Begin(1); !errors.Is(err, ErrClosed) {
+			t.Errorf("used=%v: Asks().Begin after the end = %v, want ErrClosed", used, err)
+		}
+		if used && e.Streams() != own {
+			t.Errorf("used=%v: Streams() after the end is not the session's own", used)
+		}
+		if !used && (e.Streams() != closedStreams || e.Asks() != closedAsks) {
+			t.Errorf("used=%v: an unused session's Streams and Asks are not the shared closed ones", used)
+		}
+		if n := e.Streams().Len(); n != 0 {
+			t.Errorf("used=%v: %d streams kept after the end, want 0", used, n)
+		}
+	}
+}

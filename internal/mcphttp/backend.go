@@ -101,7 +101,9 @@ type Backend interface {
 	// nothing for it).
 	Serve(ctx context.Context, req *Request) Response
 	// Capabilities are the server capabilities answered at initialize
-	// (and by server/discover).
+	// (and by server/discover). The value returned is read-only: the
+	// endpoint encodes its initialize results once per value (compared by
+	// pointer), so return the same one while they stay the same.
 	Capabilities() *mcp.ServerCapabilities
 	// CanRead reports whether p may read the resource at uri now: the
 	// endpoint asks before it accepts resources/subscribe (a refused or

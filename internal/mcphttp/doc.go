@@ -67,8 +67,9 @@
 //     the responses answered as one JSON array) or anything but one
 //     JSON-RPC 2.0 message -32600, all 400 without an id; then the version
 //     (header, or a _meta claim in the body) with the id echoed.
-//  8. initialize creates a session (Table.Reserve, spawn, Start, Commit,
-//     then one GetInfo so the record exists before the id is answered); any
+//  8. initialize creates a session (Table.Reserve, spawn, Start as a
+//     request, Commit, then Start's answer, so the record exists before the
+//     id is answered); any
 //     other message needs a session (400). Notifications and responses
 //     answer 202; ping, logging/setLevel (logging.go) and
 //     resources/subscribe|unsubscribe (subscribe.go) are answered at once,

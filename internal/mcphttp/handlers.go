@@ -209,13 +209,14 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		return
 	}
 	// First, before the session is findable: every later message is queued
-	// behind it.
-	s.root.Send(pid, &session.Start{
+	// behind it. One round trip: Start is answered once the ownership
+	// record is written, so the id is usable the moment the client reads it.
+	started := s.root.RequestFuture(pid, &session.Start{
 		ID:              id,
 		ProtocolVersion: version,
 		ClientName:      truncate(params.ClientInfo.Name, 256),
 		ClientVersion:   truncate(params.ClientInfo.Version, 64),
-	})
+	}, s.opts.ActorTimeout)
 	open := s.sessions.Commit(e, pid)
 	s.opts.Observer.SessionOpened()
 	if !open {
@@ -225,20 +226,57 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		s.fail(w, failClosing)
 		return
 	}
-	// Wait until the actor wrote its ownership record: the id is usable
-	// the moment the client reads it.
-	if _, err := s.ask(pid, &session.GetInfo{}); err != nil {
+	if res, err := started.Result(); err != nil || res.(*session.Started).Ended {
 		s.opts.Logger.Error("session did not start", "err", err)
 		s.failFor(w, failSessionNotStarted, msg.ID, "")
 		s.root.Stop(pid)
 		return
 	}
 	w.Header().Set(headerSession, id)
-	writeResult(w, msg.ID, &initializeResult{
-		Capabilities:    s.backend.Capabilities(),
-		ProtocolVersion: version,
-		ServerInfo:      serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion},
-	})
+	result, ok := s.initializeResult(version)
+	if !ok {
+		writeResult(w, msg.ID, &initializeResult{
+			Capabilities:    s.backend.Capabilities(),
+			ProtocolVersion: version,
+			ServerInfo:      serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion},
+		})
+		return
+	}
+	writeRawResult(w, msg.ID, result)
+}
+
+// initResults are the encoded initialize results of one capabilities
+// value, by protocol version: all an initialize result depends on, the
+// server's name and version being fixed.
+type initResults struct {
+	caps      *mcp.ServerCapabilities
+	byVersion map[string][]byte
+}
+
+// initializeResult returns the encoded result of an initialize that
+// negotiated version, made once per capabilities value the backend
+// returns (compared by pointer) and shared; ok false if it cannot be
+// encoded, and the caller encodes it as it goes.
+func (s *Server) initializeResult(version string) (result []byte, ok bool) {
+	caps := s.backend.Capabilities()
+	c := s.initResults.Load()
+	if c == nil || c.caps != caps {
+		c = &initResults{caps: caps, byVersion: make(map[string][]byte, len(protocolVersions))}
+		for _, v := range protocolVersions {
+			b, err := json.Marshal(&initializeResult{
+				Capabilities:    caps,
+				ProtocolVersion: v,
+				ServerInfo:      serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion},
+			})
+			if err != nil {
+				return nil, false
+			}
+			c.byVersion[v] = b
+		}
+		s.initResults.Store(c)
+	}
+	result, ok = c.byVersion[version]
+	return result, ok
 }
 
 // initializeResult is the result of initialize.
@@ -284,7 +322,7 @@ func truncate(s string, n int) string {
 func (s *Server) notify(e *session.Entry, msg *message) {
 	switch msg.Method {
 	case "notifications/initialized":
-		s.root.Send(e.PID(), &session.Initialized{})
+		e.MarkInitialized() // shared state, like the log level: no actor turn
 	case "notifications/cancelled":
 		var params struct {
 			RequestID json.RawMessage `json:"requestId"`

@@ -296,8 +296,11 @@ type Server struct {
 	modernCounts modernCounts
 	flights      *flights // the calls in flight, by credential
 	serverInfo   []byte   // _meta.serverInfo of every modern result, encoded once
-	listeners    listeners
-	sealer       *sealer
+	// initResults are the initialize results of the backend's capabilities,
+	// encoded once per value it returns (initializeResult).
+	initResults atomic.Pointer[initResults]
+	listeners   listeners
+	sealer      *sealer
 }
 
 // New returns the endpoint. Sessions are actors of system; their records

@@ -1,6 +1,7 @@
 package mcphttp
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -37,6 +38,30 @@ func writeResultResponse(w http.ResponseWriter, id json.RawMessage, result any) 
 		writeResponse(w, resultResponse(id, result))
 		return
 	}
+	writeJSONBytes(w, b)
+	if cap(b) <= maxPooledBuf {
+		*bp = b
+		bufPool.Put(bp)
+	}
+}
+
+// writeRawResult answers the request id with result, already encoded:
+// 200 JSON, the bytes writeResult would write. An id that encoding/json
+// would escape (<, >, &, U+2028, U+2029: an 0xE2 byte) is left to it.
+func writeRawResult(w http.ResponseWriter, id json.RawMessage, result []byte) {
+	if bytes.ContainsAny(id, "<>&") || bytes.IndexByte(id, 0xE2) >= 0 {
+		writeResponse(w, resultResponse(id, json.RawMessage(result)))
+		return
+	}
+	bp := bufPool.Get().(*[]byte)
+	b := append((*bp)[:0], `{"jsonrpc":"2.0"`...)
+	if len(id) > 0 {
+		b = append(b, `,"id":`...)
+		b = append(b, id...)
+	}
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	b = append(b, "}\n"...)
 	writeJSONBytes(w, b)
 	if cap(b) <= maxPooledBuf {
 		*bp = b

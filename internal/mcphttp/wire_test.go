@@ -2,8 +2,10 @@ package mcphttp
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -81,6 +83,39 @@ func TestToolResultEncodingShapes(t *testing.T) {
 	for _, v := range []any{&mcp.ListToolsResult{}, map[string]any{}, (*mcp.CallToolResult)(nil)} {
 		if _, ok := appendResultResponse(nil, json.RawMessage(`1`), v); ok {
 			t.Errorf("appendResultResponse(%T) encoded by hand", v)
+		}
+	}
+}
+
+// TestRawResultEncoding: an initialize result encoded once and written by
+// writeRawResult is the answer writeResult writes, byte for byte and
+// header for header, for every version served and id spelling.
+func TestRawResultEncoding(t *testing.T) {
+	caps := &mcp.ServerCapabilities{
+		Tools:   &mcp.ToolCapabilities{ListChanged: true},
+		Logging: &mcp.LoggingCapabilities{},
+	}
+	for _, v := range protocolVersions {
+		for _, id := range []string{`1`, `"a<b>&"`, `"\u2028    "`, `-2.5e3`, `"é"`} {
+			t.Run(v+" "+id, func(t *testing.T) {
+				res := &initializeResult{Capabilities: caps, ProtocolVersion: v, ServerInfo: serverInfo{Name: "n<&>", Version: "1"}}
+				b, err := json.Marshal(res)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, got := httptest.NewRecorder(), httptest.NewRecorder()
+				writeResult(want, json.RawMessage(id), res)
+				writeRawResult(got, json.RawMessage(id), b)
+				if diff := cmp.Diff(want.Body.String(), got.Body.String()); diff != "" {
+					t.Errorf("body (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(want.Header(), got.Header()); diff != "" {
+					t.Errorf("headers (-want +got):\n%s", diff)
+				}
+				if want.Code != got.Code {
+					t.Errorf("status = %d, want %d", got.Code, want.Code)
+				}
+			})
 		}
 	}
 }

@@ -52,8 +52,16 @@ func NewWith(prefix string) (tok, hash string) {
 // Hash returns the hex SHA-256 of tok, the only form in which a token is
 // stored or looked up.
 func Hash(tok string) string {
-	sum := sha256.Sum256([]byte(tok))
-	return hex.EncodeToString(sum[:])
+	var in [128]byte // a token of up to 128 bytes is hashed from the stack
+	var sum [sha256.Size]byte
+	if len(tok) <= len(in) {
+		sum = sha256.Sum256(in[:copy(in[:], tok)])
+	} else {
+		sum = sha256.Sum256([]byte(tok))
+	}
+	var hexSum [2 * sha256.Size]byte // encoded here: one allocation, the string
+	hex.Encode(hexSum[:], sum[:])
+	return string(hexSum[:])
 }
 
 // Valid reports whether tok has the shape of a token that authenticates a
@@ -85,5 +93,13 @@ func ValidWith(tok, prefix string) bool {
 func NewID(prefix string) string {
 	var b [idBytes]byte
 	rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
+	// Built in a buffer on the stack for a prefix of up to 32 bytes (every
+	// prefix the runtime uses): one allocation, the string.
+	var buf [32 + 2*idBytes]byte
+	if len(prefix) > 32 {
+		return prefix + hex.EncodeToString(b[:])
+	}
+	n := copy(buf[:], prefix)
+	n += hex.Encode(buf[n:], b[:])
+	return string(buf[:n])
 }

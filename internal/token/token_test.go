@@ -1,6 +1,8 @@
 package token
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 )
@@ -98,5 +100,38 @@ func TestPrefixes(t *testing.T) {
 	}
 	if !ValidWith(refresh, RefreshPrefix) || ValidWith(refresh, ClientPrefix) {
 		t.Errorf("ValidWith(refresh token): want true for RefreshPrefix only")
+	}
+}
+
+// TestNewIDAndHashEncoding: ids are the prefix and 32 hex digits whatever
+// the prefix's length, and Hash is the hex SHA-256, built with one
+// allocation (the string; a token is hashed on every request). NewID's
+// count is not held here: under -race its random bytes escape (2), else 1;
+// BenchmarkHTTPSessionChurn's allocs/op shows it.
+func TestNewIDAndHashEncoding(t *testing.T) {
+	long := strings.Repeat("p", 40)
+	for _, prefix := range []string{"", "mcps_", strings.Repeat("q", 32), long} {
+		id := NewID(prefix)
+		rest, ok := strings.CutPrefix(id, prefix)
+		if _, err := hex.DecodeString(rest); !ok || len(rest) != 32 || err != nil {
+			t.Errorf("NewID(%q) = %q, want the prefix and 32 hex digits", prefix, id)
+		}
+	}
+	for _, tok := range []string{"", "mcp_abc", strings.Repeat("z", 100)} {
+		sum := sha256.Sum256([]byte(tok))
+		if got, want := Hash(tok), hex.EncodeToString(sum[:]); got != want {
+			t.Errorf("Hash(%q) = %q, want %q", tok, got, want)
+		}
+	}
+	tok := strings.Repeat("t", 50)
+	for _, tc := range []struct {
+		name string
+		f    func()
+	}{
+		{"Hash(token)", func() { _ = Hash(tok) }},
+	} {
+		if n := testing.AllocsPerRun(100, tc.f); n != 1 {
+			t.Errorf("%s: %v allocations, want 1", tc.name, n)
+		}
 	}
 }
