@@ -23,9 +23,9 @@ type closeOnEviction struct {
 }
 
 func (*closeOnEviction) Request(string, string, int, time.Duration) {}
-func (*closeOnEviction) AuthFailure(string)                 {}
-func (*closeOnEviction) SessionOpened()                     {}
-func (*closeOnEviction) Refused(string)                     {}
+func (*closeOnEviction) AuthFailure(string)                         {}
+func (*closeOnEviction) SessionOpened()                             {}
+func (*closeOnEviction) Refused(string)                             {}
 
 func (o *closeOnEviction) SessionClosed(reason string) {
 	if reason == "cap" {

@@ -172,10 +172,10 @@ type AuthReasoner interface{ AuthReason() string }
 type nopObserver struct{}
 
 func (nopObserver) Request(string, string, int, time.Duration) {}
-func (nopObserver) AuthFailure(string)                 {}
-func (nopObserver) SessionOpened()                     {}
-func (nopObserver) SessionClosed(string)               {}
-func (nopObserver) Refused(string)                     {}
+func (nopObserver) AuthFailure(string)                         {}
+func (nopObserver) SessionOpened()                             {}
+func (nopObserver) SessionClosed(string)                       {}
+func (nopObserver) Refused(string)                             {}
 
 func (o Options) withDefaults() Options {
 	if o.Path == "" {
