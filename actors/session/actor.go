@@ -56,14 +56,15 @@ var mailbox = actor.UnboundedLockfree()
 
 // mcpSessionActor is one MCP session. Its phases are behaviours: starting
 // (until Start), live, ended (answering what is still queued until it
-// stops).
+// stops). What Start says beyond the id goes into the ownership record and
+// is not kept: the id and the protocol version are the Entry's, and an
+// idle session holds 64 bytes (one size class) instead of 128.
 type mcpSessionActor struct {
 	cfg         *Config
 	behavior    actor.Behavior
 	e           *Entry // found in the Table at Start
-	p           Start  // this session's parameters
-	initialized bool
 	stopWatch   func()
+	initialized bool
 }
 
 func (a *mcpSessionActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
@@ -88,7 +89,7 @@ func (a *mcpSessionActor) starting(ctx actor.Context) {
 func (a *mcpSessionActor) live(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *Start:
-		a.cfg.Logger.Warn("session actor: started twice", "session", a.p.ID)
+		a.cfg.Logger.Warn("session actor: started twice", "session", a.e.id)
 	case *CloseStream:
 		a.e.closeStream()
 	case *Initialized:
@@ -130,12 +131,19 @@ func (a *mcpSessionActor) refuse(ctx actor.Context) {
 	case *Delete:
 		ctx.Respond(&Deleted{AlreadyEnded: true})
 	case *GetInfo:
-		ctx.Respond(&Info{ID: a.p.ID, Ended: true})
+		ctx.Respond(&Info{ID: a.id(), Ended: true})
 	}
 }
 
+// id is the session's id; "" before Start found its Entry.
+func (a *mcpSessionActor) id() string {
+	if a.e == nil {
+		return ""
+	}
+	return a.e.id
+}
+
 func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
-	a.p = *p
 	owner := a.e.Owner()
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
 		return w.PutMCPSession(&memdb.MCPSession{
@@ -160,9 +168,9 @@ func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
 
 func (a *mcpSessionActor) info() *Info {
 	return &Info{
-		ID:              a.p.ID,
+		ID:              a.e.id,
 		Owner:           a.e.Owner(),
-		ProtocolVersion: a.p.ProtocolVersion,
+		ProtocolVersion: a.e.version,
 		Initialized:     a.initialized,
 		InFlight:        a.e.InFlight(),
 		StreamOpen:      a.e.StreamOpen(),
@@ -199,7 +207,7 @@ func (a *mcpSessionActor) finish(reason string) {
 	a.e.close()
 	a.e.Asks().close()
 	a.e.Streams().close()
-	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.p.ID) }); err != nil {
+	if err := a.cfg.Store.Write(func(w *memdb.Writer) error { return w.DeleteMCPSession(a.e.id) }); err != nil {
 		a.cfg.Logger.Error("delete session record", "err", err)
 	}
 	a.cfg.Table.Release(a.e)
