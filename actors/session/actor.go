@@ -153,8 +153,8 @@ func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
 			ProtocolVersion: p.ProtocolVersion,
 			ClientName:      p.ClientName,
 			ClientVersion:   p.ClientVersion,
-			Created:         a.e.created,
-			LastActive:      a.e.created,
+			Created:         a.e.Created(),
+			LastActive:      a.e.Created(),
 		})
 	})
 	if err != nil {
@@ -174,7 +174,7 @@ func (a *mcpSessionActor) info() *Info {
 		Initialized:     a.initialized,
 		InFlight:        a.e.InFlight(),
 		StreamOpen:      a.e.StreamOpen(),
-		Created:         a.e.created,
+		Created:         a.e.Created(),
 		LastActive:      a.e.Last(),
 	}
 }
