@@ -43,16 +43,8 @@ func NewProps(cfg *Config) *actor.Props {
 		a.behavior = actor.NewBehavior()
 		a.behavior.Become(a.starting)
 		return a
-	}, actor.WithMailbox(mailbox))
+	}, actor.WithMailbox(newMailbox))
 }
-
-// mailbox is the session actors': protoactor's lock-free unbounded queue
-// for user messages too. Its default user queue is a ring of 10 slots
-// made up front, ~230 B that an idle session holds for nothing; the
-// lock-free queue holds one 24-byte node between messages. A session's
-// messages are few (Start, Initialized, GetInfo, its end), so the node
-// each message allocates costs nothing that matters.
-var mailbox = actor.UnboundedLockfree()
 
 // mcpSessionActor is one MCP session. Its phases are behaviours: starting
 // (until Start), live, ended (answering what is still queued until it
