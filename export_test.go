@@ -36,3 +36,16 @@ func AddChangeFeed(r *Runtime, f interface {
 // NewBackend returns the backend an endpoint made with opts serves, to call
 // its Serve directly. For testing.
 func NewBackend(r *Runtime, opts MCPOptions) mcphttp.Backend { return newBackend(r, opts) }
+
+// RegistryBuckets is how many concurrent maps r's process registry has,
+// and RegistryBucketsWanted how many newSystem makes. For testing.
+func RegistryBuckets(r *Runtime) int { return len(r.system.ProcessRegistry.LocalPIDs.LocalPIDs) }
+
+const RegistryBucketsWanted = registryBuckets
+
+// Registered reports whether r's process registry holds a process named
+// name. For testing.
+func Registered(r *Runtime, name string) bool {
+	_, ok := r.system.ProcessRegistry.GetLocal(name)
+	return ok
+}

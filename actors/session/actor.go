@@ -43,17 +43,18 @@ func NewProps(cfg *Config) *actor.Props {
 		a.behavior = actor.NewBehavior()
 		a.behavior.Become(a.starting)
 		return a
-	})
+	}, actor.WithMailbox(newMailbox))
 }
 
 // mcpSessionActor is one MCP session. Its phases are behaviours: starting
 // (until Start), live, ended (answering what is still queued until it
-// stops).
+// stops). What Start says beyond the id goes into the ownership record and
+// is not kept: the id and the protocol version are the Entry's, and an
+// idle session holds 64 bytes (one size class) instead of 128.
 type mcpSessionActor struct {
 	cfg       *Config
 	behavior  actor.Behavior
 	e         *Entry // found in the Table at Start
-	p         Start  // this session's parameters
 	stopWatch func()
 }
 
@@ -81,7 +82,7 @@ func (a *mcpSessionActor) starting(ctx actor.Context) {
 func (a *mcpSessionActor) live(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *Start:
-		a.cfg.Logger.Warn("session actor: started twice", "session", a.p.ID)
+		a.cfg.Logger.Warn("session actor: started twice", "session", a.e.id)
 		ctx.Respond(&Started{})
 	case *CloseStream:
 		a.e.closeStream()
@@ -124,12 +125,19 @@ func (a *mcpSessionActor) refuse(ctx actor.Context) {
 	case *Delete:
 		ctx.Respond(&Deleted{AlreadyEnded: true})
 	case *GetInfo:
-		ctx.Respond(&Info{ID: a.p.ID, Ended: true})
+		ctx.Respond(&Info{ID: a.id(), Ended: true})
 	}
 }
 
+// id is the session's id; "" before Start found its Entry.
+func (a *mcpSessionActor) id() string {
+	if a.e == nil {
+		return ""
+	}
+	return a.e.id
+}
+
 func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
-	a.p = *p
 	owner := a.e.Owner()
 	err := a.cfg.Store.PutMCPSession(&memdb.MCPSession{
 		ID:              p.ID,
@@ -138,8 +146,8 @@ func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
 		ProtocolVersion: p.ProtocolVersion,
 		ClientName:      p.ClientName,
 		ClientVersion:   p.ClientVersion,
-		Created:         a.e.created,
-		LastActive:      a.e.created,
+		Created:         a.e.Created(),
+		LastActive:      a.e.Created(),
 	})
 	if err != nil {
 		a.cfg.Logger.Error("write session record", "err", err)
@@ -152,13 +160,13 @@ func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
 
 func (a *mcpSessionActor) info() *Info {
 	return &Info{
-		ID:              a.p.ID,
+		ID:              a.e.id,
 		Owner:           a.e.Owner(),
-		ProtocolVersion: a.p.ProtocolVersion,
+		ProtocolVersion: a.e.version,
 		Initialized:     a.e.Initialized(),
 		InFlight:        a.e.InFlight(),
 		StreamOpen:      a.e.StreamOpen(),
-		Created:         a.e.created,
+		Created:         a.e.Created(),
 		LastActive:      a.e.Last(),
 	}
 }
@@ -190,7 +198,7 @@ func (a *mcpSessionActor) finish(reason string) {
 	}
 	a.e.close()
 	a.e.closeShared()
-	if err := a.cfg.Store.DeleteMCPSession(a.p.ID); err != nil {
+	if err := a.cfg.Store.DeleteMCPSession(a.e.id); err != nil {
 		a.cfg.Logger.Error("delete session record", "err", err)
 	}
 	a.cfg.Table.Release(a.e)

@@ -10,13 +10,16 @@ import (
 var ErrTooManySubscriptions = errors.New("too many subscriptions")
 
 // subscriptions is a Table's index of resources/subscribe: the URIs each
-// session subscribed (Entry.subs) and, for the fan-out of
+// session subscribed (bySession) and, for the fan-out of
 // notifications/resources/updated, the sessions each URI has. A session's
 // subscriptions go with it: the Table drops them when it removes the
 // session. The lock order is Table.mu, then subscriptions.mu.
 type subscriptions struct {
-	mu    sync.Mutex                     // guards the fields below and every Entry.subs
-	byURI map[string]map[*Entry]struct{} // nil while nothing is subscribed
+	mu sync.Mutex // guards the fields below
+	// bySession are the URIs each session subscribed: a session that never
+	// subscribed pays nothing for them (issue 16). Nil while none.
+	bySession map[*Entry]map[string]struct{}
+	byURI     map[string]map[*Entry]struct{} // nil while nothing is subscribed
 }
 
 // Subscribe records that live session e subscribed uri, at most max URIs
@@ -32,16 +35,21 @@ func (t *Table) Subscribe(e *Entry, uri string, max int) error {
 	ss := &t.subs
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if _, ok := e.subs[uri]; ok {
+	subs := ss.bySession[e]
+	if _, ok := subs[uri]; ok {
 		return nil
 	}
-	if len(e.subs) >= max {
+	if len(subs) >= max {
 		return ErrTooManySubscriptions
 	}
-	if e.subs == nil {
-		e.subs = map[string]struct{}{}
+	if subs == nil {
+		if ss.bySession == nil {
+			ss.bySession = map[*Entry]map[string]struct{}{}
+		}
+		subs = map[string]struct{}{}
+		ss.bySession[e] = subs
 	}
-	e.subs[uri] = struct{}{}
+	subs[uri] = struct{}{}
 	if ss.byURI == nil {
 		ss.byURI = map[string]map[*Entry]struct{}{}
 	}
@@ -62,12 +70,16 @@ func (t *Table) Unsubscribe(e *Entry, uri string) {
 }
 
 func (ss *subscriptions) dropLocked(e *Entry, uri string) {
-	if _, ok := e.subs[uri]; !ok {
+	subs := ss.bySession[e]
+	if _, ok := subs[uri]; !ok {
 		return
 	}
-	delete(e.subs, uri)
-	if len(e.subs) == 0 {
-		e.subs = nil
+	delete(subs, uri)
+	if len(subs) == 0 {
+		delete(ss.bySession, e)
+		if len(ss.bySession) == 0 {
+			ss.bySession = nil
+		}
 	}
 	delete(ss.byURI[uri], e)
 	if len(ss.byURI[uri]) == 0 {
@@ -84,7 +96,7 @@ func (t *Table) dropAllLocked(e *Entry) {
 	ss := &t.subs
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	for uri := range e.subs {
+	for uri := range ss.bySession[e] {
 		ss.dropLocked(e, uri)
 	}
 }
@@ -109,7 +121,7 @@ func (t *Table) Subscribers(uri string) []*Entry {
 func (t *Table) Subscriptions(e *Entry) int {
 	t.subs.mu.Lock()
 	defer t.subs.mu.Unlock()
-	return len(e.subs)
+	return len(t.subs.bySession[e])
 }
 
 // SubscribedURIs returns how many URIs the table's index holds: what every

@@ -15,10 +15,15 @@ import (
 // Entry is one MCP session as its endpoint's Table holds it: its id and
 // owner, fixed at initialize, when it was created, the PID of its actor,
 // and its Calls, shared by the HTTP path and the actor.
+//
+// An idle session holds one per session, so it is kept to 160 bytes (a
+// size class): the creation time as unix nanoseconds, the parts an idle
+// session does not use made at their first use, and its subscriptions in
+// the Table's index rather than here.
 type Entry struct {
 	id      string
 	owner   Owner
-	created time.Time
+	created int64      // unix nanoseconds; see Created
 	pid     *actor.PID // set by Commit, before the entry is findable; nil while reserved
 	// version and caps are what initialize negotiated and declared: set by
 	// SetProtocol before Commit, read-only once the entry is findable.
@@ -30,10 +35,10 @@ type Entry struct {
 	streams atomic.Pointer[Streams]
 	asks    atomic.Pointer[Asks]
 	limits  *StreamLimits // the Table's, for streams
-	// subs are the URIs the session subscribed (resources/subscribe);
-	// guarded by its Table's subscriptions.mu, nil while none.
-	subs map[string]struct{}
 }
+
+// Created returns when the session was reserved (its initialize).
+func (e *Entry) Created() time.Time { return time.Unix(0, e.created) }
 
 // Streams returns the session's SSE streams and the events kept for their
 // resumption, shared with the HTTP path like Calls; made at the first call.
@@ -195,7 +200,7 @@ func (t *Table) Reserve(id string, owner Owner, now time.Time) (e, evicted *Entr
 	}
 	t.reserved++
 	t.perNS[ns]++
-	e = &Entry{id: id, owner: owner, created: now}
+	e = &Entry{id: id, owner: owner, created: now.UnixNano()}
 	e.limits = &t.streams
 	e.last.Store(now.UnixNano())
 	t.starting[id] = e
@@ -344,7 +349,7 @@ func (t *Table) Summaries() []Summary {
 	t.mu.RUnlock()
 	out := make([]Summary, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, Summary{ID: e.id, Owner: e.owner.Namespace, Created: e.created, LastActive: e.Last(), Busy: e.Busy()})
+		out = append(out, Summary{ID: e.id, Owner: e.owner.Namespace, Created: e.Created(), LastActive: e.Last(), Busy: e.Busy()})
 	}
 	slices.SortFunc(out, func(a, b Summary) int { return strings.Compare(a.ID, b.ID) })
 	return out

@@ -182,7 +182,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		return
 	}
 	version := negotiate(params.ProtocolVersion)
-	id := token.NewID("mcps_")
+	name, id := names.MCPSessionShared(token.NewID("mcps_"))
 	owner := session.Owner{Namespace: p.Namespace, Credential: p.CredentialID}
 	e, evicted, err := s.sessions.Reserve(id, owner, s.opts.Now())
 	switch {
@@ -201,7 +201,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, ms
 		// Synchronous, so the evicted id is gone before the new one exists.
 		s.ask(evicted.PID(), &session.Delete{Reason: session.ReasonCap})
 	}
-	pid, err := s.root.SpawnNamed(s.sessionProps, names.MCPSession(id))
+	pid, err := s.root.SpawnNamed(s.sessionProps, name)
 	if err != nil {
 		s.sessions.Unreserve(e)
 		s.opts.Logger.Error("spawn session", "err", err)

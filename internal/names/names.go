@@ -22,3 +22,12 @@ func Client(id string) string { return clientPrefix + id }
 
 // MCPSession is the name of the actor of MCP session id.
 func MCPSession(id string) string { return mcpSessionPrefix + id }
+
+// MCPSessionShared returns the name of the actor of MCP session id, and id
+// again as the tail of that name: a session keeps its id in its table
+// entry, its ownership record and its actor's name, and this way the three
+// share one allocation (48 bytes fewer per idle session).
+func MCPSessionShared(id string) (name, sharedID string) {
+	name = MCPSession(id)
+	return name, name[len(mcpSessionPrefix):]
+}

@@ -1,6 +1,6 @@
 // Command server serves one benchmarked MCP implementation for cmd/load.
 //
-//	server -impl runtime|gosdk|mcpgo|floor [-addr 127.0.0.1:0] [-control 127.0.0.1:0]
+//	server -impl runtime|gosdk|mcpgo|floor [-addr 127.0.0.1:0] [-control 127.0.0.1:0] [-memprofilerate N]
 //
 // It serves the echo tool on http://ADDR/mcp behind bearer auth, and the
 // control endpoint (tokens, revoke, stats, pprof; see servers.Control) on a
@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -41,8 +42,12 @@ func run() error {
 		control  = flag.String("control", "127.0.0.1:0", "control listen address (loopback)")
 		maxSess  = flag.Int("max-sessions", 200_000, "runtime: global session cap (0: the runtime's default, 100000)")
 		maxPerNS = flag.Int("max-sessions-per-namespace", 200_000, "runtime: per-token session cap (0: the runtime's default, 64)")
+		memRate  = flag.Int("memprofilerate", 0, "runtime.MemProfileRate for /debug/pprof/heap (0: Go's default, one sample per 512 KiB; 1: every allocation, exact but slow)")
 	)
 	flag.Parse()
+	if *memRate > 0 {
+		runtime.MemProfileRate = *memRate // before the first allocation worth profiling
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	slog.SetDefault(logger)
 
