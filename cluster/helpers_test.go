@@ -23,8 +23,8 @@ func startEtcd(t testing.TB) string {
 	cfg := embed.NewConfig()
 	cfg.Name = "test"
 	cfg.Dir = t.TempDir()
-	cfg.UnsafeNoFsync = true // test data only
-	cfg.LogLevel = "error"
+	cfg.UnsafeNoFsync = true                                       // test data only
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop()) // its shutdown logs errors by design
 	loop := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
 	cfg.ListenClientUrls = []url.URL{loop}
 	cfg.AdvertiseClientUrls = []url.URL{loop}
@@ -46,7 +46,7 @@ func startEtcd(t testing.TB) string {
 	return e.Clients[0].Addr().String()
 }
 
-func newClient(t testing.TB, endpoint string) *clientv3.Client {
+func newClient(t tb, endpoint string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{endpoint},
@@ -59,6 +59,14 @@ func newClient(t testing.TB, endpoint string) *clientv3.Client {
 	return cli
 }
 
+// tb is what the helpers need of a test: a *testing.T or a *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
 // cluster is n in-process nodes, each with its own etcd client, reachable
 // through one in-process directory.
 type cluster struct {
@@ -69,7 +77,7 @@ type cluster struct {
 
 // startCluster starts n nodes ("n0", "n1", …) configured by cfg (Client,
 // Node and Confirmer are set here). stop closes them; it is also a cleanup.
-func startCluster(t testing.TB, endpoint string, n int, cfg replica.Config) *cluster {
+func startCluster(t tb, endpoint string, n int, cfg replica.Config) *cluster {
 	t.Helper()
 	c := &cluster{dir: replica.NewDirectory()}
 	t.Cleanup(c.stop)
@@ -101,7 +109,7 @@ func (c *cluster) stop() {
 }
 
 // waitFor polls cond until it holds or 10 s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
+func waitFor(t tb, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -114,7 +122,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-func waitServing(t testing.TB, nodes ...*replica.Node) {
+func waitServing(t tb, nodes ...*replica.Node) {
 	t.Helper()
 	for _, n := range nodes {
 		waitFor(t, n.ID()+" serving", n.Serving)
@@ -124,7 +132,7 @@ func waitServing(t testing.TB, nodes ...*replica.Node) {
 // mint builds a provider credential exactly as the runtime mints one (on a
 // scratch store) and creates it through node. It returns the row and the
 // token.
-func mint(t testing.TB, node *replica.Node, thread string) (*memdb.Credential, string, int64) {
+func mint(t tb, node *replica.Node, thread string) (*memdb.Credential, string, int64) {
 	t.Helper()
 	scratch, err := memdb.New()
 	if err != nil {
@@ -148,7 +156,7 @@ func mint(t testing.TB, node *replica.Node, thread string) (*memdb.Credential, s
 	return row, tok, rev
 }
 
-func revoke(t testing.TB, node *replica.Node, id string) replica.RevokeResult {
+func revoke(t tb, node *replica.Node, id string) replica.RevokeResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

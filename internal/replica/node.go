@@ -100,8 +100,8 @@ type Node struct {
 	wctx   context.Context // the watch's context; RequestProgress must use it
 	wg     sync.WaitGroup
 
-	applied atomic.Int64 // the revision the replica has applied
-	advMu   sync.Mutex   // guards adv
+	applied atomic.Int64  // the revision the replica has applied
+	advMu   sync.Mutex    // guards adv
 	adv     chan struct{} // closed and replaced at every advance of applied
 
 	stopOnce sync.Once
