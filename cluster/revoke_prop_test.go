@@ -19,8 +19,8 @@ import (
 // bound for a node: the property is not vacuous only if both happened.
 var servingChecks, waitedRevokes atomic.Int64
 
-// TestRevokeMachine runs random mint, revoke, pause, resume and settle
-// sequences, each on a random node of three, against a plain model: the
+// TestRevokeMachine runs random mint, revoke, pause, stall (the applier
+// only), resume and settle sequences, each on a random node of three, against a plain model: the
 // tokens minted, which of them a returned revoke revoked, and the highest
 // revision a returned revoke committed at. After every step: no serving
 // node authenticates a token whose revoke returned, no serving node's
@@ -47,6 +47,7 @@ func TestRevokeMachine(t *testing.T) {
 			"mint":   m.mint,
 			"revoke": m.revoke,
 			"pause":  m.pause,
+			"stall":  m.stall,
 			"resume": m.resume,
 			"settle": m.settle,
 			"":       m.check,
@@ -68,7 +69,7 @@ type token struct {
 
 type revokeMachine struct {
 	c        *cluster
-	paused   map[int]bool // node index → paused
+	paused   map[int]bool // node index → paused or its applier stalled
 	tokens   []*token
 	returned int64 // the highest revision of a returned revoke
 }
@@ -114,6 +115,19 @@ func (m *revokeMachine) revoke(t *rapid.T) {
 }
 
 func (m *revokeMachine) pause(t *rapid.T) {
+	i := m.pausable(t)
+	m.c.nodes[i].Pause()
+	m.paused[i] = true
+}
+
+func (m *revokeMachine) stall(t *rapid.T) {
+	i := m.pausable(t)
+	m.c.nodes[i].StallApplier()
+	m.paused[i] = true
+}
+
+// pausable draws an unpaused node, keeping one writer.
+func (m *revokeMachine) pausable(t *rapid.T) int {
 	var ok []int
 	for i := range m.c.nodes {
 		if !m.paused[i] {
@@ -123,9 +137,7 @@ func (m *revokeMachine) pause(t *rapid.T) {
 	if len(ok) < 2 {
 		t.Skip("keep one writer")
 	}
-	i := rapid.SampledFrom(ok).Draw(t, "node")
-	m.c.nodes[i].Pause()
-	m.paused[i] = true
+	return rapid.SampledFrom(ok).Draw(t, "node")
 }
 
 func (m *revokeMachine) resume(t *rapid.T) {

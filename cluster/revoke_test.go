@@ -134,6 +134,41 @@ func TestRevokeWithPausedNode(t *testing.T) {
 	}
 }
 
+// A node whose applier stalls while its fence loop runs keeps its lease,
+// so the revoke lists it and waits for it until the fence bound; its
+// checks fail, since its replica cannot reach the revision they read, so
+// by then it no longer serves, though its replica still authenticates the
+// token.
+func TestRevokeWithStalledApplier(t *testing.T) {
+	c := startCluster(t, startEtcd(t), 3, fastFence)
+	waitServing(t, c.nodes...)
+	row, tok, rev := mint(t, c.nodes[0], "t1")
+	stalled := c.nodes[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := stalled.WaitApplied(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	stalled.StallApplier()
+
+	res := revoke(t, c.nodes[2], row.ID)
+
+	if diff := cmp.Diff([]string{"n1"}, res.Waited); diff != "" {
+		t.Errorf("nodes waited for (-want +got):\n%s", diff)
+	}
+	if stalled.Serving() {
+		t.Errorf("%s, its applier stalled, still serves after Revoke returned", stalled.ID())
+	}
+	if !authenticates(stalled, tok) {
+		t.Errorf("%s applied the revocation with its applier stalled", stalled.ID())
+	}
+	stalled.Resume()
+	waitServing(t, stalled)
+	if authenticates(stalled, tok) {
+		t.Errorf("%s serves again but authenticates %s, revoked at %d", stalled.ID(), row.ID, res.Revision)
+	}
+}
+
 // A node whose serving lease lapsed (paused past its TTL) is not listed
 // by the revoke, which therefore does not wait for it; its lease condition
 // has already stopped it serving, and it serves again only after it

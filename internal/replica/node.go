@@ -112,11 +112,12 @@ type Node struct {
 	leaseUntil atomic.Int64 // mono before which the lease is surely valid
 	lease      atomic.Int64 // the serving lease; 0: not registered (fence loop writes it)
 
-	// gate is held for reading by each applier and fence step, and for
-	// writing while paused (for testing).
-	gate    sync.RWMutex
-	pauseMu sync.Mutex // guards paused
-	paused  bool
+	// applyGate and fenceGate are held for reading by each applier and
+	// fence step, and for writing while paused (for testing).
+	applyGate, fenceGate sync.RWMutex
+	pauseMu              sync.Mutex // guards the two fields below
+	applyPaused          bool
+	fencePaused          bool
 }
 
 // Start loads the replica at a revision R0, starts its watch from R0+1,
@@ -222,19 +223,40 @@ func (n *Node) WaitApplied(ctx context.Context, rev int64) error {
 func (n *Node) Pause() {
 	n.pauseMu.Lock()
 	defer n.pauseMu.Unlock()
-	if !n.paused {
-		n.gate.Lock()
-		n.paused = true
+	if !n.fencePaused {
+		n.fenceGate.Lock()
+		n.fencePaused = true
+	}
+	n.stallLocked()
+}
+
+// StallApplier stops only the applier, as a slow or cut watch would: the
+// fence loop keeps renewing the lease and checking, and its checks fail
+// because the replica cannot reach the revision they read. For testing.
+func (n *Node) StallApplier() {
+	n.pauseMu.Lock()
+	defer n.pauseMu.Unlock()
+	n.stallLocked()
+}
+
+func (n *Node) stallLocked() {
+	if !n.applyPaused {
+		n.applyGate.Lock()
+		n.applyPaused = true
 	}
 }
 
-// Resume undoes Pause. For testing.
+// Resume undoes Pause and StallApplier. For testing.
 func (n *Node) Resume() {
 	n.pauseMu.Lock()
 	defer n.pauseMu.Unlock()
-	if n.paused {
-		n.paused = false
-		n.gate.Unlock()
+	if n.applyPaused {
+		n.applyPaused = false
+		n.applyGate.Unlock()
+	}
+	if n.fencePaused {
+		n.fencePaused = false
+		n.fenceGate.Unlock()
 	}
 }
 
@@ -307,9 +329,9 @@ func (n *Node) loadSnapshot(ctx context.Context) (int64, error) {
 func (n *Node) applyLoop(wch clientv3.WatchChan) {
 	defer n.wg.Done()
 	for wr := range wch {
-		n.gate.RLock()
+		n.applyGate.RLock()
 		err := n.apply(wr)
-		n.gate.RUnlock()
+		n.applyGate.RUnlock()
 		if err != nil {
 			n.fail(err)
 			return
@@ -399,11 +421,11 @@ func (n *Node) fenceLoop() {
 			return
 		case <-t.C:
 		}
-		n.gate.RLock()
+		n.fenceGate.RLock()
 		if err := n.check(); err != nil && n.ctx.Err() == nil {
 			n.cfg.Logger.Debug("fence check failed", "node", n.cfg.Node, "err", err)
 		}
-		n.gate.RUnlock()
+		n.fenceGate.RUnlock()
 	}
 }
 
