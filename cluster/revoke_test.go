@@ -8,8 +8,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/liveness"
 	"github.com/agenthost/mcpruntime/internal/replica"
+	"github.com/agenthost/mcpruntime/memdb"
 )
 
 // fastFence keeps the tests with a paused node short: F = 150 ms.
@@ -207,5 +209,46 @@ func TestLapsedNodeIsNotWaitedFor(t *testing.T) {
 	waitServing(t, paused)
 	if authenticates(paused, tok) {
 		t.Errorf("%s serves again but authenticates a token revoked at %d (applied %d)", paused.ID(), res.Revision, paused.Applied())
+	}
+}
+
+// A revoke that finds the row already revoked does not return before the
+// revoke that wrote it could: it waits for the same revision, so a node
+// paused since before the first revoke no longer serves when the second
+// returns.
+func TestSecondRevokeWaitsForTheFirst(t *testing.T) {
+	c := startCluster(t, startEtcd(t), 3, fastFence)
+	waitServing(t, c.nodes...)
+	row, _, rev := mint(t, c.nodes[0], "t1")
+	paused := c.nodes[2]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := paused.WaitApplied(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	paused.Pause()
+	first := make(chan replica.RevokeResult, 1)
+	go func() {
+		res, err := c.nodes[0].Revoke(ctx, row.ID, credential.ReasonArchived, time.Now())
+		if err != nil {
+			t.Errorf("first revoke: %v", err)
+		}
+		first <- res
+	}()
+	waitFor(t, "n1 applied the first revoke", func() bool {
+		got, err := c.nodes[1].Store().Read().Credential(row.ID)
+		return err == nil && got.State != memdb.StateLive
+	})
+
+	second := revoke(t, c.nodes[1], row.ID)
+
+	if second.Revoked {
+		t.Errorf("second revoke wrote the row again: %+v", second)
+	}
+	if paused.Serving() {
+		t.Errorf("second revoke returned at %d while paused %s still serves", second.Revision, paused.ID())
+	}
+	if res := <-first; res.Revision != second.Revision {
+		t.Errorf("first revoke at %d, second at %d: want the same revision", res.Revision, second.Revision)
 	}
 }
