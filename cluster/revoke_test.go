@@ -96,43 +96,55 @@ func TestRevokeHoldsOnEveryNode(t *testing.T) {
 // A paused node (applier and fence loop stopped) has not applied the
 // revocation, so its replica still authenticates the token; the revoke
 // waits for it only until the fence bound, after which the node no longer
-// serves. Once resumed, it applies the revocation and serves again.
+// serves — also when asking it fails at once (unreachable: not in the
+// directory). Once resumed, it applies the revocation and serves again.
 func TestRevokeWithPausedNode(t *testing.T) {
-	c := startCluster(t, startEtcd(t), 3, fastFence)
-	waitServing(t, c.nodes...)
-	row, tok, rev := mint(t, c.nodes[0], "t1")
-	for _, n := range c.nodes {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := n.WaitApplied(ctx, rev); err != nil {
-			t.Fatal(err)
-		}
-		cancel()
-	}
-	paused := c.nodes[2]
-	paused.Pause()
+	for _, test := range []struct {
+		name        string
+		unreachable bool
+	}{{"paused", false}, {"paused and unreachable", true}} {
+		t.Run(test.name, func(t *testing.T) {
+			c := startCluster(t, startEtcd(t), 3, fastFence)
+			waitServing(t, c.nodes...)
+			row, tok, rev := mint(t, c.nodes[0], "t1")
+			for _, n := range c.nodes {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := n.WaitApplied(ctx, rev)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			paused := c.nodes[2]
+			paused.Pause()
+			if test.unreachable {
+				c.dir.Remove(paused.ID())
+			}
 
-	res := revoke(t, c.nodes[0], row.ID)
+			res := revoke(t, c.nodes[0], row.ID)
 
-	if diff := cmp.Diff([]string{"n2"}, res.Waited); diff != "" {
-		t.Errorf("nodes waited for (-want +got):\n%s", diff)
-	}
-	if paused.Serving() {
-		t.Errorf("paused %s still serves after Revoke returned", paused.ID())
-	}
-	if !authenticates(paused, tok) {
-		t.Errorf("paused %s no longer authenticates: it applied a revocation while paused", paused.ID())
-	}
-	for _, n := range c.nodes[:2] {
-		if authenticates(n, tok) {
-			t.Errorf("%s still authenticates %s after Revoke returned", n.ID(), row.ID)
-		}
-	}
+			if diff := cmp.Diff([]string{"n2"}, res.Waited); diff != "" {
+				t.Errorf("nodes waited for (-want +got):\n%s", diff)
+			}
+			if paused.Serving() {
+				t.Errorf("paused %s still serves after Revoke returned", paused.ID())
+			}
+			if !authenticates(paused, tok) {
+				t.Errorf("paused %s no longer authenticates: it applied a revocation while paused", paused.ID())
+			}
+			for _, n := range c.nodes[:2] {
+				if authenticates(n, tok) {
+					t.Errorf("%s still authenticates %s after Revoke returned", n.ID(), row.ID)
+				}
+			}
 
-	paused.Resume()
-	waitServing(t, paused)
-	if paused.Applied() < res.Revision || authenticates(paused, tok) {
-		t.Errorf("resumed %s serves at applied %d with revoke revision %d (authenticates: %v)",
-			paused.ID(), paused.Applied(), res.Revision, authenticates(paused, tok))
+			paused.Resume()
+			waitServing(t, paused)
+			if paused.Applied() < res.Revision || authenticates(paused, tok) {
+				t.Errorf("resumed %s serves at applied %d with revoke revision %d (authenticates: %v)",
+					paused.ID(), paused.Applied(), res.Revision, authenticates(paused, tok))
+			}
+		})
 	}
 }
 
