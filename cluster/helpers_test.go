@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,13 @@ import (
 // client endpoint.
 func startEtcd(t testing.TB) string {
 	t.Helper()
+	return startEtcdServer(t).Clients[0].Addr().String()
+}
+
+// startEtcdServer is startEtcd returning the server, for a test that stops
+// it early (Close is idempotent).
+func startEtcdServer(t testing.TB) *etcdServer {
+	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Name = "test"
 	cfg.Dir = t.TempDir()
@@ -35,7 +43,8 @@ func startEtcd(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("start etcd: %v", err)
 	}
-	t.Cleanup(e.Close)
+	closeOnce := sync.OnceFunc(e.Close)
+	t.Cleanup(closeOnce)
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
@@ -43,7 +52,13 @@ func startEtcd(t testing.TB) string {
 	case <-time.After(30 * time.Second):
 		t.Fatal("etcd not ready within 30 s")
 	}
-	return e.Clients[0].Addr().String()
+	return &etcdServer{Etcd: e, Close: closeOnce}
+}
+
+// etcdServer is an embedded etcd whose Close may be called more than once.
+type etcdServer struct {
+	*embed.Etcd
+	Close func()
 }
 
 func newClient(t tb, endpoint string) *clientv3.Client {
@@ -98,10 +113,14 @@ func startCluster(t tb, endpoint string, n int, cfg replica.Config) *cluster {
 	return c
 }
 
+// stop closes the nodes (at once: each may wait up to 1 s to revoke its
+// lease when etcd is gone), then their clients.
 func (c *cluster) stop() {
+	var wg sync.WaitGroup
 	for _, n := range c.nodes {
-		n.Close()
+		wg.Go(func() { n.Close() })
 	}
+	wg.Wait()
 	for _, cli := range c.clients {
 		cli.Close()
 	}

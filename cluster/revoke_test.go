@@ -264,3 +264,23 @@ func TestSecondRevokeWaitsForTheFirst(t *testing.T) {
 		t.Errorf("first revoke at %d, second at %d: want the same revision", res.Revision, second.Revision)
 	}
 }
+
+// With etcd gone, no node can prove its replica current, so every node
+// stops serving: the fence fails closed. (etcd's Close waits for the open
+// watch streams, so it runs beside the wait and the nodes are closed
+// before it is awaited.)
+func TestEtcdGoneFencesEveryNode(t *testing.T) {
+	e := startEtcdServer(t)
+	c := startCluster(t, e.Clients[0].Addr().String(), 3, fastFence)
+	waitServing(t, c.nodes...)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		e.Close()
+	}()
+	for _, n := range c.nodes {
+		waitFor(t, n.ID()+" no longer serving", func() bool { return !n.Serving() })
+	}
+	c.stop()
+	<-closed
+}

@@ -353,6 +353,9 @@ func (n *Node) apply(wr clientv3.WatchResponse) error {
 	if len(wr.Events) == 0 {
 		return nil
 	}
+	// etcd sends the events of one revision in one response (its watch
+	// batches by revision, and fragmenting is off), so the last event's
+	// revision is applied whole.
 	err := n.store.Write(func(w *memdb.Writer) error {
 		for _, ev := range wr.Events {
 			switch ev.Type {
