@@ -188,8 +188,11 @@ func TestRevokeWithStalledApplier(t *testing.T) {
 // has already stopped it serving, and it serves again only after it
 // registered under a new lease and confirmed a replica that includes the
 // revocation.
+//
+// F is longer than the lease here, so when the key is gone only the lease
+// condition can have stopped the node serving.
 func TestLapsedNodeIsNotWaitedFor(t *testing.T) {
-	cfg := fastFence
+	cfg := replica.Config{Fence: 5 * time.Second, Interval: 20 * time.Millisecond}
 	cfg.LeaseTTL = 2 // etcd's minimum with the embedded defaults
 	endpoint := startEtcd(t)
 	c := startCluster(t, endpoint, 3, cfg)
