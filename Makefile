@@ -76,6 +76,15 @@ CONFORMANCE_RUNS ?= active all 2026-07-28
 conformance: ## the official MCP conformance suite (2025-11-25 active and all, 2026-07-28) against SERVER, through the bearer proxy
 	SERVER='$(SERVER)' bash scripts/conformance.sh
 
+.PHONY: cluster-test
+cluster-test: ## the multi-node tests (cluster/, its own module): three in-process nodes on an embedded etcd, under the race detector (~30 s)
+	cd cluster && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+.PHONY: cluster-bench
+cluster-bench: ## revoke latency on three nodes, all healthy and with one paused (cluster/; ~20 s)
+	cd cluster && $(GO) test -run '^$$' -bench 'Revoke/healthy' -benchtime=200x -count=3 .
+	cd cluster && $(GO) test -run '^$$' -bench 'Revoke/one-paused' -benchtime=10x -count=2 .
+
 .PHONY: lint
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt: files above need formatting"; exit 1)

@@ -1,0 +1,61 @@
+// Package replica keeps a node's go-memdb replica of the credentials
+// table fed from etcd, proves it current (the fence), and revokes across
+// nodes linearizably: once [Node.Revoke] returns, no serving node's
+// replica authenticates the revoked token. It is the first slice of
+// issue 17 (docs/cluster.md says what is built and what is not); nothing
+// in the single-node runtime uses it.
+//
+// # Layout in etcd
+//
+//	/mcpruntime/credentials/<id>   JSON of memdb.Credential; the source of truth
+//	/mcpruntime/serving/<node>     the node's registration, under its lease
+//
+// # The applier
+//
+// A node loads the credentials prefix at revision R0 into a fresh
+// [memdb.Store], then applies one watch from R0+1 (WithPrevKV,
+// WithProgressNotify, WithRequireLeader). Each watch response is applied
+// in one store write, so the store's commit hooks
+// ([memdb.Store.OnCredentialsChanged], and through them the liveness
+// monitor that closes streams) run for it; only then does the applied
+// revision advance. A progress notification advances it to its header
+// revision: etcd (3.5.13 and later, see design/multinode.md §3.3)
+// promises that every event up to that revision was delivered. So a
+// waiter of [Node.WaitApplied](R) returns only after the hooks of every
+// write ≤ R have run on this node.
+//
+// An applier that cannot apply (a watch cancelled by compaction, an event
+// the store refuses) stops for good and the node stops serving: it fails
+// closed rather than serve a replica it cannot prove.
+//
+// # The fence
+//
+// Every Interval the node renews its lease (KeepAliveOnce; s is when the
+// renewal was sent), reads its own serving key linearizably (revision Q,
+// and proof that it is registered under its current lease), asks the
+// watch for a progress notification and waits until its replica has
+// applied Q. If all of that succeeds, the replica was current at t0, the
+// instant before the read was sent. [Node.Serving] is true only while
+//
+//	now − t0 ≤ F   and   now < s + TTL(1−ρ) − 5 ms
+//
+// on the node's monotonic clock: two atomic loads and a clock read. A
+// node whose lease lapsed registers again under a new lease; it serves
+// again only after a confirmation that started after the new key was
+// written.
+//
+// # Revoke
+//
+// [Node.Revoke] commits the revoked row in one Txn conditioned on the
+// row's mod revision, whose success branch also lists the serving keys:
+// the list is the one at the commit revision R. It then asks each listed
+// node to confirm applied ≥ R (through a [Confirmer]) and waits, for
+// those that do not answer, until F(1+ρ)+margin after the commit's
+// answer arrived. A node not listed had either no key at R — its lease
+// condition had already stopped it serving, and it serves again only
+// after registering anew, after R — or registered after R. A listed node
+// that did not confirm has no confirmation that started after the commit,
+// so it stopped serving at most F after the commit (by its clock, whose
+// rate differs from the revoker's by at most ρ). The revoker also waits
+// for its own replica (read-your-writes).
+package replica

@@ -1,0 +1,487 @@
+package replica
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// Key prefixes in etcd.
+const (
+	CredentialsPrefix = "/mcpruntime/credentials/"
+	ServingPrefix     = "/mcpruntime/serving/"
+)
+
+// Defaults of [Config].
+const (
+	DefaultFence    = 500 * time.Millisecond
+	DefaultInterval = 100 * time.Millisecond
+	DefaultLeaseTTL = 3 // seconds
+	DefaultDrift    = 0.01
+	DefaultMargin   = 5 * time.Millisecond
+)
+
+// ErrStopped is returned by [Node.WaitApplied] (and the writes that wait
+// on it) once the node's applier has stopped: the node was closed, or its
+// watch failed and the node fails closed.
+var ErrStopped = errors.New("replica: node stopped applying")
+
+// Config configures a [Node].
+type Config struct {
+	// Client is the node's etcd client; required. The node does not close it.
+	Client *clientv3.Client
+	// Node is the node's id, unique in the cluster; required.
+	Node string
+	// Fence is F, how long a confirmation of the replica lets the node
+	// serve. Zero: DefaultFence.
+	Fence time.Duration
+	// Interval is the period of the fence check. Zero: DefaultInterval.
+	Interval time.Duration
+	// LeaseTTL is the serving lease's TTL in seconds. Zero: DefaultLeaseTTL.
+	LeaseTTL int64
+	// Drift is ρ, the bound on the clock-rate difference between nodes.
+	// Zero: DefaultDrift.
+	Drift float64
+	// Margin is added to the revoker's wait and taken off the lease
+	// deadline. Zero: DefaultMargin.
+	Margin time.Duration
+	// Confirmer asks other nodes to confirm a revision. Nil: none is
+	// asked, and a revoke waits the full bound for every other listed node.
+	Confirmer Confirmer
+	// Logger receives the node's events. Nil: discarded.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Fence == 0 {
+		c.Fence = DefaultFence
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.Drift == 0 {
+		c.Drift = DefaultDrift
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultMargin
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Node is one node's replica, fence and registration. Its methods are
+// safe for concurrent use. The store it feeds is written only by its
+// applier; everyone else reads it.
+type Node struct {
+	cfg        Config
+	cli        *clientv3.Client
+	store      *memdb.Store
+	servingKey string
+	base       time.Time // origin of mono; carries the monotonic clock
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wctx   context.Context // the watch's context; RequestProgress must use it
+	wg     sync.WaitGroup
+
+	applied atomic.Int64  // the revision the replica has applied
+	advMu   sync.Mutex    // guards adv
+	adv     chan struct{} // closed and replaced at every advance of applied
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when the applier stops (Close or failure)
+	closed   atomic.Bool
+
+	confirmed  atomic.Int64 // mono of t0 of the latest confirmation; 0: none
+	leaseUntil atomic.Int64 // mono before which the lease is surely valid
+	lease      atomic.Int64 // the serving lease; 0: not registered (fence loop writes it)
+
+	// applyGate and fenceGate are held for reading by each applier and
+	// fence step, and for writing while paused (for testing).
+	applyGate, fenceGate sync.RWMutex
+	pauseMu              sync.Mutex // guards the two fields below
+	applyPaused          bool
+	fencePaused          bool
+}
+
+// Start loads the replica at a revision R0, starts its watch from R0+1,
+// registers the node under a new lease and starts the fence loop. The
+// node serves after its first confirmation; see [Node.Serving].
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Client == nil || cfg.Node == "" || strings.Contains(cfg.Node, "/") {
+		return nil, fmt.Errorf("replica: start: a client and a node id without '/' are required")
+	}
+	store, err := memdb.New()
+	if err != nil {
+		return nil, fmt.Errorf("replica: start %s: %w", cfg.Node, err)
+	}
+	n := &Node{
+		cfg:        cfg,
+		cli:        cfg.Client,
+		store:      store,
+		servingKey: ServingPrefix + cfg.Node,
+		base:       time.Now(),
+		adv:        make(chan struct{}),
+		stopped:    make(chan struct{}),
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.wctx = clientv3.WithRequireLeader(n.ctx)
+
+	r0, err := n.loadSnapshot(ctx)
+	if err != nil {
+		n.cancel()
+		return nil, fmt.Errorf("replica: start %s: %w", cfg.Node, err)
+	}
+	wch := n.cli.Watch(n.wctx, CredentialsPrefix, clientv3.WithPrefix(), clientv3.WithRev(r0+1),
+		clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	if err := n.register(ctx); err != nil {
+		n.cancel()
+		return nil, fmt.Errorf("replica: start %s: %w", cfg.Node, err)
+	}
+	n.wg.Add(2)
+	go n.applyLoop(wch)
+	go n.fenceLoop()
+	return n, nil
+}
+
+// Store is the node's replica. It is written only by the node's applier.
+func (n *Node) Store() *memdb.Store { return n.store }
+
+// ID is the node's id.
+func (n *Node) ID() string { return n.cfg.Node }
+
+// Fence is the node's F.
+func (n *Node) Fence() time.Duration { return n.cfg.Fence }
+
+// Applied is the revision the replica has applied: every credential write
+// at or below it is in the store and its commit hooks have run.
+func (n *Node) Applied() int64 { return n.applied.Load() }
+
+// Serving reports whether the node may serve: its replica was proved
+// current within F and its serving lease is surely valid, by its
+// monotonic clock.
+func (n *Node) Serving() bool {
+	if n.closed.Load() {
+		return false
+	}
+	select {
+	case <-n.stopped:
+		return false
+	default:
+	}
+	now := n.mono()
+	c := n.confirmed.Load()
+	return c != 0 && now-c <= int64(n.cfg.Fence) && now < n.leaseUntil.Load()
+}
+
+// WaitApplied returns once the replica has applied rev, or ctx's error,
+// or ErrStopped if the applier stopped first.
+func (n *Node) WaitApplied(ctx context.Context, rev int64) error {
+	for {
+		if n.applied.Load() >= rev {
+			return nil
+		}
+		n.advMu.Lock()
+		ch := n.adv
+		n.advMu.Unlock()
+		if n.applied.Load() >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-n.stopped:
+			if n.applied.Load() >= rev {
+				return nil
+			}
+			return ErrStopped
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Pause stops the applier and the fence loop at their next step, as a
+// stalled process would: events queue, no confirmation is made, the lease
+// is not renewed. It returns once neither is mid-step. For testing.
+func (n *Node) Pause() {
+	n.pauseMu.Lock()
+	defer n.pauseMu.Unlock()
+	if !n.fencePaused {
+		n.fenceGate.Lock()
+		n.fencePaused = true
+	}
+	n.stallLocked()
+}
+
+// StallApplier stops only the applier, as a slow or cut watch would: the
+// fence loop keeps renewing the lease and checking, and its checks fail
+// because the replica cannot reach the revision they read. For testing.
+func (n *Node) StallApplier() {
+	n.pauseMu.Lock()
+	defer n.pauseMu.Unlock()
+	n.stallLocked()
+}
+
+func (n *Node) stallLocked() {
+	if !n.applyPaused {
+		n.applyGate.Lock()
+		n.applyPaused = true
+	}
+}
+
+// Resume undoes Pause and StallApplier. For testing.
+func (n *Node) Resume() {
+	n.pauseMu.Lock()
+	defer n.pauseMu.Unlock()
+	if n.applyPaused {
+		n.applyPaused = false
+		n.applyGate.Unlock()
+	}
+	if n.fencePaused {
+		n.fencePaused = false
+		n.fenceGate.Unlock()
+	}
+}
+
+// Close stops serving, stops the applier and the fence loop, and revokes
+// the serving lease (its key goes with it).
+func (n *Node) Close() error {
+	if !n.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	n.cancel()
+	n.Resume()
+	n.wg.Wait()
+	n.stop()
+	if id := n.lease.Load(); id != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := n.cli.Revoke(ctx, clientv3.LeaseID(id)); err != nil {
+			return fmt.Errorf("replica: close %s: revoke lease: %w", n.cfg.Node, err)
+		}
+	}
+	return nil
+}
+
+// mono is the node's monotonic clock, in nanoseconds, never 0.
+func (n *Node) mono() int64 { return int64(time.Since(n.base)) + 1 }
+
+func (n *Node) stop() { n.stopOnce.Do(func() { close(n.stopped) }) }
+
+// fail stops the applier for good: the node fails closed.
+func (n *Node) fail(err error) {
+	if n.ctx.Err() == nil {
+		n.cfg.Logger.Error("replica stopped; node no longer serves", "node", n.cfg.Node, "err", err)
+	}
+	n.stop()
+}
+
+func (n *Node) advance(rev int64) {
+	n.advMu.Lock()
+	defer n.advMu.Unlock()
+	if rev <= n.applied.Load() {
+		return
+	}
+	n.applied.Store(rev)
+	close(n.adv)
+	n.adv = make(chan struct{})
+}
+
+// loadSnapshot reads every credential at one revision R0 into the store
+// and returns R0.
+func (n *Node) loadSnapshot(ctx context.Context) (int64, error) {
+	resp, err := n.cli.Get(ctx, CredentialsPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("load snapshot: %w", err)
+	}
+	err = n.store.Write(func(w *memdb.Writer) error {
+		for _, kv := range resp.Kvs {
+			if err := putKV(w, kv.Key, kv.Value); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("load snapshot at %d: %w", resp.Header.Revision, err)
+	}
+	n.advance(resp.Header.Revision)
+	return resp.Header.Revision, nil
+}
+
+func (n *Node) applyLoop(wch clientv3.WatchChan) {
+	defer n.wg.Done()
+	for wr := range wch {
+		n.applyGate.RLock()
+		err := n.apply(wr)
+		n.applyGate.RUnlock()
+		if err != nil {
+			n.fail(err)
+			return
+		}
+	}
+	n.fail(errors.New("watch closed"))
+}
+
+// apply applies one watch response: its events in one store write, then
+// the applied revision.
+func (n *Node) apply(wr clientv3.WatchResponse) error {
+	if err := wr.Err(); err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	if wr.IsProgressNotify() {
+		n.advance(wr.Header.Revision)
+		return nil
+	}
+	if len(wr.Events) == 0 {
+		return nil
+	}
+	// etcd sends the events of one revision in one response (its watch
+	// batches by revision, and fragmenting is off), so the last event's
+	// revision is applied whole.
+	err := n.store.Write(func(w *memdb.Writer) error {
+		for _, ev := range wr.Events {
+			switch ev.Type {
+			case clientv3.EventTypePut:
+				if err := putKV(w, ev.Kv.Key, ev.Kv.Value); err != nil {
+					return err
+				}
+			case clientv3.EventTypeDelete:
+				id := strings.TrimPrefix(string(ev.Kv.Key), CredentialsPrefix)
+				if err := w.DeleteCredential(id); err != nil && !errors.Is(err, memdb.ErrNotFound) {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("apply revision %d: %w", wr.Events[len(wr.Events)-1].Kv.ModRevision, err)
+	}
+	n.advance(wr.Events[len(wr.Events)-1].Kv.ModRevision)
+	return nil
+}
+
+func putKV(w *memdb.Writer, key, value []byte) error {
+	var c memdb.Credential
+	if err := json.Unmarshal(value, &c); err != nil {
+		return fmt.Errorf("decode %s: %w", key, err)
+	}
+	if CredentialsPrefix+c.ID != string(key) {
+		return fmt.Errorf("decode %s: row id %q does not match its key", key, c.ID)
+	}
+	return w.PutCredential(&c)
+}
+
+// register grants a new serving lease and writes the serving key under it.
+func (n *Node) register(ctx context.Context) error {
+	s := n.mono()
+	g, err := n.cli.Grant(ctx, n.cfg.LeaseTTL)
+	if err != nil {
+		return fmt.Errorf("register: grant: %w", err)
+	}
+	if _, err := n.cli.Put(ctx, n.servingKey, n.cfg.Node, clientv3.WithLease(g.ID)); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	n.lease.Store(int64(g.ID))
+	n.leaseUntil.Store(n.leaseDeadline(s, g.TTL))
+	return nil
+}
+
+// leaseDeadline is s + TTL(1−ρ) − margin: the lease, renewed for ttl by a
+// request sent at s, is surely valid before it.
+func (n *Node) leaseDeadline(s, ttl int64) int64 {
+	d := time.Duration(float64(time.Duration(ttl)*time.Second)*(1-n.cfg.Drift)) - n.cfg.Margin
+	return s + int64(d)
+}
+
+func (n *Node) fenceLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.stopped:
+			return
+		case <-t.C:
+		}
+		n.fenceGate.RLock()
+		if err := n.check(); err != nil && n.ctx.Err() == nil {
+			n.cfg.Logger.Debug("fence check failed", "node", n.cfg.Node, "err", err)
+		}
+		n.fenceGate.RUnlock()
+	}
+}
+
+// check renews the lease, then proves the replica current: a
+// linearizable read of the serving key at revision Q, then the replica at
+// ≥ Q. On success the confirmation time is t0, taken before the read.
+func (n *Node) check() error {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Fence)
+	defer cancel()
+	id := clientv3.LeaseID(n.lease.Load())
+	if id == 0 {
+		return n.register(ctx)
+	}
+	s := n.mono()
+	ka, err := n.cli.KeepAliveOnce(ctx, id)
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		n.lost()
+		return fmt.Errorf("lease lapsed: %w", err)
+	case err != nil:
+		return fmt.Errorf("renew lease: %w", err)
+	case ka.TTL > 0:
+		n.leaseUntil.Store(n.leaseDeadline(s, ka.TTL))
+	}
+	t0 := n.mono()
+	resp, err := n.cli.Get(ctx, n.servingKey)
+	if err != nil {
+		return fmt.Errorf("read serving key: %w", err)
+	}
+	if len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) != id {
+		n.lost()
+		return errors.New("serving key gone")
+	}
+	q := resp.Header.Revision
+	if n.applied.Load() < q {
+		if err := n.cli.RequestProgress(n.wctx); err != nil {
+			return fmt.Errorf("request progress: %w", err)
+		}
+		if err := n.WaitApplied(ctx, q); err != nil {
+			return fmt.Errorf("replica to %d: %w", q, err)
+		}
+	}
+	if t0 > n.confirmed.Load() {
+		n.confirmed.Store(t0) // only this loop writes it
+	}
+	return nil
+}
+
+// lost forgets a lapsed registration: the node stops serving and
+// registers anew at the next check, and serves again only after a
+// confirmation that started after the new key was written.
+func (n *Node) lost() {
+	n.confirmed.Store(0) // a confirmation made before the new key must not count
+	n.leaseUntil.Store(0)
+	n.lease.Store(0)
+}
