@@ -28,10 +28,11 @@ test-deps: ## install what the tests need besides Go when missing: the TypeScrip
 	bash scripts/test-deps.sh
 
 .PHONY: test
-test: test-deps ## vet, every test with the race detector, then the official conformance suite (what CI runs)
+test: test-deps ## vet, every test with the race detector, the official conformance suite, then the multi-node tests (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 $(PKGS)
 	RUNS='$(CONFORMANCE_RUNS)' SERVER='$(SERVER)' bash scripts/conformance.sh
+	$(MAKE) cluster-test
 
 .PHONY: race
 race: test-deps ## every test with the race detector
