@@ -57,17 +57,18 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
-	do := func(method, authz, sid, body string) *http.Response {
+	// send sends one MCP request with headers h besides the usual ones.
+	send := func(method, authz, body string, h map[string]string) *http.Response {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+"/mcp", strings.NewReader(body))
 		if authz != "" {
 			req.Header.Set("Authorization", authz)
 		}
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -75,6 +76,13 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		return resp
+	}
+	do := func(method, authz, sid, body string) *http.Response {
+		t.Helper()
+		if sid == "" {
+			return send(method, authz, body, nil)
+		}
+		return send(method, authz, body, map[string]string{"Mcp-Session-Id": sid})
 	}
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	resp := do(http.MethodPost, ps.Authorization, "", init)
@@ -88,18 +96,7 @@ func TestMetricsCountWhatHappens(t *testing.T) {
 	do(http.MethodPost, ps.Authorization, sid, `{"jsonrpc":"2.0","id":2,"method":"ping"}`) // 404
 	modern := func(method, body string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+"/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", ps.Authorization)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "server/discover")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		send(method, ps.Authorization, body, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"})
 	}
 	modern(http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`) // 200
 	modern(http.MethodGet, "")                                                                                                                                                                                 // 405: the era has no GET stream

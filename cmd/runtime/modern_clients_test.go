@@ -232,23 +232,7 @@ func TestModernClientsOnTheBinary(t *testing.T) {
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // detects a hang only
 			defer cancel()
-			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.mcp, HTTPClient: &http.Client{Transport: rec}, MaxRetries: -1},
-				&mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatalf("Connect: %v", err)
-			}
-			defer cs.Close()
-			if got := cs.InitializeResult().ProtocolVersion; got != clienttest.Modern || cs.ID() != "" {
-				t.Errorf("negotiated %q, session id %q; want 2026-07-28 and none", got, cs.ID())
-			}
-			list, err := cs.ListTools(ctx, nil)
-			if err != nil {
-				t.Fatalf("ListTools: %v", err)
-			}
-			var names []string
-			for _, tl := range list.Tools {
-				names = append(names, tl.Name)
-			}
+			cs, names := clienttest.ConnectGoSDK(t, ctx, client, s.mcp, rec, version)
 			if diff := cmp.Diff(demoTools, names); diff != "" {
 				t.Errorf("tools/list (-want +got):\n%s", diff)
 			}

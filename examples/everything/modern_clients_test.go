@@ -145,23 +145,7 @@ func TestModernClientsOnEverything(t *testing.T) {
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // detects a hang only
 			defer cancel()
-			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: a.URL, HTTPClient: &http.Client{Transport: rec}, MaxRetries: -1},
-				&mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatalf("Connect: %v", err)
-			}
-			defer cs.Close()
-			if got := cs.InitializeResult().ProtocolVersion; got != clienttest.Modern || cs.ID() != "" {
-				t.Errorf("negotiated %q, session id %q; want 2026-07-28 and none", got, cs.ID())
-			}
-			list, err := cs.ListTools(ctx, nil)
-			if err != nil {
-				t.Fatalf("ListTools: %v", err)
-			}
-			var names []string
-			for _, tl := range list.Tools {
-				names = append(names, tl.Name)
-			}
+			cs, names := clienttest.ConnectGoSDK(t, ctx, client, a.URL, rec, version)
 			wantListed(t, names, changes)
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test_simple_text", Arguments: map[string]any{}})
 			if err != nil || res.IsError || onlyText(res) != simpleText {

@@ -25,6 +25,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Modern is the 2026-07-28 protocol version the clients are pinned to.
@@ -341,4 +343,30 @@ func Build(t *testing.T, pkg, name string) string {
 func raceBuild() bool {
 	bi, ok := debug.ReadBuildInfo()
 	return ok && slices.ContainsFunc(bi.Settings, func(s debug.BuildSetting) bool { return s.Key == "-race" && s.Value == "true" })
+}
+
+// ConnectGoSDK connects client to endpoint through rec, asking for
+// version ("" for the client's default), and requires the 2026-07-28 era:
+// that version negotiated and no session id. It returns the session and
+// the names tools/list answers; the session is closed at cleanup.
+func ConnectGoSDK(t *testing.T, ctx context.Context, client *mcp.Client, endpoint string, rec *Recorder, version string) (*mcp.ClientSession, []string) {
+	t.Helper()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: rec}, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != Modern || cs.ID() != "" {
+		t.Errorf("negotiated %q, session id %q; want 2026-07-28 and none", got, cs.ID())
+	}
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	var names []string
+	for _, tl := range list.Tools {
+		names = append(names, tl.Name)
+	}
+	return cs, names
 }
