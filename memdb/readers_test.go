@@ -53,6 +53,9 @@ func TestEveryIndexHasAReader(t *testing.T) {
 		})
 	}
 	for name, table := range Schema().Tables {
+		if name == tableRevisions {
+			continue // internal: read by a write through a Log (log.go), not by a Reader method
+		}
 		for idx := range table.Indexes {
 			if !queried[name+"/"+idx] {
 				t.Errorf("index %s.%s: no Reader method queries it; delete it (and its comment) or add the read that needs it", name, idx)

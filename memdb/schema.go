@@ -38,6 +38,7 @@ func Schema() *gomemdb.DBSchema {
 			TableCredentials:      credentialsTableSchema(),
 			TableClientGrants:     clientGrantsTableSchema(),
 			TableMCPSessions:      mcpSessionsTableSchema(),
+			tableRevisions:        revisionsTableSchema(),
 		},
 	}
 }

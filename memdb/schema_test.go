@@ -24,6 +24,7 @@ var recordTypes = map[string]reflect.Type{
 	TableCredentials:      reflect.TypeFor[Credential](),
 	TableClientGrants:     reflect.TypeFor[ClientGrant](),
 	TableMCPSessions:      reflect.TypeFor[MCPSession](),
+	tableRevisions:        reflect.TypeFor[revision](),
 }
 
 func TestSchemaValid(t *testing.T) {

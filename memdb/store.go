@@ -20,7 +20,8 @@ var ErrConflict = errors.New("memdb: unique index conflict")
 // they are read-only with respect to the store, and changing one changes
 // nothing until it is written back by the table's owner.
 type Store struct {
-	db *gomemdb.MemDB
+	db  *gomemdb.MemDB
+	log Log // nil: the store is the state itself (one node)
 
 	hooksMu sync.Mutex // serializes changes to hooks
 	// hooks is read on every write without a lock; nil when there are none,
@@ -46,7 +47,19 @@ func (s *Store) Read() *Reader {
 // otherwise nothing fn wrote is kept. Write transactions are serialized, so
 // what fn reads through w is the latest committed state and cannot change
 // before the commit.
+//
+// With a [Log] (several nodes), fn's changes to replicated tables are
+// committed through the log instead, conditioned on every replicated row
+// fn read or wrote being unchanged since ([ErrStale] otherwise), and
+// Write returns once the store has applied them.
 func (s *Store) Write(fn func(w *Writer) error) error {
+	if s.log != nil {
+		return s.writeViaLog(fn)
+	}
+	return s.writeLocal(fn)
+}
+
+func (s *Store) writeLocal(fn func(w *Writer) error) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	hooks := s.hooks.Load()
@@ -165,7 +178,8 @@ func credentialChanges(changes gomemdb.Changes) []*Credential {
 // Reader answers typed queries against one snapshot (or, inside
 // [Store.Write], against the transaction being written).
 type Reader struct {
-	txn *gomemdb.Txn
+	txn   *gomemdb.Txn
+	reads *readSet // the rows a write transaction through a Log read; nil otherwise
 }
 
 // cloner is a record type with a deep copy.
@@ -180,7 +194,14 @@ func first[T any, P cloner[T]](r *Reader, table, index string, args ...any) (*T,
 		return nil, fmt.Errorf("read %s by %s: %w", table, index, err)
 	}
 	if raw == nil {
+		if r.reads != nil && index == IndexID && len(args) == 1 {
+			id, _ := args[0].(string)
+			r.reads.add(table, id) // an absence is read too
+		}
 		return nil, ErrNotFound
+	}
+	if r.reads != nil {
+		r.reads.add(table, RowID(raw))
 	}
 	return P(raw.(*T)).Clone(), nil
 }
@@ -192,6 +213,9 @@ func list[T any, P cloner[T]](r *Reader, table, index string, args ...any) ([]*T
 	}
 	var out []*T
 	for raw := it.Next(); raw != nil; raw = it.Next() {
+		if r.reads != nil {
+			r.reads.add(table, RowID(raw))
+		}
 		out = append(out, P(raw.(*T)).Clone())
 	}
 	return out, nil

@@ -6,22 +6,29 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// Key prefixes in etcd.
+// Key prefixes in etcd. Every replicated table's row is at
+// Prefix + table + "/" + id (TableKey).
 const (
-	CredentialsPrefix = "/mcpruntime/credentials/"
-	ServingPrefix     = "/mcpruntime/serving/"
+	Prefix            = "/mcpruntime/"
+	CredentialsPrefix = Prefix + memdb.TableCredentials + "/"
+	ServingPrefix     = Prefix + "serving/"
 )
+
+// TableKey is the etcd key of a replicated row.
+func TableKey(table, id string) string { return Prefix + table + "/" + id }
 
 // Defaults of [Config].
 const (
@@ -30,6 +37,7 @@ const (
 	DefaultLeaseTTL = 3 // seconds
 	DefaultDrift    = 0.01
 	DefaultMargin   = 5 * time.Millisecond
+	DefaultCommit   = 5 * time.Second
 )
 
 // ErrStopped is returned by [Node.WaitApplied] (and the writes that wait
@@ -59,6 +67,18 @@ type Config struct {
 	// Confirmer asks other nodes to confirm a revision. Nil: none is
 	// asked, and a revoke waits the full bound for every other listed node.
 	Confirmer Confirmer
+	// Secret is the cluster's node-to-node secret. With it, and no
+	// Confirmer, the node asks other nodes to confirm over HTTP at the URL
+	// their registrations publish ([ConfirmPath], [NodeAuth]).
+	Secret string
+	// HTTPClient makes those requests. Nil: a client of its own.
+	HTTPClient *http.Client
+	// URL is where other nodes reach this node's internal listener; it is
+	// published in the node's registration ([Member]). Empty: nowhere.
+	URL string
+	// Commit bounds one write through the store (its etcd transaction, and
+	// the wait for the replicas it needs). Zero: DefaultCommit.
+	Commit time.Duration
 	// Logger receives the node's events. Nil: discarded.
 	Logger *slog.Logger
 }
@@ -78,6 +98,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Margin == 0 {
 		c.Margin = DefaultMargin
+	}
+	if c.Commit == 0 {
+		c.Commit = DefaultCommit
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -112,6 +135,9 @@ type Node struct {
 	leaseUntil atomic.Int64 // mono before which the lease is surely valid
 	lease      atomic.Int64 // the serving lease; 0: not registered (fence loop writes it)
 
+	membersMu sync.RWMutex // guards members
+	members   map[string]Member
+
 	// applyGate and fenceGate are held for reading by each applier and
 	// fence step, and for writing while paused (for testing).
 	applyGate, fenceGate sync.RWMutex
@@ -140,6 +166,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		base:       time.Now(),
 		adv:        make(chan struct{}),
 		stopped:    make(chan struct{}),
+		members:    map[string]Member{},
+	}
+	store.SetLog(n)
+	if cfg.Confirmer == nil && cfg.Secret != "" {
+		client := cfg.HTTPClient
+		if client == nil {
+			client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+		}
+		n.cfg.Confirmer = &httpConfirmer{node: n, client: client, secret: cfg.Secret}
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.wctx = clientv3.WithRequireLeader(n.ctx)
@@ -149,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.cancel()
 		return nil, fmt.Errorf("replica: start %s: %w", cfg.Node, err)
 	}
-	wch := n.cli.Watch(n.wctx, CredentialsPrefix, clientv3.WithPrefix(), clientv3.WithRev(r0+1),
+	wch := n.cli.Watch(n.wctx, Prefix, clientv3.WithPrefix(), clientv3.WithRev(r0+1),
 		clientv3.WithPrevKV(), clientv3.WithProgressNotify())
 	if err := n.register(ctx); err != nil {
 		n.cancel()
@@ -304,16 +339,16 @@ func (n *Node) advance(rev int64) {
 	n.adv = make(chan struct{})
 }
 
-// loadSnapshot reads every credential at one revision R0 into the store
-// and returns R0.
+// loadSnapshot reads every replicated row and registration at one
+// revision R0 into the store and returns R0.
 func (n *Node) loadSnapshot(ctx context.Context) (int64, error) {
-	resp, err := n.cli.Get(ctx, CredentialsPrefix, clientv3.WithPrefix())
+	resp, err := n.cli.Get(ctx, Prefix, clientv3.WithPrefix())
 	if err != nil {
 		return 0, fmt.Errorf("load snapshot: %w", err)
 	}
-	err = n.store.Write(func(w *memdb.Writer) error {
+	err = n.store.Apply(func(w *memdb.Writer) error {
 		for _, kv := range resp.Kvs {
-			if err := putKV(w, kv.Key, kv.Value); err != nil {
+			if err := n.applyKV(w, clientv3.EventTypePut, kv); err != nil {
 				return err
 			}
 		}
@@ -356,18 +391,10 @@ func (n *Node) apply(wr clientv3.WatchResponse) error {
 	// etcd sends the events of one revision in one response (its watch
 	// batches by revision, and fragmenting is off), so the last event's
 	// revision is applied whole.
-	err := n.store.Write(func(w *memdb.Writer) error {
+	err := n.store.Apply(func(w *memdb.Writer) error {
 		for _, ev := range wr.Events {
-			switch ev.Type {
-			case clientv3.EventTypePut:
-				if err := putKV(w, ev.Kv.Key, ev.Kv.Value); err != nil {
-					return err
-				}
-			case clientv3.EventTypeDelete:
-				id := strings.TrimPrefix(string(ev.Kv.Key), CredentialsPrefix)
-				if err := w.DeleteCredential(id); err != nil && !errors.Is(err, memdb.ErrNotFound) {
-					return err
-				}
+			if err := n.applyKV(w, ev.Type, ev.Kv); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -379,15 +406,55 @@ func (n *Node) apply(wr clientv3.WatchResponse) error {
 	return nil
 }
 
-func putKV(w *memdb.Writer, key, value []byte) error {
-	var c memdb.Credential
-	if err := json.Unmarshal(value, &c); err != nil {
-		return fmt.Errorf("decode %s: %w", key, err)
+// applyKV applies one key's put or delete: a replicated row into the
+// store with its revision, or a registration into the member list. Keys
+// of neither kind are ignored (a later version's tables).
+func (n *Node) applyKV(w *memdb.Writer, typ mvccpb.Event_EventType, kv *mvccpb.KeyValue) error {
+	rest, ok := strings.CutPrefix(string(kv.Key), Prefix)
+	if !ok {
+		return nil
 	}
-	if CredentialsPrefix+c.ID != string(key) {
-		return fmt.Errorf("decode %s: row id %q does not match its key", key, c.ID)
+	table, id, ok := strings.Cut(rest, "/")
+	if !ok || id == "" {
+		return nil
 	}
-	return w.PutCredential(&c)
+	if table == "serving" {
+		n.applyMember(typ, id, kv.Value)
+		return nil
+	}
+	if !memdb.Replicated(table) {
+		return nil
+	}
+	if typ == clientv3.EventTypeDelete {
+		if err := w.Delete(table, id); err != nil && !errors.Is(err, memdb.ErrNotFound) {
+			return err
+		}
+		return w.SetRevision(table, id, 0)
+	}
+	rec, err := decodeRow(table, id, kv.Value)
+	if err != nil {
+		return err
+	}
+	if err := w.Put(table, rec); err != nil {
+		return err
+	}
+	return w.SetRevision(table, id, kv.ModRevision)
+}
+
+// decodeRow decodes a row's value and checks that it is the row its key
+// names.
+func decodeRow(table, id string, value []byte) (any, error) {
+	rec, err := memdb.NewRecord(table)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(value, rec); err != nil {
+		return nil, fmt.Errorf("decode %s/%s: %w", table, id, err)
+	}
+	if got := memdb.RowID(rec); got != id {
+		return nil, fmt.Errorf("decode %s/%s: row id %q does not match its key", table, id, got)
+	}
+	return rec, nil
 }
 
 // register grants a new serving lease and writes the serving key under it.
@@ -397,7 +464,11 @@ func (n *Node) register(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("register: grant: %w", err)
 	}
-	if _, err := n.cli.Put(ctx, n.servingKey, n.cfg.Node, clientv3.WithLease(g.ID)); err != nil {
+	val, err := json.Marshal(Member{ID: n.cfg.Node, URL: n.cfg.URL})
+	if err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	if _, err := n.cli.Put(ctx, n.servingKey, string(val), clientv3.WithLease(g.ID)); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
 	n.lease.Store(int64(g.ID))

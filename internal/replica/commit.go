@@ -1,0 +1,84 @@
+package replica
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+var _ memdb.Log = (*Node)(nil)
+
+// Commit implements [memdb.Log]: one etcd transaction, conditioned on
+// every row tx read or wrote still having the revision the replica had
+// applied for it (absent rows: still absent), that writes tx's rows. It
+// returns once this node's replica has applied the commit. A commit that
+// revokes a live credential (a live row revoked or deleted) is a revoke:
+// it also lists the serving nodes in the same transaction and returns only
+// once each has confirmed the revision or the fence bound has passed
+// (see [Node.Revoke]). The whole is bounded by Config.Commit.
+func (n *Node) Commit(tx *memdb.Tx) error {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Commit)
+	defer cancel()
+	cmps := make([]clientv3.Cmp, 0, len(tx.Rows))
+	for _, r := range tx.Rows {
+		key := TableKey(r.Table, r.ID)
+		if r.Revision == 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", r.Revision))
+		}
+	}
+	ops := make([]clientv3.Op, 0, len(tx.Writes)+1)
+	revokes := false
+	for _, w := range tx.Writes {
+		key := TableKey(w.Table, w.ID)
+		revokes = revokes || revokesLive(w)
+		if w.After == nil {
+			ops = append(ops, clientv3.OpDelete(key))
+			continue
+		}
+		val, err := json.Marshal(w.After)
+		if err != nil {
+			return fmt.Errorf("replica: commit %s: %w", key, err)
+		}
+		ops = append(ops, clientv3.OpPut(key, string(val)))
+	}
+	if revokes {
+		ops = append(ops, clientv3.OpGet(ServingPrefix, clientv3.WithPrefix()))
+	}
+	resp, err := n.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		// The commit may or may not have happened: the replica will say.
+		return fmt.Errorf("replica: commit: %w", err)
+	}
+	committedAt := time.Now() // after the answer: the fence bound is measured from here
+	if !resp.Succeeded {
+		return fmt.Errorf("replica: commit: %w", memdb.ErrStale)
+	}
+	rev := resp.Header.Revision
+	if revokes {
+		serving := servingNodes(resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs)
+		_, err := n.barrier(ctx, RevokeResult{Revision: rev, Revoked: true}, committedAt, serving)
+		return err
+	}
+	if err := n.WaitApplied(ctx, rev); err != nil {
+		return fmt.Errorf("replica: commit at %d: own replica: %w", rev, err)
+	}
+	return nil
+}
+
+// revokesLive reports whether w takes a credential that was live out of
+// the live state (a revocation or a delete).
+func revokesLive(w memdb.RowWrite) bool {
+	before, ok := w.Before.(*memdb.Credential)
+	if !ok || before.State != memdb.StateLive {
+		return false
+	}
+	after, _ := w.After.(*memdb.Credential)
+	return after == nil || after.State != memdb.StateLive
+}

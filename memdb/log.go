@@ -1,0 +1,255 @@
+package memdb
+
+import (
+	"errors"
+	"fmt"
+
+	gomemdb "github.com/hashicorp/go-memdb"
+)
+
+// ErrStale is returned by a write of a store with a [Log] when a row the
+// transaction read or wrote changed in the log since this store applied
+// it: another writer got there first, and nothing was written.
+var ErrStale = errors.New("memdb: a row changed since it was read")
+
+// tableRevisions holds, for a store with a [Log], the log revision of every
+// replicated row the store holds (its etcd mod revision). Internal: no
+// reader outside the package sees it.
+const tableRevisions = "revisions"
+
+// Replicated reports whether table's rows are kept in the [Log] of a store
+// that has one. MCP sessions are not: they live and die with their node.
+func Replicated(table string) bool {
+	switch table {
+	case TableThreads, TableInstances, TableProviderSessions, TableCredentials, TableClientGrants:
+		return true
+	}
+	return false
+}
+
+// NewRecord returns a pointer to a zero record of a replicated table, for
+// decoding a row of the log into.
+func NewRecord(table string) (any, error) {
+	switch table {
+	case TableThreads:
+		return new(Thread), nil
+	case TableInstances:
+		return new(Instance), nil
+	case TableProviderSessions:
+		return new(ProviderSession), nil
+	case TableCredentials:
+		return new(Credential), nil
+	case TableClientGrants:
+		return new(ClientGrant), nil
+	}
+	return nil, fmt.Errorf("memdb: table %q is not replicated", table)
+}
+
+// Log is where a store's replicated tables live when the runtime runs on
+// several nodes (SPEC §5d): the store is then a replica, changed only by
+// [Store.Apply] as the log's changes arrive, and [Store.Write] sends each
+// transaction to the log instead of committing it.
+type Log interface {
+	// Commit writes tx to the log if no row it read or wrote changed since
+	// the revisions it names ([ErrStale] otherwise), and returns once this
+	// store has applied the commit, so that the writer reads its write.
+	Commit(tx *Tx) error
+}
+
+// Tx is one write transaction as a [Log] commits it.
+type Tx struct {
+	// Rows are the replicated rows the transaction read or wrote, each
+	// once, with the log revision the store had applied for it (0: the
+	// row was absent).
+	Rows []RowRead
+	// Writes are its changes, in order, one per row.
+	Writes []RowWrite
+}
+
+// RowRead names a row and the revision a transaction saw it at.
+type RowRead struct {
+	Table, ID string
+	Revision  int64
+}
+
+// RowWrite is a row's change: After is the new record, nil for a delete;
+// Before is the row as the transaction found it, nil when absent.
+type RowWrite struct {
+	Table, ID     string
+	Before, After any
+}
+
+// revision is one row of tableRevisions.
+type revision struct {
+	ID  string // table + "/" + row id
+	Rev int64
+}
+
+func revisionsTableSchema() *gomemdb.TableSchema {
+	return &gomemdb.TableSchema{
+		Name: tableRevisions,
+		Indexes: map[string]*gomemdb.IndexSchema{
+			// id: the revision a write transaction compares (Store.Write
+			// with a Log) and the one Apply sets.
+			IndexID: idIndex(),
+		},
+	}
+}
+
+func revisionKey(table, id string) string { return table + "/" + id }
+
+// SetLog makes s a replica of l. It must be called before the store is
+// first written, and at most once.
+func (s *Store) SetLog(l Log) { s.log = l }
+
+// readSet records the replicated rows a write transaction reads.
+type readSet struct {
+	seen map[string]RowRead
+	keys []string // in first-read order
+}
+
+func (rs *readSet) add(table, id string) {
+	if rs == nil || !Replicated(table) || id == "" {
+		return
+	}
+	k := revisionKey(table, id)
+	if _, ok := rs.seen[k]; ok {
+		return
+	}
+	if rs.seen == nil {
+		rs.seen = map[string]RowRead{}
+	}
+	rs.seen[k] = RowRead{Table: table, ID: id}
+	rs.keys = append(rs.keys, k)
+}
+
+// RowID is a record's id ("" for a value that is not a record).
+func RowID(obj any) string {
+	switch o := obj.(type) {
+	case *Thread:
+		return o.ID
+	case *Instance:
+		return o.ID
+	case *ProviderSession:
+		return o.ID
+	case *Credential:
+		return o.ID
+	case *ClientGrant:
+		return o.ID
+	case *MCPSession:
+		return o.ID
+	}
+	return ""
+}
+
+// writeViaLog runs fn in a write transaction whose changes go to the log:
+// the transaction is built against the store as it stands, then abandoned,
+// and committed through the log outside the store's write lock (the
+// applier needs it to apply the commit this waits for). A transaction
+// that changes only tables the log does not keep commits here, as without
+// a log; one that changes both kinds is refused.
+func (s *Store) writeViaLog(fn func(w *Writer) error) error {
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	txn.TrackChanges()
+	rs := &readSet{}
+	w := &Writer{Reader: Reader{txn: txn, reads: rs}}
+	if err := fn(w); err != nil {
+		return err
+	}
+	changes := txn.Changes()
+	tx := &Tx{}
+	local := 0
+	index := map[string]int{} // row → its write in tx.Writes
+	for _, ch := range changes {
+		if !Replicated(ch.Table) {
+			local++
+			continue
+		}
+		obj := ch.After
+		if obj == nil {
+			obj = ch.Before
+		}
+		id := RowID(obj)
+		k := revisionKey(ch.Table, id)
+		rs.add(ch.Table, id)
+		if i, ok := index[k]; ok {
+			tx.Writes[i].After = ch.After
+			continue
+		}
+		index[k] = len(tx.Writes)
+		tx.Writes = append(tx.Writes, RowWrite{Table: ch.Table, ID: id, Before: ch.Before, After: ch.After})
+	}
+	switch {
+	case len(tx.Writes) == 0:
+		txn.Commit() // local tables only (or nothing)
+		return nil
+	case local > 0:
+		return errors.New("memdb: a transaction changes both replicated and node-local tables")
+	}
+	// The revisions the transaction saw: the committed ones, since the
+	// transaction never writes this table.
+	for _, k := range rs.keys {
+		r := rs.seen[k]
+		raw, err := txn.First(tableRevisions, IndexID, k)
+		if err != nil {
+			return fmt.Errorf("read revision of %s: %w", k, err)
+		}
+		if raw != nil {
+			r.Revision = raw.(*revision).Rev
+		}
+		tx.Rows = append(tx.Rows, r)
+	}
+	txn.Abort()
+	return s.log.Commit(tx)
+}
+
+// Apply writes changes that come from the store's [Log] (the log's
+// applier is its one caller): fn's writes are committed as [Store.Write]
+// commits without a log, and the commit hooks run. Each row fn puts or
+// deletes should record its log revision with [Writer.SetRevision].
+func (s *Store) Apply(fn func(w *Writer) error) error { return s.writeLocal(fn) }
+
+// SetRevision records the log revision of a replicated row the
+// transaction wrote; a revision of 0 forgets it (the row was deleted). For
+// [Store.Apply].
+func (w *Writer) SetRevision(table, id string, rev int64) error {
+	k := revisionKey(table, id)
+	if rev == 0 {
+		if err := w.txn.Delete(tableRevisions, &revision{ID: k}); err != nil && !errors.Is(err, gomemdb.ErrNotFound) {
+			return fmt.Errorf("forget revision of %s: %w", k, err)
+		}
+		return nil
+	}
+	if err := w.txn.Insert(tableRevisions, &revision{ID: k, Rev: rev}); err != nil {
+		return fmt.Errorf("write revision of %s: %w", k, err)
+	}
+	return nil
+}
+
+// Put inserts or replaces a record of a replicated table, as the typed Put
+// methods do. For [Store.Apply].
+func (w *Writer) Put(table string, rec any) error {
+	switch r := rec.(type) {
+	case *Thread:
+		return w.PutThread(r)
+	case *Instance:
+		return w.PutInstance(r)
+	case *ProviderSession:
+		return w.PutProviderSession(r)
+	case *Credential:
+		return w.PutCredential(r)
+	case *ClientGrant:
+		return w.PutClientGrant(r)
+	}
+	return fmt.Errorf("memdb: put %T into %q: not a replicated record", rec, table)
+}
+
+// Delete removes a row of a replicated table by id; a missing row is
+// [ErrNotFound]. For [Store.Apply].
+func (w *Writer) Delete(table, id string) error {
+	if !Replicated(table) {
+		return fmt.Errorf("memdb: delete from %q: not a replicated table", table)
+	}
+	return w.delete(table, id)
+}
