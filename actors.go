@@ -98,6 +98,9 @@ func (r *Runtime) threadActor(id string) (target, error) {
 	pid := r.threads[id]
 	r.mu.Unlock()
 	if pid == nil {
+		if err := r.notHome(id); err != nil {
+			return target{}, err
+		}
 		return target{}, fmt.Errorf("thread %s: %w", id, ErrUnknownThread)
 	}
 	return target{pid: pid, gone: ErrUnknownThread}, nil
@@ -122,6 +125,11 @@ func (r *Runtime) clientActor(id string) (target, error) {
 	pid := r.clients[id]
 	r.mu.Unlock()
 	if pid == nil {
+		if r.cluster != nil {
+			if g, err := r.store.Read().ClientGrant(id); err == nil && g.Home != r.node() {
+				return target{}, &NotHomeError{Kind: "client", ID: id, Home: g.Home}
+			}
+		}
 		return target{}, fmt.Errorf("client %q: %w", id, ErrUnknownClient)
 	}
 	return target{pid: pid, gone: ErrUnknownClient}, nil

@@ -54,7 +54,7 @@ const (
 // spawnGrant starts the actor of a new client grant id.
 func (r *Runtime) spawnGrant(id, label, access, via string) (*actor.PID, error) {
 	props := client.Props(client.Config{
-		ID: id, Label: label, Access: access, Store: r.store, Now: r.cfg.Now,
+		ID: id, Home: r.node(), Label: label, Access: access, Store: r.store, Now: r.cfg.Now,
 		TTL: r.cfg.ClientTokenTTL, RefreshTTL: r.cfg.OAuth.RefreshTokenTTL, RevokedKept: r.cfg.RevokedKept,
 		Via: via, Events: r.credentialEvent, Logger: r.cfg.Logger,
 	})

@@ -66,6 +66,9 @@ type Config struct {
 	// (SPEC §5c): its own authorization server, or the resource-server
 	// mode for an external issuer. Zero: off.
 	OAuth OAuthConfig
+	// Cluster makes the runtime one node of several on etcd (SPEC §5d).
+	// Zero: one node, in memory.
+	Cluster ClusterConfig
 	// Drivers adds provider kinds to the built-in "inproc" and "exec", by kind name. A
 	// name given here replaces a built-in one.
 	Drivers map[string]provider.Factory

@@ -38,6 +38,7 @@ type Runtime struct {
 	prompts   catalog[*registeredPrompt]
 	oauth     *oauth.Server   // the authorization server; nil when off
 	jwt       *oauth.Verifier // the resource-server mode's verifier; nil when off
+	cluster   *clusterNode    // several nodes (SPEC §5d); nil on one
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -54,9 +55,20 @@ type Runtime struct {
 // New starts a runtime.
 func New(cfg Config) (*Runtime, error) {
 	cfg = cfg.withDefaults()
-	store, err := memdb.New()
-	if err != nil {
-		return nil, err
+	var cluster *clusterNode
+	var store *memdb.Store
+	if cfg.Cluster.Enabled() {
+		c, err := joinCluster(cfg.Cluster, cfg)
+		if err != nil {
+			return nil, err
+		}
+		cluster, store = c, c.rep.Store()
+	} else {
+		s, err := memdb.New()
+		if err != nil {
+			return nil, err
+		}
+		store = s
 	}
 	logger := cfg.Logger
 	system := newSystem(logger)
@@ -64,6 +76,7 @@ func New(cfg Config) (*Runtime, error) {
 	r := &Runtime{
 		cfg:           cfg,
 		store:         store,
+		cluster:       cluster,
 		system:        system,
 		root:          system.Root,
 		base:          base,
@@ -177,6 +190,11 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		}
 	}
 	r.system.Shutdown()
+	if r.cluster != nil {
+		if err := r.cluster.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -198,6 +216,9 @@ func (r *Runtime) checkOpen() error {
 // first time it is seen and recorded as a token of its subject's client
 // grant; from then on it authenticates like any other token.
 func (r *Runtime) Authenticate(tok string) (Principal, error) {
+	if !r.serving() {
+		return Principal{}, ErrNodeUnavailable
+	}
 	if r.jwt != nil && oauth.LooksLikeJWT(tok) {
 		return r.authenticateJWT(tok)
 	}

@@ -30,8 +30,14 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 	if err := ctx.Err(); err != nil {
 		return Thread{}, err // nothing started
 	}
+	if r.cluster != nil {
+		if _, err := r.store.Read().Thread(id); err == nil {
+			return Thread{}, fmt.Errorf("thread %s: %w", id, ErrThreadExists)
+		}
+	}
 	props := thread.Props(thread.Config{
 		ID:          id,
+		Home:        r.node(),
 		Instance:    opts.Instance,
 		Store:       r.store,
 		Now:         r.cfg.Now,
@@ -68,6 +74,13 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 		return Thread{}, fmt.Errorf("start thread %s: %w", id, err)
 	}
 	info, err := call[*thread.ThreadInfo](ctx, r, target{pid: pid, gone: ErrUnknownThread}, &thread.GetThread{}, r.budget(opActor, ""))
+	if err == nil && info.Thread.Home != r.node() {
+		// Another node created it first (its row won the commit).
+		err = fmt.Errorf("thread %s: %w", id, ErrThreadExists)
+	}
+	if err != nil && r.cluster != nil {
+		r.dropThread(id, pid)
+	}
 	if err != nil {
 		return Thread{}, err
 	}

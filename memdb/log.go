@@ -18,10 +18,13 @@ var ErrStale = errors.New("memdb: a row changed since it was read")
 const tableRevisions = "revisions"
 
 // Replicated reports whether table's rows are kept in the [Log] of a store
-// that has one. MCP sessions are not: they live and die with their node.
+// that has one: threads, credentials and client grants, which every node
+// reads. Provider instances, provider sessions and MCP sessions are not:
+// they are a node's own processes and connections, and live and die with
+// it (each node registers its own instances).
 func Replicated(table string) bool {
 	switch table {
-	case TableThreads, TableInstances, TableProviderSessions, TableCredentials, TableClientGrants:
+	case TableThreads, TableCredentials, TableClientGrants:
 		return true
 	}
 	return false
@@ -33,10 +36,6 @@ func NewRecord(table string) (any, error) {
 	switch table {
 	case TableThreads:
 		return new(Thread), nil
-	case TableInstances:
-		return new(Instance), nil
-	case TableProviderSessions:
-		return new(ProviderSession), nil
 	case TableCredentials:
 		return new(Credential), nil
 	case TableClientGrants:
@@ -233,10 +232,6 @@ func (w *Writer) Put(table string, rec any) error {
 	switch r := rec.(type) {
 	case *Thread:
 		return w.PutThread(r)
-	case *Instance:
-		return w.PutInstance(r)
-	case *ProviderSession:
-		return w.PutProviderSession(r)
 	case *Credential:
 		return w.PutCredential(r)
 	case *ClientGrant:

@@ -40,6 +40,7 @@ const (
 // Thread is one conversation. Written only by its thread actor.
 type Thread struct {
 	ID       string
+	Home     string // the node whose thread actor writes it (several nodes, SPEC §5d); "" on one node
 	Status   string // ThreadActive or ThreadArchived
 	Instance string // current provider instance; "" until one is chosen
 	Run      *Run   // active run, nil when none
@@ -165,6 +166,7 @@ func (c *Credential) LiveAt(now time.Time) bool {
 // tokens are rows of the credentials table that share its namespace.
 type ClientGrant struct {
 	ID      string
+	Home    string // the node whose grant actor writes it (several nodes, SPEC §5d); "" on one node
 	Label   string
 	Access  string
 	State   string // StateLive or StateRevoked

@@ -19,6 +19,7 @@ import (
 // Config configures one client-grant actor.
 type Config struct {
 	ID     string
+	Home   string // the node the actor runs on, recorded in the grant (several nodes); "" on one node
 	Label  string
 	Access string // memdb.AccessReadOnly or memdb.AccessReadWrite
 	Store  *memdb.Store
@@ -152,7 +153,7 @@ func (a *grantActor) start() {
 			return nil // a restart
 		}
 		return w.PutClientGrant(&memdb.ClientGrant{
-			ID: a.cfg.ID, Label: a.cfg.Label, Access: a.cfg.Access,
+			ID: a.cfg.ID, Home: a.cfg.Home, Label: a.cfg.Label, Access: a.cfg.Access,
 			State: memdb.StateLive, Created: a.cfg.Now(),
 		})
 	})

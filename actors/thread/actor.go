@@ -22,6 +22,7 @@ const MaxMessageBytes = 64 << 10
 // Config configures one thread actor.
 type Config struct {
 	ID       string
+	Home     string // the node the actor runs on, recorded in the thread (several nodes); "" on one node
 	Instance string // initial current instance; "" for none
 	Store    *memdb.Store
 	Now      func() time.Time
@@ -133,6 +134,7 @@ func (a *threadActor) start() {
 		}
 		return w.PutThread(&memdb.Thread{
 			ID:       a.cfg.ID,
+			Home:     a.cfg.Home,
 			Status:   memdb.ThreadActive,
 			Instance: a.cfg.Instance,
 			Created:  a.cfg.Now(),

@@ -1,0 +1,277 @@
+package mcpruntime
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/agenthost/mcpruntime/internal/replica"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// ErrNotHome is returned for a thread or client grant whose actor runs on
+// another node of the cluster (SPEC §5d): call the runtime on its home
+// node. The error is a *NotHomeError, which names it.
+var ErrNotHome = errors.New("runtime: on another node")
+
+// ErrNodeUnavailable is returned by Authenticate while this node cannot
+// prove its replica current (SPEC §5d.2): it serves nothing until it can.
+var ErrNodeUnavailable = errors.New("runtime: node unavailable")
+
+// NotHomeError says which node a thread or client grant lives on.
+type NotHomeError struct {
+	Kind, ID string // "thread" or "client", and its id
+	Home     string // the node its actor runs on
+}
+
+func (e *NotHomeError) Error() string {
+	return fmt.Sprintf("%s %s lives on node %s", e.Kind, e.ID, e.Home)
+}
+
+// Is makes a *NotHomeError match ErrNotHome.
+func (e *NotHomeError) Is(target error) bool { return target == ErrNotHome }
+
+// Defaults of ClusterConfig.
+const (
+	DefaultEtcdDialTimeout = 5 * time.Second
+	// MinClusterSecret is the shortest node-to-node secret accepted.
+	MinClusterSecret = 32
+	// InternalMCPPath is where a node's internal listener serves the MCP
+	// requests other nodes forward to it.
+	InternalMCPPath = "/internal/mcp"
+)
+
+// ClusterConfig makes the runtime one node of several that share an etcd
+// cluster (SPEC §5d). The zero value (no Etcd endpoints) is one node, in
+// memory.
+type ClusterConfig struct {
+	// Etcd are the etcd endpoints. Empty: one node (the default).
+	Etcd []string
+	// EtcdTLS, when set, is the TLS configuration for etcd (a CA, and a
+	// client certificate for etcd's client-certificate auth).
+	EtcdTLS *tls.Config
+	// EtcdUsername and EtcdPassword authenticate to etcd when its auth is
+	// on. Empty: none.
+	EtcdUsername, EtcdPassword string
+	// Node is this node's id, unique in the cluster: letters, digits, '.',
+	// '_' and '-', at most 64. Required.
+	Node string
+	// URL is the base URL of this node's internal listener (Runtime.
+	// InternalHandler) as the other nodes reach it, e.g.
+	// "http://10.0.0.5:7441". Required.
+	URL string
+	// Secret is the node-to-node secret, the same on every node, at least
+	// MinClusterSecret bytes. Every internal request carries it. Required.
+	Secret string
+	// Fence is F: how long one proof that the replica is current lets the
+	// node serve, and so how long a revoke waits at most for a node that
+	// does not answer. Below 1 s, so that streams close within 1 s. Zero:
+	// 500 ms.
+	Fence time.Duration
+	// DialTimeout bounds connecting to etcd at start. Zero:
+	// DefaultEtcdDialTimeout.
+	DialTimeout time.Duration
+}
+
+// Enabled reports whether the configuration asks for several nodes.
+func (c ClusterConfig) Enabled() bool { return len(c.Etcd) > 0 }
+
+func (c ClusterConfig) validate() error {
+	if err := validID("node", c.Node); err != nil || len(c.Node) > 64 {
+		return fmt.Errorf("cluster: node id %q: letters, digits, '.', '_', '-', at most 64: %w", c.Node, ErrInvalidArgument)
+	}
+	for _, ch := range c.Node {
+		if ch == ':' || ch == '@' {
+			return fmt.Errorf("cluster: node id %q: letters, digits, '.', '_', '-': %w", c.Node, ErrInvalidArgument)
+		}
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("cluster: URL %q: want the internal listener's http(s) base URL: %w", c.URL, ErrInvalidArgument)
+	}
+	if len(c.Secret) < MinClusterSecret {
+		return fmt.Errorf("cluster: secret: at least %d bytes: %w", MinClusterSecret, ErrInvalidArgument)
+	}
+	if c.Fence < 0 || c.Fence >= time.Second {
+		return fmt.Errorf("cluster: fence %v: want below 1s: %w", c.Fence, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// clusterNode is the runtime's membership of a cluster.
+type clusterNode struct {
+	cfg ClusterConfig
+	cli *clientv3.Client
+	rep *replica.Node
+}
+
+// joinCluster connects to etcd and starts the node's replica, whose store
+// the runtime then uses.
+func joinCluster(c ClusterConfig, cfg Config) (*clusterNode, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.OAuth.PublicOrigin != "" {
+		return nil, fmt.Errorf("cluster: OAuth sign-in is not available on several nodes yet (SPEC §5d): %w", ErrInvalidArgument)
+	}
+	dial := c.DialTimeout
+	if dial <= 0 {
+		dial = DefaultEtcdDialTimeout
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: c.Etcd, TLS: c.EtcdTLS, Username: c.EtcdUsername, Password: c.EtcdPassword,
+		DialTimeout: dial, Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: connect to etcd: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dial)
+	defer cancel()
+	rep, err := replica.Start(ctx, replica.Config{
+		Client: cli, Node: c.Node, Fence: c.Fence, URL: c.URL, Secret: c.Secret,
+		Logger: cfg.Logger,
+	})
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	return &clusterNode{cfg: c, cli: cli, rep: rep}, nil
+}
+
+func (n *clusterNode) close() error {
+	err := n.rep.Close()
+	return errors.Join(err, n.cli.Close())
+}
+
+// node is this node's id; "" on one node.
+func (r *Runtime) node() string {
+	if r.cluster == nil {
+		return ""
+	}
+	return r.cluster.cfg.Node
+}
+
+// serving reports whether the node may serve: always on one node.
+func (r *Runtime) serving() bool { return r.cluster == nil || r.cluster.rep.Serving() }
+
+// notHome returns a *NotHomeError when the thread lives on another node.
+func (r *Runtime) notHome(id string) error {
+	if r.cluster == nil {
+		return nil
+	}
+	t, err := r.store.Read().Thread(id)
+	if err != nil || t.Home == r.node() {
+		return nil
+	}
+	return &NotHomeError{Kind: "thread", ID: id, Home: t.Home}
+}
+
+// dropThread stops a thread actor that CreateThread started for a thread
+// another node created first.
+func (r *Runtime) dropThread(id string, pid *actor.PID) {
+	r.mu.Lock()
+	if r.threads[id] == pid {
+		delete(r.threads, id)
+	}
+	r.mu.Unlock()
+	_ = r.root.StopFuture(pid).Wait()
+}
+
+// route is the endpoint's Route (SPEC §5d.4): a request of a principal
+// whose thread (or client grant) lives on another node goes to that
+// node's internal listener; nil when it is served here. A home that is no
+// member is an error.
+func (r *Runtime) route(p Principal) (*url.URL, error) {
+	if r.cluster == nil {
+		return nil, nil
+	}
+	rd := r.store.Read()
+	var home string
+	switch {
+	case p.Provider():
+		t, err := rd.Thread(p.Thread)
+		if err != nil {
+			return nil, nil // gone since: served here, where the request fails as it would anywhere
+		}
+		home = t.Home
+	default:
+		g, err := rd.ClientGrant(p.Client)
+		if err != nil {
+			return nil, nil
+		}
+		home = g.Home
+	}
+	if home == "" || home == r.node() {
+		return nil, nil
+	}
+	m, ok := r.cluster.rep.Member(home)
+	if !ok || m.URL == "" {
+		return nil, fmt.Errorf("node %s is not a member", home)
+	}
+	u, err := url.Parse(m.URL)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", home, err)
+	}
+	return u.JoinPath(InternalMCPPath), nil
+}
+
+// InternalHandler is the node's internal listener (several nodes, SPEC
+// §5d): the revokers' confirmations and the MCP requests other nodes
+// forward here, both only with the cluster's secret. Serve it on an
+// address the other nodes reach (ClusterConfig.URL) and no client does.
+// On one node it answers 404 to everything.
+func (r *Runtime) InternalHandler() http.Handler {
+	if r.cluster == nil {
+		return http.NotFoundHandler()
+	}
+	mux := http.NewServeMux()
+	mux.Handle(replica.ConfirmPath, r.cluster.rep.ConfirmHandler())
+	mux.HandleFunc(InternalMCPPath, r.serveForwarded)
+	return replica.NodeAuth(r.cluster.cfg.Secret, mux)
+}
+
+// serveForwarded serves a forwarded MCP request on the runtime's first
+// MCP endpoint.
+func (r *Runtime) serveForwarded(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	var ep *MCPEndpoint
+	if len(r.servers) > 0 {
+		ep = r.servers[0]
+	}
+	r.mu.Unlock()
+	if ep == nil {
+		http.Error(w, "no MCP endpoint", http.StatusServiceUnavailable)
+		return
+	}
+	ep.srv.ServeHTTP(w, req) // TODO(merge): ServeForwarded
+}
+
+// Node describes this node of a cluster, for operators.
+type Node struct {
+	ID      string // "" on one node
+	Serving bool   // whether it serves now (always on one node)
+	Applied int64  // the etcd revision its replica has applied; 0 on one node
+	Members []string
+}
+
+// Node returns this node's state.
+func (r *Runtime) Node() Node {
+	if r.cluster == nil {
+		return Node{Serving: true}
+	}
+	n := Node{ID: r.node(), Serving: r.cluster.rep.Serving(), Applied: r.cluster.rep.Applied()}
+	for _, m := range r.cluster.rep.Members() {
+		n.Members = append(n.Members, m.ID)
+	}
+	return n
+}
+
+var _ memdb.Log = (*replica.Node)(nil)

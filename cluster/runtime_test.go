@@ -1,0 +1,163 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/actors/provider"
+)
+
+// testSecret is the node-to-node secret of the test clusters.
+const testSecret = "cluster-test-secret-0123456789abcdef"
+
+// rtNode is one runtime node of an in-process cluster: the runtime, its
+// MCP endpoint and listener, and its internal listener.
+type rtNode struct {
+	id       string
+	rt       *mcpruntime.Runtime
+	ep       *mcpruntime.MCPEndpoint
+	mcpURL   string // http://127.0.0.1:port/mcp
+	internal *http.Server
+	public   *http.Server
+}
+
+// startRuntimes starts n runtime nodes on one etcd, each with an MCP
+// listener and an internal listener on loopback, and waits until every
+// node serves and sees every other as a member. cfg is each node's Config
+// with its Cluster section filled in.
+func startRuntimes(t *testing.T, endpoint string, n int, cfg mcpruntime.Config) []*rtNode {
+	t.Helper()
+	nodes := make([]*rtNode, n)
+	for i := range nodes {
+		id := fmt.Sprintf("n%d", i+1)
+		internalLn := listen(t)
+		publicLn := listen(t)
+		c := cfg
+		c.Cluster = mcpruntime.ClusterConfig{
+			Etcd: []string{endpoint}, Node: id, URL: "http://" + internalLn.Addr().String(),
+			Secret: testSecret, Fence: cfg.Cluster.Fence,
+		}
+		c.Endpoint = "http://" + publicLn.Addr().String() + "/mcp"
+		rt, err := mcpruntime.New(c)
+		if err != nil {
+			t.Fatalf("node %s: New: %v", id, err)
+		}
+		ep, err := rt.MCPHandler(mcpruntime.MCPOptions{})
+		if err != nil {
+			t.Fatalf("node %s: MCPHandler: %v", id, err)
+		}
+		node := &rtNode{
+			id: id, rt: rt, ep: ep, mcpURL: c.Endpoint,
+			internal: &http.Server{Handler: rt.InternalHandler(), ReadHeaderTimeout: 10 * time.Second},
+			public:   &http.Server{Handler: ep, ReadHeaderTimeout: 10 * time.Second},
+		}
+		go node.internal.Serve(internalLn)
+		go node.public.Serve(publicLn)
+		t.Cleanup(func() {
+			node.public.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := rt.Shutdown(ctx); err != nil {
+				t.Errorf("node %s: Shutdown: %v", id, err)
+			}
+			node.internal.Close()
+		})
+		nodes[i] = node
+	}
+	waitFor(t, "every node serving and seeing all members", func() bool {
+		for _, node := range nodes {
+			st := node.rt.Node()
+			if !st.Serving || len(st.Members) != n {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	return ln
+}
+
+// mintOn registers an in-process instance and a thread on node and opens
+// a provider session, returning the credential's raw token.
+func mintOn(t *testing.T, node *rtNode, thread, instance string) (mcpruntime.ProviderSession, string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := node.rt.RegisterInstance(ctx, instance, mcpruntime.InstanceSpec{Driver: provider.InprocKind}); err != nil && !errors.Is(err, mcpruntime.ErrInstanceExists) {
+		t.Fatalf("RegisterInstance(%s) on %s: %v", instance, node.id, err)
+	}
+	if _, err := node.rt.CreateThread(ctx, thread, mcpruntime.ThreadOptions{}); err != nil && !errors.Is(err, mcpruntime.ErrThreadExists) {
+		t.Fatalf("CreateThread(%s) on %s: %v", thread, node.id, err)
+	}
+	ps, err := node.rt.OpenProviderSession(ctx, thread, instance)
+	if err != nil {
+		t.Fatalf("OpenProviderSession(%s, %s) on %s: %v", thread, instance, node.id, err)
+	}
+	tok, ok := strings.CutPrefix(ps.Authorization, "Bearer ")
+	if !ok {
+		t.Fatalf("OpenProviderSession on %s = %+v, want a minted credential", node.id, ps)
+	}
+	return ps, tok
+}
+
+// TestRuntimeCredentialOnEveryNode: a credential minted on one node
+// authenticates on every node as soon as the mint returns, as the same
+// principal, and once its release returns it authenticates on none.
+func TestRuntimeCredentialOnEveryNode(t *testing.T) {
+	nodes := startRuntimes(t, startEtcd(t), 3, mcpruntime.Config{})
+	ps, tok := mintOn(t, nodes[0], "t1", "codex")
+	for _, n := range nodes {
+		p, err := n.rt.Authenticate(tok)
+		if err != nil {
+			t.Fatalf("Authenticate on %s right after the mint on n1: %v", n.id, err)
+		}
+		if p.Thread != "t1" || p.Instance != "codex" || p.CredentialID != ps.CredentialID {
+			t.Fatalf("Authenticate on %s = %+v, want thread t1, instance codex, credential %s", n.id, p, ps.CredentialID)
+		}
+	}
+	if err := nodes[0].rt.ReleaseProviderSession(context.Background(), ps.ID); err != nil {
+		t.Fatalf("ReleaseProviderSession: %v", err)
+	}
+	for _, n := range nodes {
+		if _, err := n.rt.Authenticate(tok); !errors.Is(err, mcpruntime.ErrUnauthenticated) {
+			t.Fatalf("Authenticate on %s right after the release returned = %v, want ErrUnauthenticated", n.id, err)
+		}
+	}
+}
+
+// TestRuntimeThreadHasOneHome: a thread lives on the node that created
+// it; the others refuse it as another node's (ErrNotHome naming the home)
+// and refuse to create it again.
+func TestRuntimeThreadHasOneHome(t *testing.T) {
+	nodes := startRuntimes(t, startEtcd(t), 2, mcpruntime.Config{})
+	ctx := context.Background()
+	if _, err := nodes[0].rt.CreateThread(ctx, "t1", mcpruntime.ThreadOptions{}); err != nil {
+		t.Fatalf("CreateThread on n1: %v", err)
+	}
+	waitFor(t, "n2 to apply the thread", func() bool {
+		_, err := nodes[1].rt.Thread(ctx, "t1")
+		return err == nil
+	})
+	if _, err := nodes[1].rt.CreateThread(ctx, "t1", mcpruntime.ThreadOptions{}); !errors.Is(err, mcpruntime.ErrThreadExists) {
+		t.Fatalf("CreateThread(t1) on n2 = %v, want ErrThreadExists", err)
+	}
+	_, err := nodes[1].rt.StartRun(ctx, "t1", "codex")
+	var nh *mcpruntime.NotHomeError
+	if !errors.As(err, &nh) || nh.Home != "n1" || !errors.Is(err, mcpruntime.ErrNotHome) {
+		t.Fatalf("StartRun(t1) on n2 = %v, want a *NotHomeError naming n1", err)
+	}
+}
