@@ -254,6 +254,21 @@ func (r *Runtime) serveForwarded(w http.ResponseWriter, req *http.Request) {
 	ep.srv.ServeHTTP(w, req) // TODO(merge): ServeForwarded
 }
 
+// Lost is closed once this node has stopped serving for good: it lost its
+// membership of the cluster (its lease lapsed: a pause or a partition
+// longer than the lease), its replica's watch failed, or the runtime shut
+// down. A node that lost
+// its membership must not linger: shut the runtime down and start a new
+// one, which joins as a new member with a fresh replica (cmd/runtime
+// exits, for its supervisor to restart it). On one node it is never
+// closed.
+func (r *Runtime) Lost() <-chan struct{} {
+	if r.cluster == nil {
+		return nil
+	}
+	return r.cluster.rep.Stopped()
+}
+
 // Node describes this node of a cluster, for operators.
 type Node struct {
 	ID      string // "" on one node

@@ -40,9 +40,9 @@
 //	now − t0 ≤ F   and   now < s + TTL(1−ρ) − 5 ms
 //
 // on the node's monotonic clock: two atomic loads and a clock read. A
-// node whose lease lapsed registers again under a new lease; it serves
-// again only after a confirmation that started after the new key was
-// written.
+// node whose lease lapsed (or whose key is gone) has lost its membership:
+// it stops for good ([Node.Stopped]) and rejoins only as a new Node, with
+// a replica loaded afresh — a revoker may have left it out of a barrier.
 //
 // # Revoke
 //

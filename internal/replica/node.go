@@ -79,6 +79,11 @@ type Config struct {
 	// Commit bounds one write through the store (its etcd transaction, and
 	// the wait for the replicas it needs). Zero: DefaultCommit.
 	Commit time.Duration
+	// OnUnavailable, when set, is called (on a goroutine of the node's)
+	// each time the node stops serving — its confirmation aged past F, its
+	// lease neared its end, or it stopped for good — at most Interval/2
+	// after it happened: the runtime closes its streams then.
+	OnUnavailable func()
 	// Logger receives the node's events. Nil: discarded.
 	Logger *slog.Logger
 }
@@ -190,9 +195,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.cancel()
 		return nil, fmt.Errorf("replica: start %s: %w", cfg.Node, err)
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.applyLoop(wch)
 	go n.fenceLoop()
+	go n.watchLoop()
 	return n, nil
 }
 
@@ -483,6 +489,29 @@ func (n *Node) leaseDeadline(s, ttl int64) int64 {
 	return s + int64(d)
 }
 
+// watchLoop calls OnUnavailable at each change from serving to not.
+func (n *Node) watchLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(max(n.cfg.Interval/2, time.Millisecond))
+	defer t.Stop()
+	was := false
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := n.Serving()
+		if was && !now {
+			n.cfg.Logger.Warn("node stopped serving", "node", n.cfg.Node, "applied", n.applied.Load())
+			if n.cfg.OnUnavailable != nil {
+				n.cfg.OnUnavailable()
+			}
+		}
+		was = now
+	}
+}
+
 func (n *Node) fenceLoop() {
 	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.Interval)
@@ -510,9 +539,6 @@ func (n *Node) check() error {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Fence)
 	defer cancel()
 	id := clientv3.LeaseID(n.lease.Load())
-	if id == 0 {
-		return n.register(ctx)
-	}
 	s := n.mono()
 	ka, err := n.cli.KeepAliveOnce(ctx, id)
 	switch {
@@ -548,11 +574,16 @@ func (n *Node) check() error {
 	return nil
 }
 
-// lost forgets a lapsed registration: the node stops serving and
-// registers anew at the next check, and serves again only after a
-// confirmation that started after the new key was written.
+// lost ends the node's membership for good: its lease lapsed, or its
+// serving key is gone, so a revoker may already have left it out of a
+// barrier. The node fails closed and stays so; it rejoins only as a new
+// [Node] (a restart), which loads its replica afresh (SPEC §5d.2).
 func (n *Node) lost() {
-	n.confirmed.Store(0) // a confirmation made before the new key must not count
+	n.confirmed.Store(0)
 	n.leaseUntil.Store(0)
-	n.lease.Store(0)
+	n.fail(errors.New("membership lost"))
 }
+
+// Stopped is closed once the node no longer serves for good: it was
+// closed, its watch failed, or it lost its membership.
+func (n *Node) Stopped() <-chan struct{} { return n.stopped }
