@@ -257,11 +257,10 @@ func (r *Runtime) serveForwarded(w http.ResponseWriter, req *http.Request) {
 // Lost is closed once this node has stopped serving for good: it lost its
 // membership of the cluster (its lease lapsed: a pause or a partition
 // longer than the lease), its replica's watch failed, or the runtime shut
-// down. A node that lost
-// its membership must not linger: shut the runtime down and start a new
-// one, which joins as a new member with a fresh replica (cmd/runtime
-// exits, for its supervisor to restart it). On one node it is never
-// closed.
+// down. A node that lost its membership must not linger: shut the runtime
+// down and start a new one, which joins as a new member with a fresh
+// replica (cmd/runtime exits, for its supervisor to restart it). On one
+// node it is never closed.
 func (r *Runtime) Lost() <-chan struct{} {
 	if r.cluster == nil {
 		return nil
