@@ -142,6 +142,9 @@ type Node struct {
 
 	membersMu sync.RWMutex // guards members
 	members   map[string]Member
+	// membersGone gets a signal (dropped when one is pending) each time a
+	// member leaves.
+	membersGone chan struct{}
 
 	// applyGate and fenceGate are held for reading by each applier and
 	// fence step, and for writing while paused (for testing).
@@ -164,14 +167,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("replica: start %s: %w", cfg.Node, err)
 	}
 	n := &Node{
-		cfg:        cfg,
-		cli:        cfg.Client,
-		store:      store,
-		servingKey: ServingPrefix + cfg.Node,
-		base:       time.Now(),
-		adv:        make(chan struct{}),
-		stopped:    make(chan struct{}),
-		members:    map[string]Member{},
+		cfg:         cfg,
+		cli:         cfg.Client,
+		store:       store,
+		servingKey:  ServingPrefix + cfg.Node,
+		base:        time.Now(),
+		adv:         make(chan struct{}),
+		stopped:     make(chan struct{}),
+		members:     map[string]Member{},
+		membersGone: make(chan struct{}, 1),
 	}
 	store.SetLog(n)
 	if cfg.Confirmer == nil && cfg.Secret != "" {
