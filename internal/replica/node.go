@@ -40,6 +40,11 @@ const (
 	DefaultCommit   = 5 * time.Second
 )
 
+// TestHookStarted, when set, is called with every node Start starts,
+// before it serves: the multi-node tests (cluster/) reach the replica of
+// a runtime's node through it, to pause or stall it. For testing.
+var TestHookStarted func(*Node)
+
 // ErrStopped is returned by [Node.WaitApplied] (and the writes that wait
 // on it) once the node's applier has stopped: the node was closed, or its
 // watch failed and the node fails closed.
@@ -198,6 +203,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.register(ctx); err != nil {
 		n.cancel()
 		return nil, fmt.Errorf("replica: start %s: %w", cfg.Node, err)
+	}
+	if TestHookStarted != nil {
+		TestHookStarted(n)
 	}
 	n.wg.Add(3)
 	go n.applyLoop(wch)
