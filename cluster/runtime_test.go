@@ -7,11 +7,16 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/internal/replica"
+	"github.com/agenthost/mcpruntime/metrics"
 )
 
 // testSecret is the node-to-node secret of the test clusters.
@@ -231,5 +236,57 @@ func TestRuntimeThreadOutlivesItsHome(t *testing.T) {
 	var nh *mcpruntime.NotHomeError
 	if !errors.As(err, &nh) || nh.Home != adopter.id {
 		t.Fatalf("StartRun(t1) on %s = %v, want a *NotHomeError naming %s", other.id, err, adopter.id)
+	}
+}
+
+// TestRuntimeNodeMetrics: a node of several exports its fence state,
+// member count and replica revision; a paused node's gauges say it does
+// not serve.
+func TestRuntimeNodeMetrics(t *testing.T) {
+	var reps []*replica.Node
+	var mu sync.Mutex
+	replica.TestHookStarted = func(n *replica.Node) {
+		mu.Lock()
+		defer mu.Unlock()
+		reps = append(reps, n)
+	}
+	defer func() { replica.TestHookStarted = nil }()
+	nodes := startRuntimes(t, startEtcd(t), 2, mcpruntime.Config{})
+	reg := prometheus.NewRegistry()
+	metrics.New(reg, nodes[0].rt)
+	gauge := func(name string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	if got := gauge("mcpruntime_node_serving"); got != 1 {
+		t.Errorf("node_serving = %v, want 1", got)
+	}
+	if got := gauge("mcpruntime_node_members"); got != 2 {
+		t.Errorf("node_members = %v, want 2", got)
+	}
+	if got := gauge("mcpruntime_node_applied_revision"); got <= 0 {
+		t.Errorf("node_applied_revision = %v, want > 0", got)
+	}
+	mu.Lock()
+	first := reps[0]
+	mu.Unlock()
+	if first.ID() != "n1" {
+		t.Fatalf("first replica started is %s, want n1", first.ID())
+	}
+	first.Pause()
+	defer first.Resume()
+	waitFor(t, "n1's gauge to say it does not serve", func() bool { return gauge("mcpruntime_node_serving") == 0 })
+	if got := gauge("mcpruntime_node_fence_age_seconds"); got*float64(time.Second) < float64(mcpruntime.DefaultFence) {
+		t.Errorf("fence age of a node that stopped serving = %vs, want at least the fence", got)
 	}
 }

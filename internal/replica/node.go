@@ -142,6 +142,7 @@ type Node struct {
 	closed   atomic.Bool
 
 	confirmed  atomic.Int64 // mono of t0 of the latest confirmation; 0: none
+	latest     atomic.Int64 // the revision Q of the latest fence read
 	leaseUntil atomic.Int64 // mono before which the lease is surely valid
 	lease      atomic.Int64 // the serving lease; 0: not registered (fence loop writes it)
 
@@ -242,6 +243,28 @@ func (n *Node) Serving() bool {
 	now := n.mono()
 	c := n.confirmed.Load()
 	return c != 0 && now-c <= int64(n.cfg.Fence) && now < n.leaseUntil.Load()
+}
+
+// Status is a node's replica and fence, for operators' metrics.
+type Status struct {
+	Serving bool
+	Applied int64 // the revision the replica has applied
+	// Lag is how many revisions the replica was behind etcd at the
+	// latest fence read (0 when it had caught up by then).
+	Lag int64
+	// SinceConfirmed is the age of the latest proof that the replica is
+	// current; negative when there is none.
+	SinceConfirmed time.Duration
+}
+
+// Status returns the node's status now.
+func (n *Node) Status() Status {
+	st := Status{Serving: n.Serving(), Applied: n.applied.Load(), SinceConfirmed: -1}
+	st.Lag = max(n.latest.Load()-st.Applied, 0)
+	if c := n.confirmed.Load(); c != 0 {
+		st.SinceConfirmed = time.Duration(n.mono() - c)
+	}
+	return st
 }
 
 // WaitApplied returns once the replica has applied rev, or ctx's error,
@@ -572,6 +595,7 @@ func (n *Node) check() error {
 		return errors.New("serving key gone")
 	}
 	q := resp.Header.Revision
+	n.latest.Store(q)
 	if n.applied.Load() < q {
 		if err := n.cli.RequestProgress(n.wctx); err != nil {
 			return fmt.Errorf("request progress: %w", err)
