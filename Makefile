@@ -82,7 +82,8 @@ cluster-test: ## the multi-node tests (cluster/, its own module): three in-proce
 	cd cluster && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 .PHONY: cluster-bench
-cluster-bench: ## revoke latency on three nodes, all healthy and with one paused (cluster/; ~20 s)
+cluster-bench: ## three nodes: calls/s and p99 through the home and a forwarding node, revoke latency healthy and with one paused (cluster/; ~40 s)
+	cd cluster && $(GO) test -run '^$$' -bench 'ClusterCalls' -benchtime=5000x -count=3 .
 	cd cluster && $(GO) test -run '^$$' -bench 'Revoke/healthy' -benchtime=200x -count=3 .
 	cd cluster && $(GO) test -run '^$$' -bench 'Revoke/one-paused' -benchtime=10x -count=2 .
 

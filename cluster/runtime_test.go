@@ -38,7 +38,7 @@ type rtNode struct {
 // listener and an internal listener on loopback, and waits until every
 // node serves and sees every other as a member. cfg is each node's Config
 // with its Cluster section filled in.
-func startRuntimes(t *testing.T, endpoint string, n int, cfg mcpruntime.Config) []*rtNode {
+func startRuntimes(t testing.TB, endpoint string, n int, cfg mcpruntime.Config) []*rtNode {
 	t.Helper()
 	nodes := make([]*rtNode, n)
 	for i := range nodes {
@@ -89,7 +89,7 @@ func startRuntimes(t *testing.T, endpoint string, n int, cfg mcpruntime.Config) 
 	return nodes
 }
 
-func listen(t *testing.T) net.Listener {
+func listen(t testing.TB) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -100,7 +100,7 @@ func listen(t *testing.T) net.Listener {
 
 // mintOn registers an in-process instance and a thread on node and opens
 // a provider session, returning the credential's raw token.
-func mintOn(t *testing.T, node *rtNode, thread, instance string) (mcpruntime.ProviderSession, string) {
+func mintOn(t testing.TB, node *rtNode, thread, instance string) (mcpruntime.ProviderSession, string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := node.rt.RegisterInstance(ctx, instance, mcpruntime.InstanceSpec{Driver: provider.InprocKind}); err != nil && !errors.Is(err, mcpruntime.ErrInstanceExists) {
