@@ -82,8 +82,9 @@ cluster-test: ## the multi-node tests (cluster/, its own module): three in-proce
 	cd cluster && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 .PHONY: cluster-bench
-cluster-bench: ## three nodes: calls/s and p99 through the home and a forwarding node, revoke latency healthy and with one paused (cluster/; ~40 s)
+cluster-bench: ## three nodes: calls/s and p99 through the home and a forwarding node, failover time, revoke latency healthy and with one paused (cluster/; ~1 min)
 	cd cluster && $(GO) test -run '^$$' -bench 'ClusterCalls' -benchtime=5000x -count=3 .
+	cd cluster && $(GO) test -run '^$$' -bench 'Failover' -benchtime=3x .
 	cd cluster && $(GO) test -run '^$$' -bench 'Revoke/healthy' -benchtime=200x -count=3 .
 	cd cluster && $(GO) test -run '^$$' -bench 'Revoke/one-paused' -benchtime=10x -count=2 .
 

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/internal/replica"
 )
 
 // modernCall is a 2026-07-28 tools/call of thread_read (the caller's own
@@ -110,4 +113,50 @@ func BenchmarkClusterCalls(b *testing.B) {
 			b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 		})
 	}
+}
+
+// BenchmarkFailover measures how long a crashed home's threads are
+// unavailable: its node stops dead (its replica paused: no lease renewal,
+// as a killed process), and the clock runs until a survivor has adopted
+// the thread and a credential minted there authenticates. The lease TTL
+// (3 s) dominates. It reports the seconds per failover; no threshold is
+// asserted.
+func BenchmarkFailover(b *testing.B) {
+	rep := replicas(b)
+	endpoint := startEtcd(b)
+	admin := newClient(b, endpoint)
+	defer admin.Close()
+	ctx := context.Background()
+	var total time.Duration
+	for i := range b.N {
+		b.StopTimer()
+		if _, err := admin.Delete(ctx, replica.Prefix, clientv3.WithPrefix()); err != nil {
+			b.Fatal(err) // the last round's nodes and threads
+		}
+		nodes := startRuntimes(b, endpoint, 3, mcpruntime.Config{})
+		thread := fmt.Sprintf("fail%d", i)
+		mintOn(b, nodes[0], thread, "codex")
+		for _, n := range nodes[1:] {
+			if err := n.rt.RegisterInstance(ctx, "codex", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		start := time.Now()
+		rep(nodes[0].id).Pause()
+		adopter := waitAdopted(b, thread, nodes[1:]...)
+		_, tok := mintOn(b, adopter, thread, "codex")
+		if _, err := nodes[1].rt.Authenticate(tok); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(start)
+		b.StopTimer()
+		rep(nodes[0].id).Resume()
+		for _, n := range nodes {
+			if err := n.rt.Shutdown(ctx); err != nil && n != nodes[0] {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "s/failover")
 }

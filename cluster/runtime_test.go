@@ -197,21 +197,11 @@ func TestRuntimeThreadOutlivesItsHome(t *testing.T) {
 		t.Fatalf("Shutdown n2: %v", err)
 	}
 
-	var adopter, other *rtNode
-	waitFor(t, "a survivor to adopt t1", func() bool {
-		th, err := nodes[0].rt.Thread(ctx, "t1")
-		if err != nil || th.Home == "n2" {
-			return false
-		}
-		for _, n := range []*rtNode{nodes[0], nodes[2]} {
-			if n.id == th.Home {
-				adopter = n
-			} else {
-				other = n
-			}
-		}
-		return adopter != nil
-	})
+	adopter := waitAdopted(t, "t1", nodes[0], nodes[2])
+	other := nodes[0]
+	if adopter == nodes[0] {
+		other = nodes[2]
+	}
 	th, err := adopter.rt.Thread(ctx, "t1")
 	if err != nil {
 		t.Fatal(err)
@@ -280,9 +270,33 @@ func TestRuntimeNodeMetrics(t *testing.T) {
 	}
 }
 
+// waitAdopted waits until one of survivors has adopted thread: its own
+// replica names it the home and its actor runs; it returns that node. The
+// survivors must hold no other thread (their actor count says whether
+// the adopted one's started).
+func waitAdopted(t testing.TB, thread string, survivors ...*rtNode) *rtNode {
+	t.Helper()
+	var adopter *rtNode
+	waitFor(t, "a survivor to adopt "+thread, func() bool {
+		for _, n := range survivors {
+			th, err := n.rt.Thread(context.Background(), thread)
+			if err != nil || th.Home != n.id {
+				continue
+			}
+			if n.rt.Stats().Threads != 1 {
+				continue
+			}
+			adopter = n
+			return true
+		}
+		return false
+	})
+	return adopter
+}
+
 // replicas collects the replica of every runtime node started while it is
 // installed (replica.TestHookStarted), by node id.
-func replicas(t *testing.T) func(id string) *replica.Node {
+func replicas(t testing.TB) func(id string) *replica.Node {
 	t.Helper()
 	var mu sync.Mutex
 	byID := map[string]*replica.Node{}
