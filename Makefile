@@ -17,6 +17,10 @@ build: ## compile everything and bin/runtime
 run: ## run the runtime on its embedded in-memory default (loopback only), with the demo thread and its credential
 	$(GO) run ./cmd/runtime --demo
 
+.PHONY: run-cluster
+run-cluster: ## three runtime nodes and a development etcd on loopback (n1 runs the demo thread); Ctrl-C stops them
+	bash scripts/run-cluster.sh
+
 .PHONY: demo
 demo: ## the whole story over real HTTP on free loopback ports, with real agent processes; fails if a step deviates
 	$(GO) build -o bin/runtime ./cmd/runtime
