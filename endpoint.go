@@ -130,6 +130,11 @@ type Observer interface {
 	// naming the bound: "requests_per_namespace", "requests", "body_bytes",
 	// "sessions_per_namespace" or "sessions".
 	Refused(bound string)
+	// Forward is called once for every MCP request sent on to its home node
+	// (several nodes), with its outcome: "proxied" (the home node
+	// answered), "home_gone" (the home node is gone or unknown),
+	// "proxy_error" (it could not be reached, or failed before answering).
+	Forward(outcome string)
 }
 
 // MCPSessionInfo describes one live MCP session, for operators. It carries
