@@ -24,18 +24,19 @@ type countObserver struct {
 	refused map[string]int
 	auth    map[string]int
 	forward map[string]int
+	methods map[string]int // Request, by method: the requests whose handler returned
 }
 
 func newCountObserver() *countObserver {
-	return &countObserver{refused: map[string]int{}, auth: map[string]int{}, forward: map[string]int{}}
+	return &countObserver{refused: map[string]int{}, auth: map[string]int{}, forward: map[string]int{}, methods: map[string]int{}}
 }
 
-func (o *countObserver) Request(string, string, int, time.Duration) {}
-func (o *countObserver) SessionOpened()                             {}
-func (o *countObserver) SessionClosed(string)                       {}
-func (o *countObserver) AuthFailure(reason string)                  { o.add(o.auth, reason) }
-func (o *countObserver) Refused(bound string)                       { o.add(o.refused, bound) }
-func (o *countObserver) Forward(outcome string)                     { o.add(o.forward, outcome) }
+func (o *countObserver) Request(_, method string, _ int, _ time.Duration) { o.add(o.methods, method) }
+func (o *countObserver) SessionOpened()                                   {}
+func (o *countObserver) SessionClosed(string)                             {}
+func (o *countObserver) AuthFailure(reason string)                        { o.add(o.auth, reason) }
+func (o *countObserver) Refused(bound string)                             { o.add(o.refused, bound) }
+func (o *countObserver) Forward(outcome string)                           { o.add(o.forward, outcome) }
 
 func (o *countObserver) add(m map[string]int, k string) {
 	o.mu.Lock()

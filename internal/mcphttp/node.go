@@ -3,6 +3,8 @@ package mcphttp
 import (
 	"context"
 	"errors"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -97,6 +99,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p caller) bool 
 			pr.SetXForwarded()
 		},
 		Transport:     s.proxy.transport(r.Method),
+		ErrorLog:      s.proxy.log,
 		FlushInterval: -1, // SSE: every write goes out at once
 		ModifyResponse: func(res *http.Response) error {
 			s.opts.Observer.Forward("proxied")
@@ -143,9 +146,10 @@ const (
 type forwarder struct {
 	calls  *http.Transport // POST: no response-header timeout
 	prompt *http.Transport // GET, DELETE: headers within a bound
+	log    *log.Logger     // ReverseProxy's own messages (a body copy that failed), into the endpoint's Logger
 }
 
-func newForwarder(actorTimeout time.Duration) *forwarder {
+func newForwarder(actorTimeout time.Duration, logger *slog.Logger) *forwarder {
 	mk := func(headerTimeout time.Duration) *http.Transport {
 		return &http.Transport{
 			Proxy:                 nil, // node to node: never an environment proxy
@@ -157,6 +161,7 @@ func newForwarder(actorTimeout time.Duration) *forwarder {
 		}
 	}
 	return &forwarder{
+		log:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		calls:  mk(0),
 		prompt: mk(max(forwardHeaderTimeoutN*actorTimeout, forwardHeaderMin)),
 	}

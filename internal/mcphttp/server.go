@@ -320,7 +320,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
 	s.sealer = newSealer(s.opts.RequestStateTTL)
 	if s.opts.Route != nil {
-		s.proxy = newForwarder(s.opts.ActorTimeout)
+		s.proxy = newForwarder(s.opts.ActorTimeout, s.opts.Logger)
 	}
 	s.armSweep() // after the session table is made: the sweep reads it
 	r := httprouter.New()
