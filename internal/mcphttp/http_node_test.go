@@ -208,16 +208,8 @@ func TestHTTPCloseStreamsUnavailable(t *testing.T) {
 	post.WantEnd(t, "the streaming call's answer")
 	listen.WantEnd(t, "the listen stream")
 	modernCall.WantCancelled(t, "the 2026-07-28 call")
-	got := call.Await(t, "the 2026-07-28 call")
-	wantRetryLaterWithID(t, "the 2026-07-28 call", got, http.StatusServiceUnavailable, "1")
-	if a := got.RPC(t); string(a.ID) != `"c-1"` || a.Error.Message != "node unavailable" {
-		t.Fatalf("the 2026-07-28 call = %s, want id \"c-1\" and \"node unavailable\"", got)
-	}
-	for _, ev := range post.Events() {
-		if strings.Contains(ev.Data, `"result"`) || strings.Contains(ev.Data, `"error"`) {
-			t.Fatalf("the cancelled call's stream carried %s, want no response", ev.Data)
-		}
-	}
+	wantUnavailableCall(t, "the 2026-07-28 call", call.Await(t, "the 2026-07-28 call"), `"c-1"`)
+	wantStreamNoResponse(t, "the cancelled call's stream", post)
 	for _, ev := range listen.Events()[1:] {
 		t.Fatalf("the listen stream carried %s after its ack, want nothing: it ends without a result", ev.Data)
 	}
@@ -239,5 +231,93 @@ func TestHTTPCloseStreamsUnavailable(t *testing.T) {
 		}
 		ht.WantStatus(t, "GET", res, http.StatusConflict) // the old one not yet released
 		return false
+	})
+}
+
+// stopAfter is an Options.Available that answers true until armed, then
+// true n more times, then false: the node stops serving at a chosen check.
+// A request asks it once at admission (front), once at dispatch (recheck),
+// then once where a stream or a 2026-07-28 call registers to be ended by
+// CloseStreamsUnavailable.
+type stopAfter struct {
+	armed atomic.Bool
+	left  atomic.Int32
+}
+
+func (s *stopAfter) available() bool { return !s.armed.Load() || s.left.Add(-1) >= 0 }
+
+func (s *stopAfter) arm(n int32) {
+	s.left.Store(n)
+	s.armed.Store(true)
+}
+
+// gatedEnv is an endpoint whose Available is a stopAfter, and a provider
+// token.
+func gatedEnv(t *testing.T) (*mcpEnv, string, *stopAfter) {
+	t.Helper()
+	f := newFake(t)
+	_, tok := openMinted(t, f, "T", "A")
+	gate := &stopAfter{}
+	return newMCPEnv(t, f, mcphttp.Options{Available: gate.available}), tok, gate
+}
+
+// wantStreamNoResponse requires that a call's stream, ended, carried its
+// one progress notification and no JSON-RPC response: the call was
+// cancelled (wantNoResponse, on the stream's bytes).
+func wantStreamNoResponse(t *testing.T, what string, st *ht.Stream) {
+	t.Helper()
+	body := []byte(strings.Join(st.Snapshot(), "\n"))
+	wantNoResponse(t, what, &ht.Result{Status: st.Resp.StatusCode, Header: st.Resp.Header, Body: body}, 1)
+}
+
+// wantUnavailableCall requires the answer of a 2026-07-28 call the node's
+// unavailability cancelled: 503 + Retry-After, its id, "node unavailable".
+func wantUnavailableCall(t *testing.T, what string, res *ht.Result, id string) {
+	t.Helper()
+	wantRetryLaterWithID(t, what, res, http.StatusServiceUnavailable, "1")
+	if a := res.RPC(t); string(a.ID) != id || a.Error.Message != "node unavailable" {
+		t.Fatalf("%s = %s, want id %s and \"node unavailable\"", what, res, id)
+	}
+}
+
+// TestHTTPUnavailableAfterRegistration: a node that stops serving after a
+// stream or call passed its checks but before it registered where
+// CloseStreamsUnavailable finds it — so CloseStreamsUnavailable may have
+// run without seeing it — ends it by itself: a GET stream is not opened
+// (503), a 2025 call that starts streaming is cancelled and its stream
+// ends with no response, a 2026-07-28 call is answered 503 with its id.
+func TestHTTPUnavailableAfterRegistration(t *testing.T) {
+	t.Run("GET stream", func(t *testing.T) {
+		e, tok, gate := gatedEnv(t)
+		sid := e.Initialize(tok)
+		gate.arm(1) // admission
+		st, res := e.OpenStream(ht.GetHeaders(tok, sid))
+		if st != nil {
+			t.Fatal("GET opened a stream on a node that stopped serving")
+		}
+		wantUnavailable(t, "GET", res)
+	})
+	t.Run("2025 streaming call", func(t *testing.T) {
+		e, tok, gate := gatedEnv(t)
+		b := e.f.blocking("streaming", true)
+		sid := e.Initialize(tok)
+		gate.arm(2) // admission, dispatch
+		post, res := e.OpenSSE(e.NewRequest(context.Background(), http.MethodPost, ht.Headers(tok, sid), ht.CallBody(`"s-1"`, "streaming", `"p"`)))
+		if post == nil {
+			t.Fatalf("streaming call = %s, want 200 text/event-stream", res)
+		}
+		b.WaitStarted(t, "the streaming call")
+		b.WantCancelled(t, "the streaming call")
+		post.WantEnd(t, "the streaming call's answer")
+		wantStreamNoResponse(t, "the cancelled call's stream", post)
+	})
+	t.Run("2026-07-28 call", func(t *testing.T) {
+		e, tok, gate := gatedEnv(t)
+		b := e.f.blocking("block", false)
+		gate.arm(2) // admission, dispatch
+		call := e.AsyncSend(e.NewRequest(context.Background(), http.MethodPost, modernHeaders(tok, "tools/call", "block"), modernBody(`"c-1"`, "tools/call", `"name":"block","arguments":{}`)))
+		b.WaitStarted(t, "the call")
+		b.WantCancelled(t, "the call")
+		wantUnavailableCall(t, "the 2026-07-28 call", call.Await(t, "the call"), `"c-1"`)
 	})
 }
