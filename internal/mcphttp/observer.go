@@ -1,6 +1,9 @@
 package mcphttp
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
 // Observer receives the endpoint's events. Methods are called from
 // request goroutines and session actors: they must be quick and safe for
@@ -45,3 +48,23 @@ func (nopObserver) SessionOpened()                             {}
 func (nopObserver) SessionClosed(string)                       {}
 func (nopObserver) Refused(string)                             {}
 func (nopObserver) Forward(string)                             {}
+
+// eraLabel is the protocol era an Observer is told of a request: "modern"
+// when its MCP-Protocol-Version header names 2026-07-28, "session" for any
+// other (a 2025 version, none, or one not served).
+func eraLabel(r *http.Request) string {
+	if modernHeader(r) {
+		return "modern"
+	}
+	return "session"
+}
+
+// methodLabel is the HTTP method an Observer is told: one of the endpoint's
+// methods, or "other", so that a client cannot make up label values.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodPost, http.MethodDelete:
+		return m
+	}
+	return "other"
+}

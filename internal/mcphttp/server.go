@@ -360,26 +360,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.router.ServeHTTP(sw, r)
 }
 
-// eraLabel is the protocol era an Observer is told of a request: "modern"
-// when its MCP-Protocol-Version header names 2026-07-28, "session" for any
-// other (a 2025 version, none, or one not served).
-func eraLabel(r *http.Request) string {
-	if modernHeader(r) {
-		return "modern"
-	}
-	return "session"
-}
-
-// methodLabel is the HTTP method an Observer is told: one of the endpoint's
-// methods, or "other", so that a client cannot make up label values.
-func methodLabel(m string) string {
-	switch m {
-	case http.MethodGet, http.MethodPost, http.MethodDelete:
-		return m
-	}
-	return "other"
-}
-
 // Close ends every session (their streams close, their calls are
 // cancelled) and waits for their actors to stop. New initializes fail.
 // The forwarding transport's idle connections close.
