@@ -278,8 +278,15 @@ func TestHTTPForwardHomeGone(t *testing.T) {
 	n.routeErr.Store(nil)
 	n.internal.Close()
 	check("home listener closed")
-	if got := n.obsB.count(n.obsB.forward, "proxy_error"); got != 5 {
-		t.Fatalf("B counted %d proxy_error, want 5", got)
+	// Nothing the client sent is logged, its query string neither.
+	const secret = "mcprt_in-the-query"
+	res := n.b.DoURL(n.b.URL+"?access_token="+secret, http.MethodPost, ht.Headers(tok, ""), ht.InitBody(ht.LatestVersion))
+	ht.WantStatus(t, "initialize with a query, home listener closed", res, http.StatusServiceUnavailable)
+	if got := n.obsB.count(n.obsB.forward, "proxy_error"); got != 6 {
+		t.Fatalf("B counted %d proxy_error, want 6", got)
+	}
+	if log := n.logB.String(); !strings.Contains(log, "forward to the home node failed") || strings.Contains(log, secret) || strings.Contains(log, tok) {
+		t.Fatalf("B's log = %q, want the failure logged without the query string or the token", log)
 	}
 	if got := n.a.srv.Sessions(); got != 1 {
 		t.Fatalf("A's sessions = %d, want its one session untouched", got)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"time"
 )
 
@@ -90,9 +91,11 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p caller) bool 
 	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			// The home node's endpoint exactly; the client's Host and every
-			// end-to-end header as sent (Authorization, Mcp-Session-Id,
-			// MCP-Protocol-Version, Origin, Last-Event-ID).
+			// The home node's endpoint exactly (its path, not joined to the
+			// client's); the client's Host — already so, as SetURL would not
+			// keep it — and every end-to-end header as sent: Authorization,
+			// Mcp-Session-Id, MCP-Protocol-Version, Origin, Last-Event-ID.
+			// X-Forwarded-* are the proxy's own, never the client's.
 			out := pr.Out.URL
 			out.Scheme, out.Host, out.Path, out.RawPath = home.Scheme, home.Host, home.Path, home.RawPath
 			pr.Out.Host = pr.In.Host
@@ -110,6 +113,12 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p caller) bool 
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.opts.Observer.Forward("proxy_error")
+			// Without the URL: the client's query string goes with the
+			// request, and nothing a client sent is logged.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
 			s.opts.Logger.Warn("forward to the home node failed", "home", home.Host, "err", err)
 			s.homeGone(w, r)
 		},
