@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"time"
 )
 
@@ -113,12 +112,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p caller) bool 
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.opts.Observer.Forward("proxy_error")
-			// Without the URL: the client's query string goes with the
-			// request, and nothing a client sent is logged.
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err
-			}
+			// A transport's error names the connection, never the URL (an
+			// http.Client's url.Error would): the client's query string is
+			// not logged.
 			s.opts.Logger.Warn("forward to the home node failed", "home", home.Host, "err", err)
 			s.homeGone(w, r)
 		},
