@@ -333,3 +333,34 @@ func TestHTTPForwardStreamCutShort(t *testing.T) {
 		t.Fatalf("B counted %d proxied, want 3 (initialize, initialized, GET): the stream had started", got)
 	}
 }
+
+// TestHTTPForwardClose: B's graceful CloseStreams ends the GET streams it
+// forwards while a forwarded call goes on; B's Close ends that call too
+// (503: this node closes) and forwards nothing more. A's session is
+// untouched: it is A's.
+func TestHTTPForwardClose(t *testing.T) {
+	n := newNodePair(t)
+	tok := n.provider(t, "T")
+	b := n.fa.blocking("block", false)
+	sid := n.b.Initialize(tok)
+	st := n.b.Stream(tok, sid)
+	call := n.b.AsyncPost(tok, sid, ht.CallBody(`"c-1"`, "block", ""))
+	b.WaitStarted(t, "the call forwarded to A")
+
+	n.b.srv.CloseStreams()
+	st.WantEnd(t, "the GET stream forwarded through B")
+	ht.WaitUntil(t, "B forwards only the call", func() bool { return n.b.srv.Forwarding() == 1 })
+	if got := n.a.srv.Sessions(); got != 1 {
+		t.Fatalf("A's sessions = %d after B's CloseStreams, want 1", got)
+	}
+
+	n.b.srv.Close()
+	wantUnavailable(t, "the call B forwarded when B closed", call.Await(t, "the forwarded call"))
+	wantUnavailable(t, "a request to B after its Close", n.b.Post(tok, sid, ht.PingBody))
+	if got := n.b.srv.Forwarding(); got != 0 {
+		t.Fatalf("B forwards %d requests after Close, want 0", got)
+	}
+	if got := n.a.srv.Sessions(); got != 1 || !hasRecord(n.fa, sid) {
+		t.Fatalf("A's sessions = %d, record %v after B's Close; want its session kept", got, hasRecord(n.fa, sid))
+	}
+}

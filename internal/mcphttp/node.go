@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"time"
 )
 
@@ -88,6 +89,15 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p caller) bool 
 	case home == nil:
 		return false
 	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	fc := &forwardCall{get: r.Method == http.MethodGet, cancel: cancel}
+	if !s.proxy.begin(fc) {
+		s.opts.Observer.Forward("proxy_error")
+		s.fail(w, failUnavailable) // the endpoint closed
+		return true
+	}
+	defer s.proxy.end(fc)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// The home node's endpoint exactly (its path, not joined to the
@@ -112,6 +122,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p caller) bool 
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.opts.Observer.Forward("proxy_error")
+			if errors.Is(context.Cause(r.Context()), errClosing) {
+				s.fail(w, failUnavailable) // this node closes, not the home node
+				return
+			}
 			// A transport's error names the connection, never the URL (an
 			// http.Client's url.Error would): the client's query string is
 			// not logged.
@@ -119,7 +133,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p caller) bool 
 			s.homeGone(w, r)
 		},
 	}
-	rp.ServeHTTP(w, r)
+	rp.ServeHTTP(w, r.WithContext(ctx))
 	return true
 }
 
@@ -147,11 +161,63 @@ const (
 	forwardHeaderMin      = 10 * time.Second
 )
 
-// forwarder owns the transports of forwarded requests.
+// forwarder owns the transports of forwarded requests and knows the ones
+// in flight, so that the endpoint's CloseStreams ends the GET streams it
+// forwards and its Close all of them: an http.Server's Shutdown does not
+// wait on them.
 type forwarder struct {
 	calls  *http.Transport // POST: no response-header timeout
 	prompt *http.Transport // GET, DELETE: headers within a bound
 	log    *log.Logger     // ReverseProxy's own messages (a body copy that failed), into the endpoint's Logger
+
+	mu       sync.Mutex // guards the fields below
+	inFlight map[*forwardCall]struct{}
+	closed   bool // close ran: nothing is forwarded any more
+}
+
+// forwardCall is one request being forwarded.
+type forwardCall struct {
+	get    bool // a GET: a stream, ended by CloseStreams
+	cancel context.CancelCauseFunc
+}
+
+// begin registers fc; false: the endpoint closed.
+func (f *forwarder) begin(fc *forwardCall) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	if f.inFlight == nil {
+		f.inFlight = map[*forwardCall]struct{}{}
+	}
+	f.inFlight[fc] = struct{}{}
+	return true
+}
+
+func (f *forwarder) end(fc *forwardCall) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.inFlight, fc)
+}
+
+// cancel cancels the forwarded GETs, or every forwarded request, with
+// errClosing.
+func (f *forwarder) cancel(getsOnly bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for fc := range f.inFlight {
+		if fc.get || !getsOnly {
+			fc.cancel(errClosing)
+		}
+	}
+}
+
+// count is how many requests are being forwarded.
+func (f *forwarder) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.inFlight)
 }
 
 func newForwarder(actorTimeout time.Duration, logger *slog.Logger) *forwarder {
@@ -179,7 +245,22 @@ func (f *forwarder) transport(method string) http.RoundTripper {
 	return f.prompt
 }
 
+// close ends every forwarded request and refuses new ones, then closes
+// the idle connections.
 func (f *forwarder) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.cancel(false)
 	f.calls.CloseIdleConnections()
 	f.prompt.CloseIdleConnections()
+}
+
+// Forwarding returns how many requests the endpoint is forwarding to their
+// home node now.
+func (s *Server) Forwarding() int {
+	if s.proxy == nil {
+		return 0
+	}
+	return s.proxy.count()
 }

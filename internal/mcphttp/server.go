@@ -362,7 +362,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Close ends every session (their streams close, their calls are
 // cancelled) and waits for their actors to stop. New initializes fail.
-// The forwarding transport's idle connections close.
+// Every request being forwarded ends (and none is forwarded any more), and
+// the forwarding transports' idle connections close.
 func (s *Server) Close() {
 	s.closing.Do(func() {
 		s.listeners.closeAll()
@@ -432,9 +433,13 @@ func (s *Server) sweep() {
 }
 
 // CloseStreams starts a graceful shutdown: new sessions are refused (503)
-// and every standalone stream ends, while calls in flight go on, so that
-// http.Server.Shutdown can wait for them. Close ends the sessions after.
+// and every standalone stream ends — a GET forwarded to its home node too
+// — while calls in flight go on, so that http.Server.Shutdown can wait for
+// them. Close ends the sessions, and every forwarded request, after.
 func (s *Server) CloseStreams() {
+	if s.proxy != nil {
+		s.proxy.cancel(true) // the GET streams forwarded to their home node
+	}
 	s.listeners.closeAll() // each answers its listen request, then ends
 	for _, e := range s.sessions.CloseAll() {
 		s.root.Send(e.PID(), &session.CloseStream{})
