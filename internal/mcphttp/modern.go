@@ -46,9 +46,10 @@ func (c *modernCounts) done(namespace string) {
 }
 
 // handleModern serves a POST of the 2026-07-28 era: Origin/Host, the
-// node's availability, the token and the home node first, as in every era; then Accept, Content-Type, the bounds and
-// the body as in handlePost; then the ladder (ladder.go), the token checked
-// again, and dispatch.
+// node's availability, the token and the home node first, as in every
+// era; then Accept, Content-Type, the bounds and the body as in
+// handlePost; then the ladder (ladder.go), the token checked again, and
+// dispatch.
 func (s *Server) handleModern(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.front(w, r)
 	if !ok {
@@ -337,7 +338,8 @@ type inputRequired struct {
 }
 
 // modernStream answers a GET or DELETE with the modern header, once its
-// Origin/Host, availability and token pass and it is not forwarded, 405: the era has neither. False: not one.
+// Origin/Host, availability and token pass and it is not forwarded, 405:
+// the era has neither. False: not one.
 func (s *Server) modernStream(w http.ResponseWriter, r *http.Request) bool {
 	if !modernHeader(r) {
 		return false
