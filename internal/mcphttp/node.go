@@ -109,6 +109,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p caller) bool 
 			out.Scheme, out.Host, out.Path, out.RawPath = home.Scheme, home.Host, home.Path, home.RawPath
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
+			for k, v := range s.opts.ForwardHeader {
+				pr.Out.Header[k] = v
+			}
 		},
 		Transport:     s.proxy.transport(r.Method),
 		ErrorLog:      s.proxy.log,

@@ -157,6 +157,10 @@ type Options struct {
 	// headers, before the session lookup and the body, and never for a
 	// request that came in through ServeForwarded. Nil: never forward.
 	Route func(p principal.Principal) (*url.URL, error)
+	// ForwardHeader is set on every request forwarded to a home node,
+	// replacing any value the client sent: the node-to-node secret the
+	// home's internal listener requires. Nil: none.
+	ForwardHeader http.Header
 }
 
 func (o Options) withDefaults() Options {
