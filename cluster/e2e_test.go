@@ -1,0 +1,207 @@
+package cluster
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/agenthost/mcpruntime/internal/clienttest"
+)
+
+// TestProcesses is the multi-process end-to-end run (issue 17): one
+// embedded etcd, three `runtime serve --etcd` processes on loopback, each
+// with its own admin token and the shared secret file.
+//
+//   - --demo on all three, started at once: the demo thread is made once,
+//     and its one credential file (on its home node) holds a token every
+//     node authenticates.
+//   - The provider-switch story through n1's admin API (SPEC §3):
+//     instances a and b, thread t1, a provider session for each, switch
+//     a → b → a; both credentials stay live, and authenticate on every
+//     node's MCP listener (2026-07-28 tools/list); an unknown token is 401
+//     everywhere, with no OAuth discovery (OAuth is off with --etcd).
+//   - t1 lives on n1: n2's admin API refuses it 409 not_home naming n1;
+//     thread_read through n2 answers t1's messages.
+//   - The revoke across processes: once n1's DELETE of a's provider
+//     session answered, a's token is 401 on every node, b's still 200.
+//   - n3 killed: it leaves the member list (its serving key lapses in
+//     etcd); n1 and n2 still ready and authenticating; a revoke then
+//     succeeds and holds on both.
+//   - n2 stopped (SIGSTOP) past its lease, then continued: it knows it
+//     lost its membership and exits with status 3 (fail-stop, for its
+//     supervisor to restart it as a new member); n1 still serves.
+//
+// Every check is of a state or an answer, none of a duration; every wait
+// has a deadline that only detects a hang.
+func TestProcesses(t *testing.T) {
+	bin := buildRuntime(t)
+	endpoint := startEtcd(t)
+	etcd := newClient(t, endpoint)
+	t.Cleanup(func() { etcd.Close() })
+	clusterSecret := randomSecret(t, "")
+	secretFile := filepath.Join(t.TempDir(), "cluster-secret")
+	if err := os.WriteFile(secretFile, []byte(clusterSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodes := startProcs(t, bin, endpoint, secretFile, []string{"n1", "n2", "n3"}, "--demo")
+	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
+	var tokens []string // every token minted, to look for in the logs
+
+	// The demo: one credential file in the cluster, on the demo thread's
+	// home node (the first to create it), and its token authenticates on
+	// every node.
+	var demoFiles []string
+	for _, n := range nodes {
+		if b, err := os.ReadFile(filepath.Join(n.dir, "demo-authorization")); err == nil {
+			demoFiles = append(demoFiles, n.id)
+			tokens = append(tokens, bearer(t, strings.TrimSpace(string(b))))
+		}
+	}
+	if len(demoFiles) != 1 {
+		t.Fatalf("demo credential files on %v, want on exactly one node", demoFiles)
+	}
+	wantAuth(t, http.StatusOK, "the demo credential", nodes, tokens[0])
+
+	// The provider-switch story, through n1's admin API.
+	for _, id := range []string{"a", "b"} {
+		n1.mustAdmin(http.StatusCreated, "POST", "/instances", map[string]any{"id": id, "driver": "inproc"})
+	}
+	n1.mustAdmin(http.StatusCreated, "POST", "/threads", map[string]any{"id": "t1", "instance": "a"})
+	psA := n1.mustAdmin(http.StatusCreated, "POST", "/threads/t1/provider-sessions", map[string]any{"instance": "a"})
+	psB := n1.mustAdmin(http.StatusCreated, "POST", "/threads/t1/provider-sessions", map[string]any{"instance": "b"})
+	tokA, tokB := bearer(t, psA["authorization"]), bearer(t, psB["authorization"])
+	tokens = append(tokens, tokA, tokB)
+	for _, sw := range []struct{ to, from string }{{"b", "a"}, {"a", "b"}} {
+		got := n1.mustAdmin(http.StatusOK, "POST", "/threads/t1/switch", map[string]any{"instance": sw.to})
+		if got["instance"] != sw.to || got["previous"] != sw.from {
+			t.Fatalf("switch to %s = %v, want instance %s, previous %s", sw.to, got, sw.to, sw.from)
+		}
+	}
+	wantAuth(t, http.StatusOK, "after a → b → a, both credentials", nodes, tokA, tokB)
+	unknown := randomSecret(t, "mcprc_") // client-shaped: OAuth, were it on, would offer discovery
+	wantAuth(t, http.StatusUnauthorized, "an unknown token", nodes, unknown, randomSecret(t, "mcprt_"))
+	for _, n := range nodes {
+		wantNoOAuth(t, n, unknown)
+	}
+
+	// t1 lives on n1: another node's admin API names its home.
+	status, body := n2.admin("POST", "/threads/t1/runs", map[string]any{"instance": "a"})
+	if status != http.StatusConflict || body["error"] != "not_home" || !strings.Contains(body["message"].(string), "n1") {
+		t.Fatalf("start a run of t1 on n2: %d %v, want 409 not_home naming n1", status, body)
+	}
+
+	// A message in t1, posted by a (its run), read through n2.
+	n1.mustAdmin(http.StatusCreated, "POST", "/threads/t1/runs", map[string]any{"instance": "a"})
+	callTool(t, n1, tokA, "thread_post", map[string]any{"text": "hello from a"})
+	read := callTool(t, n2, tokB, "thread_read", map[string]any{})
+	if !strings.Contains(read, "hello from a") {
+		t.Fatalf("thread_read of t1 through n2: %s, want t1's message", read)
+	}
+
+	// The revoke: once the DELETE answered, a's token is refused on every
+	// node; b's is untouched (SPEC §3: releasing (t1, a) never changes
+	// (t1, b)).
+	n1.mustAdmin(http.StatusOK, "DELETE", "/provider-sessions/"+psA["providerSessionId"].(string), nil)
+	wantAuth(t, http.StatusUnauthorized, "a's token right after its release returned", nodes, tokA)
+	wantAuth(t, http.StatusOK, "b's token after a's release", nodes, tokB)
+
+	// n3 dies: it leaves the member list, n1 and n2 go on.
+	n3.kill()
+	waitMemberGone(t, etcd, "n3")
+	live := []*proc{n1, n2}
+	for _, n := range live {
+		if status, body := n.get("/readyz"); status != http.StatusOK {
+			t.Fatalf("%s /readyz after n3's death: %d %s", n.id, status, body)
+		}
+	}
+	wantAuth(t, http.StatusOK, "b's token after n3's death", live, tokB)
+	n1.mustAdmin(http.StatusOK, "DELETE", "/provider-sessions/"+psB["providerSessionId"].(string), nil)
+	wantAuth(t, http.StatusUnauthorized, "b's token right after its release, n3 dead", live, tokB)
+
+	// n2 paused past its lease: on waking it knows it lost its membership
+	// and exits 3; n1 still serves.
+	n2.signal(syscall.SIGSTOP)
+	waitMemberGone(t, etcd, "n2")
+	n2.signal(syscall.SIGCONT)
+	if code := n2.waitExit(); code != 3 {
+		t.Fatalf("n2 after losing its membership: exit %d, want 3\n%s", code, n2.logs())
+	}
+	if !strings.Contains(n2.logs(), "lost its cluster membership") {
+		t.Errorf("n2 exited 3 without saying why:\n%s", n2.logs())
+	}
+	if status, body := n1.get("/readyz"); status != http.StatusOK {
+		t.Fatalf("n1 /readyz after n2 left: %d %s", status, body)
+	}
+
+	// No secret in any log: the cluster secret, the admin tokens, the
+	// credentials.
+	secrets := append([]string{clusterSecret}, tokens...)
+	for _, n := range nodes {
+		secrets = append(secrets, n.adminToken)
+	}
+	for _, n := range nodes {
+		logs := n.logs()
+		for i, s := range secrets {
+			if strings.Contains(logs, s) {
+				t.Errorf("node %s's log carries secret %d", n.id, i)
+			}
+		}
+	}
+}
+
+// wantNoOAuth checks that node offers no OAuth: its 401 for a
+// client-shaped unknown token names no resource metadata, and the
+// protected-resource metadata is not served.
+func wantNoOAuth(t *testing.T, n *proc, unknown string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, n.mcpURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+unknown)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := n.http.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", n.mcpURL, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata") {
+		t.Fatalf("%s: unknown token: %d WWW-Authenticate %q, want 401 without OAuth discovery", n.id, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	meta := strings.TrimSuffix(n.mcpURL, "/mcp") + "/.well-known/oauth-protected-resource/mcp"
+	resp, err = n.http.Get(meta)
+	if err != nil {
+		t.Fatalf("GET %s: %v", meta, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("%s: %s answered %d, want 404 (OAuth off)", n.id, meta, resp.StatusCode)
+	}
+}
+
+// callTool sends a 2026-07-28 tools/call to node with token and returns
+// the result's text; anything but a successful result fails the test.
+func callTool(t *testing.T, n *proc, token, name string, args map[string]any) string {
+	t.Helper()
+	status, body, err := clienttest.PostModern(n.mcpURL, token, "tools/call", name, map[string]any{"name": name, "arguments": args})
+	if err != nil {
+		t.Fatalf("%s on %s: %v", name, n.id, err)
+	}
+	var res struct {
+		Result struct {
+			IsError bool `json:"isError"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	if status != http.StatusOK || json.Unmarshal(body, &res) != nil || res.Result.IsError || len(res.Result.Content) == 0 {
+		t.Fatalf("%s on %s: %d %s, want a result", name, n.id, status, body)
+	}
+	return res.Result.Content[0].Text
+}
