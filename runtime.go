@@ -105,6 +105,10 @@ func New(cfg Config) (*Runtime, error) {
 		r.Close()
 		return nil, fmt.Errorf("register built-in resources: %w", err)
 	}
+	if r.cluster != nil {
+		r.work.Add(1)
+		go r.adoptLoop()
+	}
 	return r, nil
 }
 

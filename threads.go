@@ -14,6 +14,23 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
+// threadProps are the props of thread id's actor on this node.
+func (r *Runtime) threadProps(id, instance string) *actor.Props {
+	return thread.Props(thread.Config{
+		ID:          id,
+		Home:        r.node(),
+		Instance:    instance,
+		Store:       r.store,
+		Now:         r.cfg.Now,
+		Window:      r.cfg.CredentialWindow,
+		Endpoint:    r.cfg.Endpoint,
+		MessageLog:  r.cfg.MessageLog,
+		RevokedKept: r.cfg.RevokedKept,
+		Timeout:     r.budget(opDriver, ""),
+		Logger:      r.cfg.Logger,
+	})
+}
+
 // CreateThread creates a thread and starts its actor.
 func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOptions) (Thread, error) {
 	if err := r.checkOpen(); err != nil {
@@ -35,19 +52,7 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 			return Thread{}, fmt.Errorf("thread %s: %w", id, ErrThreadExists)
 		}
 	}
-	props := thread.Props(thread.Config{
-		ID:          id,
-		Home:        r.node(),
-		Instance:    opts.Instance,
-		Store:       r.store,
-		Now:         r.cfg.Now,
-		Window:      r.cfg.CredentialWindow,
-		Endpoint:    r.cfg.Endpoint,
-		MessageLog:  r.cfg.MessageLog,
-		RevokedKept: r.cfg.RevokedKept,
-		Timeout:     r.budget(opDriver, ""),
-		Logger:      r.cfg.Logger,
-	})
+	props := r.threadProps(id, opts.Instance)
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()

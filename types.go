@@ -17,6 +17,9 @@ type Thread struct {
 	Status   string `json:"status"`   // "active" or "archived"
 	Instance string `json:"instance"` // current provider instance, "" if none yet
 	Run      *Run   `json:"run"`      // active run, null if none
+	// Home is the node whose actor writes the thread, on several nodes
+	// (SPEC §5d): call the runtime there. "" on one node.
+	Home string `json:"home,omitempty"`
 	// Messages is the message log, oldest first; nil in a listing page
 	// (ListThreads), where it is left out of the JSON too.
 	Messages []Message `json:"messages,omitzero"`
@@ -89,7 +92,7 @@ type ClientToken struct {
 type Principal = principal.Principal
 
 func threadFromRecord(t *memdb.Thread) Thread {
-	out := Thread{ID: t.ID, Status: t.Status, Instance: t.Instance, Created: t.Created}
+	out := Thread{ID: t.ID, Status: t.Status, Instance: t.Instance, Home: t.Home, Created: t.Created}
 	if t.Run != nil {
 		out.Run = &Run{ID: t.Run.ID, Instance: t.Run.Instance, Started: t.Run.Started}
 	}

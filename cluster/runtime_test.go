@@ -7,11 +7,16 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/internal/replica"
+	"github.com/agenthost/mcpruntime/metrics"
 )
 
 // testSecret is the node-to-node secret of the test clusters.
@@ -159,5 +164,129 @@ func TestRuntimeThreadHasOneHome(t *testing.T) {
 	var nh *mcpruntime.NotHomeError
 	if !errors.As(err, &nh) || nh.Home != "n1" || !errors.Is(err, mcpruntime.ErrNotHome) {
 		t.Fatalf("StartRun(t1) on n2 = %v, want a *NotHomeError naming n1", err)
+	}
+}
+
+// TestRuntimeThreadOutlivesItsHome: when a thread's home node leaves the
+// cluster, exactly one surviving node adopts the thread — its record and
+// messages intact, its credentials revoked with the old home's provider
+// sessions — and serves it from then on; the other refuses it as the new
+// home's.
+func TestRuntimeThreadOutlivesItsHome(t *testing.T) {
+	nodes := startRuntimes(t, startEtcd(t), 3, mcpruntime.Config{})
+	ctx := context.Background()
+	home := nodes[1]
+	ps, tok := mintOn(t, home, "t1", "codex")
+	if _, err := home.rt.StartRun(ctx, "t1", "codex"); err != nil {
+		t.Fatalf("StartRun on n2: %v", err)
+	}
+	caller, err := home.rt.Authenticate(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := home.rt.Post(ctx, caller, "t1", "before"); err != nil {
+		t.Fatalf("Post on n2: %v", err)
+	}
+	for _, n := range []*rtNode{nodes[0], nodes[2]} {
+		if err := n.rt.RegisterInstance(ctx, "codex", mcpruntime.InstanceSpec{Driver: provider.InprocKind}); err != nil {
+			t.Fatalf("RegisterInstance on %s: %v", n.id, err)
+		}
+	}
+	if err := home.rt.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown n2: %v", err)
+	}
+
+	var adopter, other *rtNode
+	waitFor(t, "a survivor to adopt t1", func() bool {
+		th, err := nodes[0].rt.Thread(ctx, "t1")
+		if err != nil || th.Home == "n2" {
+			return false
+		}
+		for _, n := range []*rtNode{nodes[0], nodes[2]} {
+			if n.id == th.Home {
+				adopter = n
+			} else {
+				other = n
+			}
+		}
+		return adopter != nil
+	})
+	th, err := adopter.rt.Thread(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(th.Messages) != 1 || th.Messages[0].Text != "before" || th.Run != nil {
+		t.Errorf("adopted t1 = %+v, want its one message and no run", th)
+	}
+	if _, err := adopter.rt.Authenticate(tok); !errors.Is(err, mcpruntime.ErrUnauthenticated) {
+		t.Errorf("the old home's credential %s on the adopter = %v, want ErrUnauthenticated", ps.CredentialID, err)
+	}
+	_, tok2 := mintOn(t, adopter, "t1", "codex")
+	if _, err := adopter.rt.StartRun(ctx, "t1", "codex"); err != nil {
+		t.Fatalf("StartRun on the adopter %s: %v", adopter.id, err)
+	}
+	caller2, err := other.rt.Authenticate(tok2)
+	if err != nil {
+		t.Fatalf("the adopter's new credential on %s: %v", other.id, err)
+	}
+	if _, err := adopter.rt.Post(ctx, caller2, "t1", "after"); err != nil {
+		t.Fatalf("Post on the adopter: %v", err)
+	}
+	_, err = other.rt.StartRun(ctx, "t1", "codex")
+	var nh *mcpruntime.NotHomeError
+	if !errors.As(err, &nh) || nh.Home != adopter.id {
+		t.Fatalf("StartRun(t1) on %s = %v, want a *NotHomeError naming %s", other.id, err, adopter.id)
+	}
+}
+
+// TestRuntimeNodeMetrics: a node of several exports its fence state,
+// member count and replica revision; a paused node's gauges say it does
+// not serve.
+func TestRuntimeNodeMetrics(t *testing.T) {
+	var reps []*replica.Node
+	var mu sync.Mutex
+	replica.TestHookStarted = func(n *replica.Node) {
+		mu.Lock()
+		defer mu.Unlock()
+		reps = append(reps, n)
+	}
+	defer func() { replica.TestHookStarted = nil }()
+	nodes := startRuntimes(t, startEtcd(t), 2, mcpruntime.Config{})
+	reg := prometheus.NewRegistry()
+	metrics.New(reg, nodes[0].rt)
+	gauge := func(name string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	if got := gauge("mcpruntime_node_serving"); got != 1 {
+		t.Errorf("node_serving = %v, want 1", got)
+	}
+	if got := gauge("mcpruntime_node_members"); got != 2 {
+		t.Errorf("node_members = %v, want 2", got)
+	}
+	if got := gauge("mcpruntime_node_applied_revision"); got <= 0 {
+		t.Errorf("node_applied_revision = %v, want > 0", got)
+	}
+	mu.Lock()
+	first := reps[0]
+	mu.Unlock()
+	if first.ID() != "n1" {
+		t.Fatalf("first replica started is %s, want n1", first.ID())
+	}
+	first.Pause()
+	defer first.Resume()
+	waitFor(t, "n1's gauge to say it does not serve", func() bool { return gauge("mcpruntime_node_serving") == 0 })
+	if got := gauge("mcpruntime_node_fence_age_seconds"); got*float64(time.Second) < float64(mcpruntime.DefaultFence) {
+		t.Errorf("fence age of a node that stopped serving = %vs, want at least the fence", got)
 	}
 }

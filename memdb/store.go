@@ -321,6 +321,11 @@ func (r *Reader) ClientGrant(id string) (*ClientGrant, error) {
 }
 
 // MCPSessions returns every MCP session record, ordered by id.
+// ClientGrants lists every client grant, by id.
+func (r *Reader) ClientGrants() ([]*ClientGrant, error) {
+	return list[ClientGrant](r, TableClientGrants, IndexID)
+}
+
 func (r *Reader) MCPSessions() ([]*MCPSession, error) {
 	return list[MCPSession](r, TableMCPSessions, IndexID)
 }

@@ -37,6 +37,7 @@ const (
 	ReasonDeleted    = "deleted"     // its thread was deleted
 	ReasonExpired    = "expired"     // its expiry passed before it was revoked
 	ReasonShutdown   = "shutdown"    // the runtime closed
+	ReasonNodeLost   = "node_lost"   // its thread's home node left the cluster, and its provider sessions with it
 	ReasonRefreshed  = "refreshed"   // a client grant's refresh revoked its earlier tokens
 	// ReasonUsed: a refresh token was redeemed (and a new one issued in
 	// its place). Presenting it again is reuse, which revokes the grant.

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,6 +13,10 @@ import (
 )
 
 var _ memdb.Log = (*Node)(nil)
+
+// ErrNotMember is returned by a commit of a node that is not (or no
+// longer) a member of the cluster: its writes are refused.
+var ErrNotMember = errors.New("replica: node is not a member")
 
 // Commit implements [memdb.Log]: one etcd transaction, conditioned on
 // every row tx read or wrote still having the revision the replica had
@@ -24,7 +29,15 @@ var _ memdb.Log = (*Node)(nil)
 func (n *Node) Commit(tx *memdb.Tx) error {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Commit)
 	defer cancel()
-	cmps := make([]clientv3.Cmp, 0, len(tx.Rows))
+	lease := n.lease.Load()
+	if lease == 0 {
+		return fmt.Errorf("replica: commit: %w", ErrNotMember)
+	}
+	cmps := make([]clientv3.Cmp, 0, len(tx.Rows)+1)
+	// The fencing token: a node writes only while it is a member, so that
+	// once its key is gone (and others may have taken its threads over)
+	// no write of its can land.
+	cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(n.servingKey), "=", lease))
 	for _, r := range tx.Rows {
 		key := TableKey(r.Table, r.ID)
 		if r.Revision == 0 {
@@ -51,13 +64,16 @@ func (n *Node) Commit(tx *memdb.Tx) error {
 	if revokes {
 		ops = append(ops, clientv3.OpGet(ServingPrefix, clientv3.WithPrefix()))
 	}
-	resp, err := n.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	resp, err := n.cli.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(n.servingKey)).Commit()
 	if err != nil {
 		// The commit may or may not have happened: the replica will say.
 		return fmt.Errorf("replica: commit: %w", err)
 	}
 	committedAt := time.Now() // after the answer: the fence bound is measured from here
 	if !resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) != 1 || kvs[0].Lease != lease {
+			return fmt.Errorf("replica: commit: %w", ErrNotMember)
+		}
 		return fmt.Errorf("replica: commit: %w", memdb.ErrStale)
 	}
 	rev := resp.Header.Revision

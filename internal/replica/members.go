@@ -22,6 +22,10 @@ func (n *Node) applyMember(typ mvccpb.Event_EventType, id string, value []byte) 
 	defer n.membersMu.Unlock()
 	if typ == mvccpb.DELETE {
 		delete(n.members, id)
+		select {
+		case n.membersGone <- struct{}{}:
+		default: // one is pending already
+		}
 		return
 	}
 	m := Member{ID: id}
@@ -53,3 +57,8 @@ func (n *Node) Members() []Member {
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
+
+// MemberGone receives a value after a member left (its serving key was
+// deleted: its lease lapsed or it closed); several departures may share
+// one value. Read [Node.Members] for who is left.
+func (n *Node) MemberGone() <-chan struct{} { return n.membersGone }
