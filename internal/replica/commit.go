@@ -21,7 +21,9 @@ var ErrNotMember = errors.New("replica: node is not a member")
 // Commit implements [memdb.Log]: one etcd transaction, conditioned on
 // every row tx read or wrote still having the revision the replica had
 // applied for it (absent rows: still absent), that writes tx's rows. It
-// returns once this node's replica has applied the commit. A commit that
+// returns once this node's replica has applied the commit; one that finds
+// a row changed ([memdb.ErrStale]) returns once the replica has applied
+// that change. A commit that
 // revokes a live credential (a live row revoked or deleted) is a revoke:
 // it also lists the serving nodes in the same transaction and returns only
 // once each has confirmed the revision or the fence bound has passed
@@ -73,6 +75,13 @@ func (n *Node) Commit(tx *memdb.Tx) error {
 	if !resp.Succeeded {
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) != 1 || kvs[0].Lease != lease {
 			return fmt.Errorf("replica: commit: %w", ErrNotMember)
+		}
+		// Another writer got there first, at or before the answer's
+		// revision: wait until this replica has it too, so that whoever was
+		// told ErrStale reads the row that made it stale (a CreateThread
+		// that lost the race finds the winner's thread), not the old one.
+		if err := n.WaitApplied(ctx, resp.Header.Revision); err != nil {
+			return fmt.Errorf("replica: commit: %w (own replica: %w)", memdb.ErrStale, err)
 		}
 		return fmt.Errorf("replica: commit: %w", memdb.ErrStale)
 	}
