@@ -14,16 +14,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/agenthost/mcpruntime/internal/clienttest"
-	"github.com/agenthost/mcpruntime/internal/replica"
 )
 
 // What the multi-process tests share: the runtime binary, runtime
@@ -306,6 +303,20 @@ func wantAuth(t *testing.T, want int, what string, nodes []*proc, tokens ...stri
 	}
 }
 
+// waitAuth polls token's tools/list on node until it answers want.
+func waitAuth(t *testing.T, n *proc, token string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // detects a hang only
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for got := n.toolsList(token); got != want; got = n.toolsList(token) {
+		if time.Now().After(deadline) {
+			t.Fatalf("tools/list on %s: %d, want %d within 30 s", n.id, got, want)
+		}
+		<-tick.C
+	}
+}
+
 // bearer strips "Bearer " from an Authorization value.
 func bearer(t *testing.T, auth any) string {
 	t.Helper()
@@ -317,29 +328,22 @@ func bearer(t *testing.T, auth any) string {
 	return tok
 }
 
-// waitMemberGone waits until node's serving key (its membership) is gone
-// from etcd: its lease lapsed.
-func waitMemberGone(t *testing.T, cli *clientv3.Client, node string) {
+// waitMembers polls node's /metrics until mcpruntime_node_members (the
+// members its replica has applied, itself included) is want.
+func waitMembers(t *testing.T, n *proc, want int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // the lease is 3 s
-	defer cancel()
-	key := replica.ServingPrefix + node
-	resp, err := cli.Get(ctx, key)
-	if err != nil {
-		t.Fatalf("get %s: %v", key, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return
-	}
-	for wr := range cli.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
-		if err := wr.Err(); err != nil {
-			t.Fatalf("watch %s: %v", key, err)
+	line := "\nmcpruntime_node_members " + strconv.Itoa(want) + "\n"
+	deadline := time.Now().Add(30 * time.Second) // the lease is 3 s
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		status, body := n.get("/metrics")
+		if status == http.StatusOK && strings.Contains("\n"+body+"\n", line) {
+			return
 		}
-		for _, ev := range wr.Events {
-			if ev.Type == mvccpb.DELETE {
-				return
-			}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not see %d members within 30 s; /metrics: %d\n%s", n.id, want, status, body)
 		}
+		<-tick.C
 	}
-	t.Fatalf("%s still a member: %v", node, ctx.Err())
 }
