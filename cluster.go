@@ -164,14 +164,20 @@ func (r *Runtime) node() string {
 // serving reports whether the node may serve: always on one node.
 func (r *Runtime) serving() bool { return r.cluster == nil || r.cluster.rep.Serving() }
 
-// notHome returns a *NotHomeError when the thread lives on another node.
+// notHome explains a thread without an actor here, on several nodes: a
+// *NotHomeError when it lives on another node, ErrUnavailable while this
+// node is adopting it (its row names this node, its actor is not started
+// yet), nil when it does not exist.
 func (r *Runtime) notHome(id string) error {
 	if r.cluster == nil {
 		return nil
 	}
 	t, err := r.store.Read().Thread(id)
-	if err != nil || t.Home == r.node() {
+	switch {
+	case err != nil:
 		return nil
+	case t.Home == r.node():
+		return fmt.Errorf("thread %s is being adopted by this node: %w", id, ErrUnavailable)
 	}
 	return &NotHomeError{Kind: "thread", ID: id, Home: t.Home}
 }

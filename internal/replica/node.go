@@ -128,12 +128,12 @@ type Node struct {
 	servingKey string
 	base       time.Time // origin of mono; carries the monotonic clock
 
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
+	ctx     context.Context // cancelled by Close
+	cancel  context.CancelFunc
 	wmu     sync.Mutex         // guards wctx and wcancel
 	wctx    context.Context    // the current watch's context; RequestProgress must use it
 	wcancel context.CancelFunc // ends the current watch
-	wg     sync.WaitGroup
+	wg      sync.WaitGroup
 
 	applied atomic.Int64  // the revision the replica has applied
 	advMu   sync.Mutex    // guards adv
