@@ -35,6 +35,8 @@ import (
 //     lost its membership and exits with status 3 (fail-stop, for its
 //     supervisor to restart it as a new member); n1 still serves; n2
 //     started again joins and serves.
+//   - n1 stopped with SIGTERM: it exits 0, leaves the member list, and
+//     n2 serves on alone.
 //
 // Every check is of a state or an answer, none of a duration; every wait
 // has a deadline that only detects a hang.
@@ -170,6 +172,15 @@ func TestProcesses(t *testing.T) {
 	tokD := bearer(t, n2.mustAdmin(http.StatusCreated, "POST", "/threads/t2/provider-sessions", map[string]any{"instance": "d"})["authorization"])
 	tokens = append(tokens, tokD)
 	wantMinted(t, n2, []*proc{n1, n2}, tokD)
+
+	// A graceful stop (SIGTERM): n1 exits 0 and leaves the member list;
+	// n2 serves on alone.
+	n1.signal(syscall.SIGTERM)
+	if code := n1.waitExit(); code != 0 {
+		t.Fatalf("n1 after SIGTERM: exit %d, want 0\n%s", code, n1.logs())
+	}
+	waitMembers(t, n2, 1)
+	wantAuth(t, http.StatusOK, "n2 alone", []*proc{n2}, tokD)
 
 	// No secret in any log: the cluster secret, the admin tokens, the
 	// credentials.
