@@ -310,6 +310,7 @@ func (s *serveCmd) Run(d *deps) error {
 	var internalHTTP *http.Server
 	if internalLn != nil {
 		internalHTTP = &http.Server{Handler: rt.InternalHandler(), ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
+		defer internalHTTP.Close() // a start that fails from here on; after a shutdown, a no-op
 		go func() { errc <- fmt.Errorf("internal server: %w", internalHTTP.Serve(internalLn)) }()
 	}
 	reg := prometheus.NewRegistry()
