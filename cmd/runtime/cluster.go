@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,9 +64,15 @@ func (c *clusterFlags) validate() []error {
 		}
 		return errs
 	}
+	tls := c.EtcdCAFile != "" || c.EtcdCertFile != ""
 	for _, e := range c.Etcd {
-		if !validEndpoint(e) {
+		switch {
+		case !validEndpoint(e):
 			add("--etcd %q: want host:port or http(s)://host:port", e)
+		case tls && strings.HasPrefix(e, "http://"):
+			// etcd's client drops TLS for an http:// endpoint: the files
+			// would be silently ignored.
+			add("--etcd %q: an http:// endpoint is never TLS; with --etcd-ca-file or --etcd-cert-file use https:// or host:port", e)
 		}
 	}
 	if c.Node == "" {
@@ -152,6 +159,14 @@ func (s *serveCmd) clusterConfig(env map[string]string, given map[string]bool, l
 	cfg.Secret = secret
 	if cfg.EtcdTLS, err = etcdTLS(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile); err != nil {
 		return cfg, err
+	}
+	// etcd's client speaks TLS to an https:// endpoint, and to a bare
+	// host:port when given a TLS configuration.
+	plain := func(e string) bool {
+		return !strings.HasPrefix(e, "https://") && (cfg.EtcdTLS == nil || strings.HasPrefix(e, "http://"))
+	}
+	if cfg.EtcdPassword != "" && slices.ContainsFunc(c.Etcd, plain) {
+		log.Warn("etcd password sent without TLS to some endpoints: set --etcd-ca-file, or use https:// endpoints")
 	}
 	return cfg, nil
 }

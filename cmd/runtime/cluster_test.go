@@ -184,6 +184,7 @@ func TestClusterSettingsInvalid(t *testing.T) {
 		{"etcd without node", []string{"--etcd", "127.0.0.1:1", "--cluster-secret-file", secret}, nil, 2, "--etcd needs --node"},
 		{"etcd without secret", []string{"--etcd", "127.0.0.1:1", "--node", "n1"}, nil, 2, "--etcd needs --cluster-secret-file"},
 		{"bad endpoint", []string{"--etcd", "ftp://etcd:1", "--node", "n1", "--cluster-secret-file", secret}, nil, 2, `--etcd "ftp://etcd:1"`},
+		{"TLS to an http endpoint", []string{"--etcd", "http://127.0.0.1:1", "--node", "n1", "--cluster-secret-file", secret, "--etcd-ca-file", certFile}, nil, 2, `--etcd "http://127.0.0.1:1": an http:// endpoint is never TLS`},
 		{"endpoint without port", []string{"--etcd", "etcd.example", "--node", "n1", "--cluster-secret-file", secret}, nil, 2, `--etcd "etcd.example"`},
 		{"cert without key", with("--etcd-cert-file", certFile), tokenEnv, 2, "--etcd-cert-file and --etcd-key-file go together"},
 		{"key without cert", with("--etcd-key-file", keyFile), tokenEnv, 2, "--etcd-cert-file and --etcd-key-file go together"},
