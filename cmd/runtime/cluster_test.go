@@ -225,3 +225,37 @@ func TestClusterSettingsInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestEtcdPasswordInTheClearIsWarned: an etcd password that some endpoint
+// would get without TLS is warned about (without the password); over TLS
+// it is not.
+func TestEtcdPasswordInTheClearIsWarned(t *testing.T) {
+	secret := secretFile(t, testClusterSecret)
+	certFile, _ := certFiles(t)
+	env := map[string]string{envEtcdPassword: "etcd-pw"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"host:port without TLS", []string{"--etcd", "127.0.0.1:2379"}, true},
+		{"http and https", []string{"--etcd", "https://e1:2379,http://e2:2379"}, true},
+		{"https", []string{"--etcd", "https://e1:2379"}, false},
+		{"host:port with a CA", []string{"--etcd", "127.0.0.1:2379", "--etcd-ca-file", certFile}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"--node", "n1", "--cluster-secret-file", secret, "--etcd-username", "rt"}, tc.args...)
+			c, given := parsedGiven(t, args, env)
+			var logs strings.Builder
+			if _, err := c.Serve.clusterConfig(env, given, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+				t.Fatalf("clusterConfig: %v", err)
+			}
+			if warned := strings.Contains(logs.String(), "etcd password sent without TLS"); warned != tc.warn {
+				t.Errorf("warned = %v, want %v; logs %q", warned, tc.warn, logs.String())
+			}
+			if strings.Contains(logs.String(), "etcd-pw") {
+				t.Errorf("the log carries the password: %q", logs.String())
+			}
+		})
+	}
+}
