@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -113,6 +115,7 @@ type clusterNode struct {
 	cfg ClusterConfig
 	cli *clientv3.Client
 	rep *replica.Node
+	rt  atomic.Pointer[Runtime] // set once the runtime is built
 }
 
 // joinCluster connects to etcd and starts the node's replica, whose store
@@ -137,15 +140,30 @@ func joinCluster(c ClusterConfig, cfg Config) (*clusterNode, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), dial)
 	defer cancel()
+	n := &clusterNode{cfg: c, cli: cli}
 	rep, err := replica.Start(ctx, replica.Config{
 		Client: cli, Node: c.Node, Fence: c.Fence, URL: c.URL, Secret: c.Secret,
-		Logger: cfg.Logger,
+		OnUnavailable: n.unavailable, Logger: cfg.Logger,
 	})
 	if err != nil {
 		cli.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	return &clusterNode{cfg: c, cli: cli, rep: rep}, nil
+	n.rep = rep
+	return n, nil
+}
+
+// unavailable is the replica's OnUnavailable: every stream of the node's
+// endpoints closes (SPEC §5d.2); their sessions stay.
+func (n *clusterNode) unavailable() {
+	if r := n.rt.Load(); r != nil {
+		r.mu.Lock()
+		eps := slices.Clone(r.servers)
+		r.mu.Unlock()
+		for _, ep := range eps {
+			ep.srv.CloseStreamsUnavailable()
+		}
+	}
 }
 
 func (n *clusterNode) close() error {
@@ -259,7 +277,7 @@ func (r *Runtime) serveForwarded(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "no MCP endpoint", http.StatusServiceUnavailable)
 		return
 	}
-	ep.srv.ServeHTTP(w, req) // TODO(merge): ServeForwarded
+	ep.srv.ServeForwarded(w, req)
 }
 
 // Lost is closed once this node has stopped serving for good: it lost its

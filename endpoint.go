@@ -128,8 +128,15 @@ type Observer interface {
 	SessionClosed(reason string)
 	// Refused is called for every request a bound refused (429 or 503),
 	// naming the bound: "requests_per_namespace", "requests", "body_bytes",
-	// "sessions_per_namespace" or "sessions".
+	// "sessions_per_namespace", "sessions", "modern_requests_per_namespace",
+	// "listen_per_namespace", "listen", or "unavailable" (a node of several
+	// that does not serve, SPEC §5d.2).
 	Refused(bound string)
+	// Forward is called once for every MCP request sent on to its home node
+	// (several nodes), with its outcome: "proxied" (the home node
+	// answered), "home_gone" (the home node is gone or unknown),
+	// "proxy_error" (it could not be reached, or failed before answering).
+	Forward(outcome string)
 }
 
 // MCPSessionInfo describes one live MCP session, for operators. It carries
@@ -239,6 +246,9 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 		ServerVersion:                 opts.ServerVersion,
 		Now:                           r.cfg.Now,
 		Logger:                        opts.Logger,
+	}
+	if r.cluster != nil {
+		o.Available, o.Route = r.serving, r.route
 	}
 	if opts.Observer != nil {
 		o.Observer = opts.Observer
