@@ -246,6 +246,9 @@ func (r *Runtime) route(p Principal) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", home, err)
 	}
+	if u.Path == "" {
+		u.Path = "/" // JoinPath keeps a URL without a path relative: "internal/mcp", a request line no server takes
+	}
 	return u.JoinPath(InternalMCPPath), nil
 }
 

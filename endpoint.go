@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	"github.com/agenthost/mcpruntime/internal/replica"
 )
 
 // MCPOptions configure the MCP endpoint (SPEC §5). Zero values mean the
@@ -249,6 +250,7 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 	}
 	if r.cluster != nil {
 		o.Available, o.Route = r.serving, r.route
+		o.ForwardHeader = http.Header{replica.NodeAuthHeader: {r.cluster.cfg.Secret}} // InternalHandler's NodeAuth
 	}
 	if opts.Observer != nil {
 		o.Observer = opts.Observer

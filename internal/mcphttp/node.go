@@ -47,11 +47,16 @@ func (s *Server) CloseStreamsUnavailable() {
 type forwardedKey struct{}
 
 // ServeForwarded serves a request another node forwarded here, its home
-// node: ServeHTTP, but Route is not asked (every other check is made
-// again). Mount it on the node-to-node listener only: the mark is in the
-// request's context, not in anything a client sends.
+// node: ServeHTTP on the endpoint's path (the node-to-node listener
+// serves it on a path of its own), but Route is not asked (every other
+// check is made again). Mount it on the node-to-node listener only: the
+// mark is in the request's context, not in anything a client sends.
 func (s *Server) ServeForwarded(w http.ResponseWriter, r *http.Request) {
-	s.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true)))
+	r = r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true)) // a copy: its URL may change
+	u := *r.URL
+	u.Path, u.RawPath = s.opts.Path, ""
+	r.URL = &u
+	s.ServeHTTP(w, r)
 }
 
 // front is what every request of either era goes through first, in SPEC
@@ -109,6 +114,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p caller) bool 
 			out.Scheme, out.Host, out.Path, out.RawPath = home.Scheme, home.Host, home.Path, home.RawPath
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
+			for k, v := range s.opts.ForwardHeader {
+				pr.Out.Header[k] = v
+			}
 		},
 		Transport:     s.proxy.transport(r.Method),
 		ErrorLog:      s.proxy.log,

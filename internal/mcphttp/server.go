@@ -157,6 +157,10 @@ type Options struct {
 	// headers, before the session lookup and the body, and never for a
 	// request that came in through ServeForwarded. Nil: never forward.
 	Route func(p principal.Principal) (*url.URL, error)
+	// ForwardHeader is set on every request forwarded to a home node,
+	// replacing what the client sent under those names: the node-to-node
+	// secret the home node's internal listener requires. Never logged.
+	ForwardHeader http.Header
 }
 
 func (o Options) withDefaults() Options {
