@@ -278,8 +278,8 @@ func (p *proc) mustAdmin(want int, method, path string, body any) map[string]any
 }
 
 // toolsList sends a 2026-07-28 tools/list with token to the node's MCP
-// listener and returns the status.
-func (p *proc) toolsList(token string) int {
+// listener and returns the status and the body.
+func (p *proc) toolsList(token string) (int, []byte) {
 	p.t.Helper()
 	status, body, err := clienttest.PostModern(p.mcpURL, token, "tools/list", "", nil)
 	if err != nil {
@@ -288,7 +288,7 @@ func (p *proc) toolsList(token string) int {
 	if status == http.StatusOK && !bytes.Contains(body, []byte(`"thread_read"`)) {
 		p.t.Fatalf("tools/list on %s: 200 without thread_read: %s", p.id, body)
 	}
-	return status
+	return status, body
 }
 
 // wantAuth requires each token's tools/list on each node to answer want.
@@ -296,8 +296,8 @@ func wantAuth(t *testing.T, want int, what string, nodes []*proc, tokens ...stri
 	t.Helper()
 	for _, n := range nodes {
 		for i, tok := range tokens {
-			if got := n.toolsList(tok); got != want {
-				t.Fatalf("%s: token %d on %s: tools/list %d, want %d", what, i, n.id, got, want)
+			if got, body := n.toolsList(tok); got != want {
+				t.Fatalf("%s: token %d on %s: tools/list %d %s, want %d", what, i, n.id, got, body, want)
 			}
 		}
 	}
@@ -309,9 +309,13 @@ func waitAuth(t *testing.T, n *proc, token string, want int) {
 	deadline := time.Now().Add(30 * time.Second) // detects a hang only
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for got := n.toolsList(token); got != want; got = n.toolsList(token) {
+	for {
+		got, body := n.toolsList(token)
+		if got == want {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("tools/list on %s: %d, want %d within 30 s", n.id, got, want)
+			t.Fatalf("tools/list on %s: %d %s, want %d within 30 s", n.id, got, body, want)
 		}
 		<-tick.C
 	}
