@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agenthost/mcpruntime/internal/clienttest"
+	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 )
 
 // TestProcesses is the multi-process end-to-end run (issue 17): one
@@ -25,7 +26,9 @@ import (
 //     node's MCP listener (2026-07-28 tools/list); an unknown token is 401
 //     everywhere, with no OAuth discovery (OAuth is off with --etcd).
 //   - t1 lives on n1: n2's admin API refuses it 409 not_home naming n1;
-//     thread_read through n2 answers t1's messages.
+//     thread_read through n2 is forwarded to n1 and answers t1's
+//     messages; a 2025 session opened through n2 answers through n3, and
+//     another principal naming it gets the made-up id's 404.
 //   - The revoke across processes: once n1's DELETE of a's provider
 //     session answered, a's token is 401 on every node, b's still 200.
 //   - n3 killed: it leaves the member list (its lease lapses; n1 and n2
@@ -105,9 +108,34 @@ func TestProcesses(t *testing.T) {
 	// A message in t1, posted by a (its run), read through n2.
 	n1.mustAdmin(http.StatusCreated, "POST", "/threads/t1/runs", map[string]any{"instance": "a"})
 	callTool(t, n1, tokA, "thread_post", map[string]any{"text": "hello from a"})
+	const proxied = `mcpruntime_forwarded_requests_total{outcome="proxied"}`
+	before := n2.metric(proxied)
 	read := callTool(t, n2, tokB, "thread_read", map[string]any{})
 	if !strings.Contains(read, "hello from a") {
 		t.Fatalf("thread_read of t1 through n2: %s, want t1's message", read)
+	}
+	if got := n2.metric(proxied); got != before+1 {
+		t.Fatalf("n2 forwarded %v requests for the thread_read, want 1 (to t1's home)", got-before)
+	}
+
+	// A 2025 session of b, opened through n2, lives on t1's home and
+	// answers through n3; another principal naming it, through n2, gets
+	// the unknown session's answer, byte for byte.
+	status, sid, _ := n2.post(tokB, "", ht.InitBody(ht.LatestVersion))
+	if status != http.StatusOK || sid == "" {
+		t.Fatalf("initialize through n2: %d, session %q", status, sid)
+	}
+	if status, _, body := n3.post(tokB, sid, ht.InitializedBody); status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized through n3: %d %s", status, body)
+	}
+	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"thread_read","arguments":{}}}`
+	if status, _, body := n3.post(tokB, sid, call); status != http.StatusOK || !strings.Contains(string(body), "hello from a") {
+		t.Fatalf("thread_read on the session through n3: %d %s", status, body)
+	}
+	_, _, foreign := n2.post(tokens[0], sid, ht.PingBody)
+	status, _, madeUp := n2.post(tokens[0], ht.MadeUpSessionID, ht.PingBody)
+	if status != http.StatusNotFound || string(foreign) != string(madeUp) {
+		t.Fatalf("the demo credential naming b's session through n2: %s; a made-up id: %d %s; want the same 404", foreign, status, madeUp)
 	}
 
 	// The revoke: once the DELETE answered, a's token is refused on every

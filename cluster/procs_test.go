@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agenthost/mcpruntime/internal/clienttest"
+	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
 )
 
 // What the multi-process tests share: the runtime binary, runtime
@@ -289,6 +290,48 @@ func (p *proc) toolsList(token string) (int, []byte) {
 		p.t.Fatalf("tools/list on %s: 200 without thread_read: %s", p.id, body)
 	}
 	return status, body
+}
+
+// post sends one 2025-era MCP POST (sid "": none) with token to the
+// node's MCP listener and returns the status, the session id answered and
+// the body.
+func (p *proc) post(token, sid, body string) (int, string, []byte) {
+	p.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, p.mcpURL, strings.NewReader(body))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	req.Header = ht.Headers(token, sid)
+	resp, err := p.http.Do(req)
+	if err != nil {
+		p.t.Fatalf("MCP POST on %s: %v", p.id, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		p.t.Fatalf("MCP POST on %s: body: %v", p.id, err)
+	}
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), b
+}
+
+// metric returns the value of the sample line name (with its labels) in
+// the node's /metrics, 0 when absent.
+func (p *proc) metric(name string) float64 {
+	p.t.Helper()
+	status, body := p.get("/metrics")
+	if status != http.StatusOK {
+		p.t.Fatalf("%s /metrics: %d", p.id, status)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				p.t.Fatalf("%s /metrics: %q: %v", p.id, line, err)
+			}
+			return f
+		}
+	}
+	return 0
 }
 
 // wantAuth requires each token's tools/list on each node to answer want.
