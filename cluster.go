@@ -48,9 +48,6 @@ const (
 	DefaultFence = replica.DefaultFence
 	// MinClusterSecret is the shortest node-to-node secret accepted.
 	MinClusterSecret = 32
-	// InternalMCPPath is where a node's internal listener serves the MCP
-	// requests other nodes forward to it.
-	InternalMCPPath = "/internal/mcp"
 )
 
 // ClusterConfig makes the runtime one node of several that share an etcd
@@ -68,8 +65,8 @@ type ClusterConfig struct {
 	// Node is this node's id, unique in the cluster: letters, digits, '.',
 	// '_' and '-', at most 64. Required.
 	Node string
-	// URL is the base URL of this node's internal listener (Runtime.
-	// InternalHandler) as the other nodes reach it, e.g.
+	// URL is where the other nodes reach this node's internal listener
+	// (Runtime.InternalHandler), scheme://host:port without a path, e.g.
 	// "http://10.0.0.5:7441". Required.
 	URL string
 	// Secret is the node-to-node secret, the same on every node, at least
@@ -98,8 +95,8 @@ func (c ClusterConfig) validate() error {
 		}
 	}
 	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("cluster: URL %q: want the internal listener's http(s) base URL: %w", c.URL, ErrInvalidArgument)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return fmt.Errorf("cluster: URL %q: want the internal listener's scheme://host:port, no path: %w", c.URL, ErrInvalidArgument)
 	}
 	if len(c.Secret) < MinClusterSecret {
 		return fmt.Errorf("cluster: secret: at least %d bytes: %w", MinClusterSecret, ErrInvalidArgument)
@@ -211,10 +208,10 @@ func (r *Runtime) dropThread(id string, pid *actor.PID) {
 	_ = r.root.StopFuture(pid).Wait()
 }
 
-// route is the endpoint's Route (SPEC §5d.4): a request of a principal
-// whose thread (or client grant) lives on another node goes to that
-// node's internal listener; nil when it is served here. A home that is no
-// member is an error.
+// route is the base of the endpoint's Route (SPEC §5d.6): a request of a
+// principal whose thread (or client grant) lives on another node goes to
+// that node's internal listener, whose base URL it returns; nil when it
+// is served here. A home that is no member is an error.
 func (r *Runtime) route(p Principal) (*url.URL, error) {
 	if r.cluster == nil {
 		return nil, nil
@@ -246,15 +243,13 @@ func (r *Runtime) route(p Principal) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", home, err)
 	}
-	if u.Path == "" {
-		u.Path = "/" // JoinPath keeps a URL without a path relative: "internal/mcp", a request line no server takes
-	}
-	return u.JoinPath(InternalMCPPath), nil
+	return u, nil
 }
 
 // InternalHandler is the node's internal listener (several nodes, SPEC
-// §5d): the revokers' confirmations and the MCP requests other nodes
-// forward here, both only with the cluster's secret. Serve it on an
+// §5d): the revokers' confirmations (replica.ConfirmPath) and the MCP
+// requests other nodes forward here (at the MCP endpoint's path), both
+// only with the cluster's secret. Serve it on an
 // address the other nodes reach (ClusterConfig.URL) and no client does.
 // On one node it answers 404 to everything.
 func (r *Runtime) InternalHandler() http.Handler {
@@ -263,12 +258,12 @@ func (r *Runtime) InternalHandler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(replica.ConfirmPath, r.cluster.rep.ConfirmHandler())
-	mux.HandleFunc(InternalMCPPath, r.serveForwarded)
+	mux.HandleFunc("/", r.serveForwarded)
 	return replica.NodeAuth(r.cluster.cfg.Secret, mux)
 }
 
 // serveForwarded serves a forwarded MCP request on the runtime's first
-// MCP endpoint.
+// MCP endpoint (a node of several serves one).
 func (r *Runtime) serveForwarded(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	var ep *MCPEndpoint

@@ -3,6 +3,7 @@ package mcpruntime
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -249,8 +250,21 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 		Logger:                        opts.Logger,
 	}
 	if r.cluster != nil {
-		o.Available, o.Route = r.serving, r.route
-		o.ForwardHeader = http.Header{replica.NodeAuthHeader: {r.cluster.cfg.Secret}} // InternalHandler's NodeAuth
+		path := o.Path
+		if path == "" {
+			path = "/mcp"
+		}
+		o.Available = r.serving
+		o.Route = func(p Principal) (*url.URL, error) {
+			home, err := r.route(p)
+			if home == nil || err != nil {
+				return home, err
+			}
+			u := *home
+			u.Path, u.RawPath = path, "" // the home's internal listener serves the same path
+			return &u, nil
+		}
+		o.ForwardHeader = http.Header{replica.NodeAuthHeader: {r.cluster.cfg.Secret}}
 	}
 	if opts.Observer != nil {
 		o.Observer = opts.Observer

@@ -47,16 +47,11 @@ func (s *Server) CloseStreamsUnavailable() {
 type forwardedKey struct{}
 
 // ServeForwarded serves a request another node forwarded here, its home
-// node: ServeHTTP on the endpoint's path (the node-to-node listener
-// serves it on a path of its own), but Route is not asked (every other
-// check is made again). Mount it on the node-to-node listener only: the
-// mark is in the request's context, not in anything a client sends.
+// node: ServeHTTP, but Route is not asked (every other check is made
+// again). Mount it on the node-to-node listener only: the mark is in the
+// request's context, not in anything a client sends.
 func (s *Server) ServeForwarded(w http.ResponseWriter, r *http.Request) {
-	r = r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true)) // a copy: its URL may change
-	u := *r.URL
-	u.Path, u.RawPath = s.opts.Path, ""
-	r.URL = &u
-	s.ServeHTTP(w, r)
+	s.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true)))
 }
 
 // front is what every request of either era goes through first, in SPEC

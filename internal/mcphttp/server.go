@@ -158,8 +158,8 @@ type Options struct {
 	// request that came in through ServeForwarded. Nil: never forward.
 	Route func(p principal.Principal) (*url.URL, error)
 	// ForwardHeader is set on every request forwarded to a home node,
-	// replacing what the client sent under those names: the node-to-node
-	// secret the home node's internal listener requires. Never logged.
+	// replacing any value the client sent: the node-to-node secret the
+	// home's internal listener requires. Nil: none.
 	ForwardHeader http.Header
 }
 
