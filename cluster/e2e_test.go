@@ -34,10 +34,10 @@ import (
 //   - n3 killed: it leaves the member list (its lease lapses; n1 and n2
 //     count 2 members in /metrics); n1 and n2 still ready and
 //     authenticating; a revoke then succeeds and holds on both.
-//   - n2 stopped (SIGSTOP) until n1 no longer counts it, then continued: it knows it
-//     lost its membership and exits with status 3 (fail-stop, for its
-//     supervisor to restart it as a new member); n1 still serves; n2
-//     started again joins and serves.
+//   - n2 stopped (SIGSTOP) until n1 no longer counts it, then continued:
+//     it knows it lost its membership and exits with status 3 (fail-stop,
+//     for its supervisor to restart it as a new member); n1 still serves;
+//     n2 started again joins and serves.
 //   - n1 stopped with SIGTERM: it exits 0, leaves the member list, and
 //     n2 serves on alone.
 //
