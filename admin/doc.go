@@ -102,11 +102,12 @@
 //	409    no_run                       ending a run when none is active
 //	409    busy                         rotating while the pair's provider session is being opened
 //	409    oauth_disabled               a pairing code when the runtime has no authorization server (no --public-origin, or --oauth-issuer)
+//	409    not_home                     several nodes: the thread lives on another node, which the message names ("thread t1 lives on node n1"); ask that node
 //	429    too_many_pairing_codes       a pairing code while 100 are outstanding (they expire after 5 minutes)
 //	413    body_too_large               body over 1 MiB
 //	415    unsupported_media_type       a body that is not application/json
 //	500    internal                     anything else; the detail is logged, not returned
-//	503    unavailable                  the runtime is closed, or an actor or the request timed out
+//	503    unavailable                  the runtime is closed, an actor or the request timed out, or (several nodes) this node cannot prove its replica current
 //
 // The runtime's not_live (409), read_only (403) and credential_required
 // (400) belong to mutations, which the admin API does not perform; they

@@ -20,7 +20,10 @@ const (
 	CodeBodyTooLarge         = "body_too_large"
 	CodeUnsupportedMediaType = "unsupported_media_type"
 	CodeUnavailable          = "unavailable"
-	CodeInternal             = "internal"
+	// CodeNotHome: the thread (or client grant) lives on another node of
+	// the cluster, which the message names; ask that node's admin API.
+	CodeNotHome  = "not_home"
+	CodeInternal = "internal"
 )
 
 // apiError is an error with its answer already decided.
@@ -72,6 +75,9 @@ var errorTable = []struct {
 	{mcpruntime.ErrNotCurrentInstance, http.StatusConflict, "not_current_instance"},
 	{mcpruntime.ErrNoRun, http.StatusConflict, "no_run"},
 	{mcpruntime.ErrBusy, http.StatusConflict, "busy"},
+	// Several nodes (SPEC §5d): the thread's actor runs on its home node;
+	// the message names it (the *NotHomeError's text).
+	{mcpruntime.ErrNotHome, http.StatusConflict, CodeNotHome},
 	{mcpruntime.ErrNotLive, http.StatusConflict, "not_live"},
 	{mcpruntime.ErrReadOnly, http.StatusForbidden, "read_only"},
 	{mcpruntime.ErrCredentialRequired, http.StatusBadRequest, "credential_required"},
@@ -90,6 +96,9 @@ var errorTable = []struct {
 	{mcpruntime.ErrClosed, http.StatusServiceUnavailable, CodeUnavailable},
 	{mcpruntime.ErrTimeout, http.StatusServiceUnavailable, CodeUnavailable},
 	{mcpruntime.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
+	// This node cannot prove its replica current (etcd unreachable, or the
+	// node paused): it serves nothing until it can.
+	{mcpruntime.ErrNodeUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, CodeUnavailable},
 	{context.Canceled, http.StatusServiceUnavailable, CodeUnavailable},
 }
@@ -107,6 +116,9 @@ func classify(err error) *apiError {
 			}
 			if e.status >= 500 {
 				return &apiError{e.status, e.code, errUnavailable.message}
+			}
+			if nh, ok := errors.AsType[*mcpruntime.NotHomeError](err); ok {
+				return &apiError{e.status, e.code, nh.Error()} // "thread t1 lives on node n1"
 			}
 			// The runtime's messages name ids and conditions, never tokens.
 			return &apiError{e.status, e.code, err.Error()}

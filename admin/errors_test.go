@@ -2,9 +2,12 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -34,6 +37,7 @@ func TestClassify(t *testing.T) {
 		{"not current", mcpruntime.ErrNotCurrentInstance, 409, "not_current_instance", true},
 		{"no run", mcpruntime.ErrNoRun, 409, "no_run", true},
 		{"busy", mcpruntime.ErrBusy, 409, "busy", true},
+		{"not home", &mcpruntime.NotHomeError{Kind: "thread", ID: "t1", Home: "n1"}, 409, "not_home", false}, // its own text: TestClassifyNotHome
 		{"not live", mcpruntime.ErrNotLive, 409, "not_live", true},
 		{"read only", mcpruntime.ErrReadOnly, 403, "read_only", true},
 		{"credential required", mcpruntime.ErrCredentialRequired, 400, "credential_required", true},
@@ -47,6 +51,7 @@ func TestClassify(t *testing.T) {
 		{"closed", mcpruntime.ErrClosed, 503, "unavailable", false},
 		{"actor timeout", mcpruntime.ErrTimeout, 503, "unavailable", false},
 		{"actor gone", mcpruntime.ErrUnavailable, 503, "unavailable", false},
+		{"node unavailable", mcpruntime.ErrNodeUnavailable, 503, "unavailable", false},
 		{"deadline", context.DeadlineExceeded, 503, "unavailable", false},
 		{"canceled", context.Canceled, 503, "unavailable", false},
 		{"unauthenticated is not ours", mcpruntime.ErrUnauthenticated, 500, "internal", false},
@@ -84,5 +89,36 @@ func TestClassifyFirstMatchWins(t *testing.T) {
 	err := fmt.Errorf("%w: %w", mcpruntime.ErrUnknownThread, mcpruntime.ErrInvalidArgument)
 	if got := classify(err); got.status != http.StatusNotFound || got.code != "unknown_thread" {
 		t.Errorf("classify(%v) = %d %s, want 404 unknown_thread", err, got.status, got.code)
+	}
+}
+
+// TestClassifyNotHome: a thread of another node is 409 not_home, and the
+// message is the *NotHomeError's own text, which names the home node —
+// whatever the runtime wrapped around it — in the admin API's JSON shape.
+func TestClassifyNotHome(t *testing.T) {
+	err := fmt.Errorf("start run on t1: %w", &mcpruntime.NotHomeError{Kind: "thread", ID: "t1", Home: "n1"})
+	s := &Server{opts: Options{Logger: slog.New(slog.DiscardHandler)}}
+	rec := httptest.NewRecorder()
+	if status := s.writeError(rec, httptest.NewRequest(http.MethodPost, "/admin/v1/threads/t1/runs", nil), err); status != http.StatusConflict {
+		t.Fatalf("writeError = %d, want 409", status)
+	}
+	var body errorBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatalf("body %q: %v", rec.Body, err)
+	}
+	want := errorBody{Error: CodeNotHome, Message: "thread t1 lives on node n1"}
+	if rec.Code != http.StatusConflict || body != want {
+		t.Errorf("answer %d %+v, want 409 %+v", rec.Code, body, want)
+	}
+}
+
+// TestClassifyNodeUnavailable: a node that cannot prove its replica
+// current answers 503 unavailable with the generic message, like any other
+// unavailability.
+func TestClassifyNodeUnavailable(t *testing.T) {
+	err := fmt.Errorf("authenticate: %w", mcpruntime.ErrNodeUnavailable)
+	got := classify(err)
+	if got.status != http.StatusServiceUnavailable || got.code != CodeUnavailable || got.message != errUnavailable.message {
+		t.Errorf("classify(%v) = %d %s %q, want 503 unavailable %q", err, got.status, got.code, got.message, errUnavailable.message)
 	}
 }

@@ -159,6 +159,7 @@ func TestDefaults(t *testing.T) {
 		ReplayEvents: 256, ReplayBytes: 1 << 20, MaxSubscriptions: 256,
 		oauthFlags:                 oauthFlags{OAuth: true, PairingCodeTTL: duration(5 * time.Minute), RefreshTokenTTL: duration(720 * time.Hour)},
 		ModernRequestsPerNamespace: 64, ListenPerNamespace: 8, MaxListen: 10000, RequestStateTTL: duration(5 * time.Minute),
+		clusterFlags: clusterFlags{InternalListen: "127.0.0.1:7441", Fence: duration(500 * time.Millisecond)},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
@@ -445,6 +446,26 @@ func TestHealth(t *testing.T) {
 		}
 		if code, body := get("/healthz"); code != 200 || body != `{"status":"ok"}` {
 			t.Errorf("state %d: healthz %d %s", step.state, code, body)
+		}
+	}
+	// A node of several is ready only while it serves (Runtime.Node).
+	serving := false
+	h.serving = func() bool { return serving }
+	for _, step := range []struct {
+		state   int32
+		serving bool
+		status  int
+		body    string
+	}{
+		{stateReady, false, 503, `{"status":"not serving"}`},
+		{stateReady, true, 200, `{"status":"ready"}`},
+		{stateStarting, true, 503, `{"status":"starting"}`},
+		{stateShuttingDown, true, 503, `{"status":"shutting down"}`},
+	} {
+		h.state.Store(step.state)
+		serving = step.serving
+		if code, body := get("/readyz"); code != step.status || body != step.body {
+			t.Errorf("state %d, serving %v: readyz %d %s, want %d %s", step.state, step.serving, code, body, step.status, step.body)
 		}
 	}
 }

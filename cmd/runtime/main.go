@@ -20,6 +20,13 @@
 // TOML config file (--config, $RUNTIME_CONFIG). A flag beats the
 // environment, which beats the file, which beats the default. Invalid
 // settings exit with status 2. `runtime --help` lists them all.
+//
+// With --etcd the server is one node of several sharing that etcd (SPEC
+// §5d): it also serves the node-to-node listener (--internal-listen), and
+// when it loses its cluster membership (its lease lapsed, or its replica
+// stopped) it shuts down and exits with status 3, for its supervisor to
+// restart it: it then joins as a new member with a fresh replica. Any
+// other failure exits 1.
 package main
 
 import (
@@ -67,6 +74,7 @@ type deps struct {
 	stderr io.Writer
 	logger *slog.Logger
 	cli    *cli
+	given  map[string]bool // the settings set explicitly: by flag, environment or file
 }
 
 // usageError is a bad invocation or configuration: exit status 2.
@@ -91,16 +99,31 @@ func run(ctx context.Context, args []string, env map[string]string, stdout, stde
 		return max(code, 0)
 	}
 	logger := newLogger(stderr, c.LogFormat, c.LogLevel)
-	d := &deps{ctx: ctx, env: env, stdout: stdout, stderr: stderr, logger: logger, cli: &c}
+	d := &deps{ctx: ctx, env: env, stdout: stdout, stderr: stderr, logger: logger, cli: &c, given: givenSettings(kctx)}
 	if err := kctx.Run(d, kongCommand(kctx.Command())); err != nil {
 		// One line per problem, each saying who speaks.
 		fmt.Fprintf(stderr, "runtime: %s\n", strings.ReplaceAll(err.Error(), "\n", "\nruntime: "))
-		if errors.As(err, new(usageError)) {
+		switch {
+		case errors.As(err, new(usageError)):
 			return 2
+		case errors.Is(err, errLost):
+			return exitLost
 		}
 		return 1
 	}
 	return 0
+}
+
+// givenSettings are the names of the flags set on the command line or by
+// the resolver (environment, config file), not by their defaults.
+func givenSettings(kctx *kong.Context) map[string]bool {
+	given := map[string]bool{}
+	for _, p := range kctx.Path {
+		if p.Flag != nil {
+			given[p.Flag.Name] = true
+		}
+	}
+	return given
 }
 
 // parse parses the command line. code is -1 to go on, else the status to

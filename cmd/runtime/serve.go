@@ -71,6 +71,9 @@ type serveCmd struct {
 	RequestStateTTL            duration `config:"" default:"5m" placeholder:"DURATION" help:"How long the requestState of a 2026-07-28 input_required result stays good for its retry."`
 
 	oauthFlags `embed:""`
+
+	// Several nodes on etcd (issue 17).
+	clusterFlags `embed:""`
 }
 
 // validate checks what the types alone do not.
@@ -84,6 +87,9 @@ func (s *serveCmd) validate() error {
 	}
 	if s.Listen == s.AdminListen && !strings.HasSuffix(s.Listen, ":0") {
 		add("--listen and --admin-listen are both %q; they must differ", s.Listen)
+	}
+	if s.clustered() && !strings.HasSuffix(s.InternalListen, ":0") && (s.InternalListen == s.Listen || s.InternalListen == s.AdminListen) {
+		add("--internal-listen %q: it must differ from --listen and --admin-listen", s.InternalListen)
 	}
 	if !strings.HasPrefix(s.MCPPath, "/") || strings.ContainsAny(s.MCPPath, " ?#") {
 		add("--mcp-path %q: want a path such as /mcp", s.MCPPath)
@@ -142,6 +148,7 @@ func (s *serveCmd) validate() error {
 		add("--body-bytes-in-flight %d: want at least --body-limit (%d)", s.BodyBytesInFlight, s.BodyLimit)
 	}
 	errs = append(errs, s.oauthFlags.validate()...)
+	errs = append(errs, s.clusterFlags.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -163,8 +170,13 @@ type readyHookKey struct{}
 // test ends the shutdown's grace when it has seen what it waits for.
 type shutdownHookKey struct{}
 
-// health is the state /readyz reports.
-type health struct{ state atomic.Int32 }
+// health is the state /readyz reports. serving, when set, is asked while
+// ready: a node of several that cannot prove its replica current serves
+// nothing, so it is not ready either (its load balancer sends elsewhere).
+type health struct {
+	state   atomic.Int32
+	serving func() bool
+}
 
 const (
 	stateStarting int32 = iota
@@ -183,6 +195,11 @@ func (h *health) readyz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	switch h.state.Load() {
 	case stateReady:
+		if h.serving != nil && !h.serving() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, `{"status":"not serving"}`)
+			return
+		}
 		fmt.Fprintln(w, `{"status":"ready"}`)
 	case stateShuttingDown:
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -207,6 +224,10 @@ func (s *serveCmd) Run(d *deps) error {
 	if generated && s.AdminTokenFile == "" {
 		return usageError{errors.New("no place for the admin token file: set --admin-token-file or $RUNTIME_ADMIN_TOKEN (none of $XDG_RUNTIME_DIR, $XDG_CACHE_HOME, $HOME is set)")}
 	}
+	clusterCfg, err := s.clusterConfig(d.env, d.given, log)
+	if err != nil {
+		return err
+	}
 
 	// Listen first: a second server on the same ports fails here, before
 	// it touches the first one's token file.
@@ -221,6 +242,17 @@ func (s *serveCmd) Run(d *deps) error {
 	}
 	defer adminLn.Close()
 	mcpAddr, adminAddr := mcpLn.Addr().String(), adminLn.Addr().String()
+	var internalLn net.Listener
+	if s.clustered() {
+		if internalLn, err = net.Listen("tcp", s.InternalListen); err != nil {
+			return fmt.Errorf("internal listener: %w", err)
+		}
+		defer internalLn.Close()
+		clusterCfg.URL = s.internalURL(internalLn.Addr().String())
+		if !loopback(s.InternalListen) {
+			log.Warn("internal listener is beyond loopback: keep it on a network only the nodes reach", "addr", internalLn.Addr().String())
+		}
+	}
 
 	allowed := append([]string(nil), s.AllowedHosts...)
 	if !loopback(s.Listen) {
@@ -241,11 +273,14 @@ func (s *serveCmd) Run(d *deps) error {
 		endpoint = "http://" + urlHost(s.Listen, mcpAddr) + s.MCPPath
 	}
 
-	oauthCfg, err := s.oauthFlags.config("http://"+urlHost(s.Listen, mcpAddr), s.MCPPath, allowed)
-	if err != nil {
+	var oauthCfg mcpruntime.OAuthConfig
+	if s.clustered() {
+		log.Info("OAuth sign-in is off on several nodes")
+	} else if oauthCfg, err = s.oauthFlags.config("http://"+urlHost(s.Listen, mcpAddr), s.MCPPath, allowed); err != nil {
 		return err
 	}
 	rt, err := mcpruntime.New(mcpruntime.Config{
+		Cluster:          clusterCfg,
 		OAuth:            oauthCfg,
 		Endpoint:         endpoint,
 		CredentialWindow: runtimeDuration(s.CredentialWindow),
@@ -254,6 +289,9 @@ func (s *serveCmd) Run(d *deps) error {
 		MaxThreads:       s.MaxThreads,
 		Logger:           log,
 	})
+	if errors.Is(err, mcpruntime.ErrInvalidArgument) {
+		return usageError{err} // a setting the runtime refuses, such as --node's shape
+	}
 	if err != nil {
 		return err
 	}
@@ -263,6 +301,18 @@ func (s *serveCmd) Run(d *deps) error {
 			_ = rt.Close()
 		}
 	}()
+	// The internal listener serves from the moment the node is a member:
+	// the other nodes' revokes ask it to confirm (one that cannot ask waits
+	// out the fence instead).
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	headerTimeout := time.Duration(s.HeaderTimeout)
+	errc := make(chan error, 3)
+	var internalHTTP *http.Server
+	if internalLn != nil {
+		internalHTTP = &http.Server{Handler: rt.InternalHandler(), ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
+		defer internalHTTP.Close() // a start that fails from here on; after a shutdown, a no-op
+		go func() { errc <- fmt.Errorf("internal server: %w", internalHTTP.Serve(internalLn)) }()
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	observer := metrics.New(reg, rt)
@@ -303,12 +353,14 @@ func (s *serveCmd) Run(d *deps) error {
 		log.Info("admin token written", "file", s.AdminTokenFile)
 	}
 	var demoFile string
+	var demoAuth string
 	if s.Demo {
-		auth, err := setupDemo(d.ctx, rt)
-		if err != nil {
+		if demoAuth, err = setupDemo(d.ctx, rt, log); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
-		path, remove, err := writeDemoCredential(s.AdminTokenFile, auth)
+	}
+	if demoAuth != "" { // "": the demo thread lives on another node
+		path, remove, err := writeDemoCredential(s.AdminTokenFile, demoAuth)
 		if err != nil {
 			return fmt.Errorf("demo credential file: %w", err)
 		}
@@ -318,17 +370,17 @@ func (s *serveCmd) Run(d *deps) error {
 	}
 
 	var h health
+	if s.clustered() {
+		h.serving = func() bool { return rt.Node().Serving }
+	}
 	adminMux := &adminListener{
 		guard:   httpguard.Guard{AllowedHosts: adminAllowed},
 		health:  &h,
 		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		api:     adminAPI,
 	}
-	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	headerTimeout := time.Duration(s.HeaderTimeout)
 	mcpHTTP := &http.Server{Handler: mcp, ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
 	adminHTTP := &http.Server{Handler: adminMux, ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
-	errc := make(chan error, 2)
 	go func() { errc <- fmt.Errorf("MCP server: %w", mcpHTTP.Serve(mcpLn)) }()
 	go func() { errc <- fmt.Errorf("admin server: %w", adminHTTP.Serve(adminLn)) }()
 	h.state.Store(stateReady)
@@ -339,6 +391,9 @@ func (s *serveCmd) Run(d *deps) error {
 	}
 	if oauthCfg.PublicOrigin != "" {
 		readyAttrs = append(readyAttrs, "oauth_issuer", oauthCfg.PublicOrigin)
+	}
+	if s.clustered() {
+		readyAttrs = append(readyAttrs, "node", clusterCfg.Node, "internal", clusterCfg.URL)
 	}
 	log.Info("runtime ready", readyAttrs...)
 	if hook, ok := d.ctx.Value(readyHookKey{}).(func(mcpAddr, adminAddr string)); ok {
@@ -351,6 +406,9 @@ func (s *serveCmd) Run(d *deps) error {
 		log.Info("shutting down", "grace", time.Duration(s.ShutdownGrace))
 	case serveErr = <-errc:
 		log.Error("server failed; shutting down", "err", serveErr)
+	case <-rt.Lost(): // nil, so never, on one node
+		serveErr = errLost
+		log.Error("node lost its cluster membership; shutting down to rejoin as a new member", "node", clusterCfg.Node, "exit_status", exitLost)
 	}
 
 	// Graceful shutdown, within one deadline (--shutdown-grace) for all of
@@ -358,8 +416,10 @@ func (s *serveCmd) Run(d *deps) error {
 	// listener stops accepting and calls in flight finish; the sessions end
 	// (cancelling what is left); the runtime closes — revoking every
 	// credential and token, then closing provider sessions, whose agents
-	// get SIGKILL when the deadline comes. The admin listener closes last:
-	// until then /readyz answers 503.
+	// get SIGKILL when the deadline comes. The internal listener (several
+	// nodes) serves the other nodes' confirmations until the runtime has
+	// left the cluster; the admin listener closes last: until then /readyz
+	// answers 503.
 	h.state.Store(stateShuttingDown)
 	mcp.CloseStreams()
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.ShutdownGrace))
@@ -374,13 +434,21 @@ func (s *serveCmd) Run(d *deps) error {
 	mcp.Close()
 	closed = true
 	rtErr := rt.Shutdown(sctx)
+	if internalHTTP != nil {
+		if err := internalHTTP.Shutdown(sctx); err != nil {
+			log.Warn("shutdown deadline passed; closing connections", "server", "internal", "err", err)
+			_ = internalHTTP.Close()
+		}
+	}
 	if err := adminHTTP.Shutdown(sctx); err != nil {
 		log.Warn("shutdown deadline passed; closing connections", "server", "admin", "err", err)
 		_ = adminHTTP.Close()
 	}
 	if rtErr != nil {
 		log.Error("closing the runtime", "err", rtErr)
-		return rtErr
+		if !errors.Is(serveErr, errLost) { // a lost node's revokes may fail: it is still lost
+			return rtErr
+		}
 	}
 	if serveErr != nil {
 		return serveErr
@@ -477,52 +545,4 @@ func urlHost(configured, bound string) string {
 		host = "::1"
 	}
 	return net.JoinHostPort(host, port)
-}
-
-// setupDemo creates the demo thread and instance, opens the provider
-// session, starts a run, and returns the session's Authorization value.
-func setupDemo(ctx context.Context, rt *mcpruntime.Runtime) (string, error) {
-	if err := rt.RegisterInstance(ctx, "demo", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
-		return "", err
-	}
-	if _, err := rt.CreateThread(ctx, "demo", mcpruntime.ThreadOptions{Instance: "demo"}); err != nil {
-		return "", err
-	}
-	ps, err := rt.OpenProviderSession(ctx, "demo", "demo")
-	if err != nil {
-		return "", err
-	}
-	if _, err := rt.StartRun(ctx, "demo", "demo"); err != nil {
-		return "", err
-	}
-	return ps.Authorization, nil
-}
-
-// demoCredentialName is the demo credential's file, beside the admin
-// token's.
-const demoCredentialName = "demo-authorization"
-
-// writeDemoCredential writes the demo's Authorization value to a 0600 file
-// at a stable place a user can find: demo-authorization beside the admin
-// token file (whether or not the token came from the environment), or, with
-// no token file setting, in a new temporary directory. remove takes it away
-// at exit, unless another server has replaced it since.
-func writeDemoCredential(tokenFile, auth string) (path string, remove func(), err error) {
-	if tokenFile != "" {
-		path = filepath.Join(filepath.Dir(tokenFile), demoCredentialName)
-		if err := writeSecretFile(path, auth); err != nil {
-			return "", nil, err
-		}
-		return path, func() { removeSecretFile(path, auth) }, nil
-	}
-	dir, err := os.MkdirTemp("", "mcpruntime-demo-")
-	if err != nil {
-		return "", nil, err
-	}
-	path = filepath.Join(dir, demoCredentialName)
-	if err := os.WriteFile(path, []byte(auth+"\n"), 0o600); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, err
-	}
-	return path, func() { os.RemoveAll(dir) }, nil
 }

@@ -21,13 +21,14 @@ var ErrNotMember = errors.New("replica: node is not a member")
 // Commit implements [memdb.Log]: one etcd transaction, conditioned on
 // every row tx read or wrote still having the revision the replica had
 // applied for it (absent rows: still absent), that writes tx's rows. It
-// returns once this node's replica has applied the commit. A commit that
-// changes a credential (a mint, a refresh, a revoke, a delete) also lists
-// the serving nodes in the same transaction and returns only once each
-// has confirmed the revision or the fence bound has passed (see
-// [Node.Revoke]): from then on every serving node authenticates a token
-// exactly as the commit left it — a revoked one nowhere, a minted one
-// everywhere. The whole is bounded by Config.Commit.
+// returns once this node's replica has applied the commit; one that finds
+// a row changed ([memdb.ErrStale]) returns once the replica has applied
+// that change. A commit that changes a credential (a mint, a refresh, a
+// revoke, a delete) also lists the serving nodes in the same transaction
+// and returns only once each has confirmed the revision or the fence bound
+// has passed (see [Node.Revoke]): from then on every serving node
+// authenticates a token exactly as the commit left it — a revoked one
+// nowhere, a minted one everywhere. The whole is bounded by Config.Commit.
 func (n *Node) Commit(tx *memdb.Tx) error {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Commit)
 	defer cancel()
@@ -75,6 +76,13 @@ func (n *Node) Commit(tx *memdb.Tx) error {
 	if !resp.Succeeded {
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) != 1 || kvs[0].Lease != lease {
 			return fmt.Errorf("replica: commit: %w", ErrNotMember)
+		}
+		// Another writer got there first, at or before the answer's
+		// revision: wait until this replica has it too, so that whoever was
+		// told ErrStale reads the row that made it stale (a CreateThread
+		// that lost the race finds the winner's thread), not the old one.
+		if err := n.WaitApplied(ctx, resp.Header.Revision); err != nil {
+			return fmt.Errorf("replica: commit: %w (own replica: %w)", memdb.ErrStale, err)
 		}
 		return fmt.Errorf("replica: commit: %w", memdb.ErrStale)
 	}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	mcpruntime "github.com/agenthost/mcpruntime"
+)
+
+// envEtcdPassword is etcd's password for --etcd-username: env only, never a
+// flag or a file key, like the admin token.
+const envEtcdPassword = "RUNTIME_ETCD_PASSWORD"
+
+// exitLost is the exit status of a node that lost its cluster membership
+// (Runtime.Lost): its supervisor restarts it, and it joins again as a new
+// member with a fresh replica. 1 is any other failure, 2 a bad setting.
+const exitLost = 3
+
+// errLost is what serve returns when the node lost its membership.
+var errLost = errors.New("lost the cluster membership (lease lapsed or replica stopped); exiting so that a restart joins as a new member")
+
+// clusterFlags are the settings of several nodes on one etcd (issue 17,
+// SPEC §5d). Without --etcd the server is one node in memory, as before,
+// and none of the others may be set.
+type clusterFlags struct {
+	Etcd              []string `config:"" name:"etcd" placeholder:"ENDPOINT" help:"etcd endpoints (host:port or http(s)://host:port, comma-separated): run as one node of several sharing this etcd. Empty: one node, in memory."`
+	EtcdCAFile        string   `config:"" name:"etcd-ca-file" placeholder:"FILE" help:"PEM file of the CA certificates that etcd's server certificate must chain to (TLS to etcd)."`
+	EtcdCertFile      string   `config:"" name:"etcd-cert-file" placeholder:"FILE" help:"PEM client certificate for etcd (TLS client auth); needs --etcd-key-file."`
+	EtcdKeyFile       string   `config:"" name:"etcd-key-file" placeholder:"FILE" help:"PEM private key of --etcd-cert-file."`
+	EtcdUsername      string   `config:"" name:"etcd-username" placeholder:"USER" help:"etcd user when etcd's auth is on; the password comes from $RUNTIME_ETCD_PASSWORD only."`
+	Node              string   `config:"" name:"node" placeholder:"ID" help:"This node's id, unique in the cluster (letters, digits, '.', '_', '-'; at most 64); required with --etcd."`
+	InternalListen    string   `config:"" name:"internal-listen" default:"127.0.0.1:7441" placeholder:"HOST:PORT" help:"Listen address of the node-to-node listener (with --etcd); loopback unless told otherwise."`
+	InternalURL       string   `config:"" name:"internal-url" placeholder:"URL" help:"Base URL the other nodes reach this node's internal listener at. Default: http://<internal-listen>; required when its host is unspecified."`
+	ClusterSecretFile string   `config:"" name:"cluster-secret-file" placeholder:"FILE" help:"File of the node-to-node secret, the same on every node, at least 32 bytes; required with --etcd."`
+	Fence             duration `config:"" name:"fence" default:"500ms" placeholder:"DURATION" help:"With --etcd: how long one proof that this node's replica is current lets it serve, and so the longest a revoke waits for a node that does not answer; below 1s."`
+}
+
+// clustered reports whether the settings ask for several nodes.
+func (c *clusterFlags) clustered() bool { return len(c.Etcd) > 0 }
+
+// validate checks what the types alone do not.
+func (c *clusterFlags) validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !c.clustered() {
+		for _, f := range []struct{ name, v string }{
+			{"etcd-ca-file", c.EtcdCAFile}, {"etcd-cert-file", c.EtcdCertFile}, {"etcd-key-file", c.EtcdKeyFile},
+			{"etcd-username", c.EtcdUsername}, {"node", c.Node}, {"internal-url", c.InternalURL},
+			{"cluster-secret-file", c.ClusterSecretFile},
+		} {
+			if f.v != "" {
+				add("--%s needs --etcd (without it the server is one node)", f.name)
+			}
+		}
+		return errs
+	}
+	tls := c.EtcdCAFile != "" || c.EtcdCertFile != ""
+	for _, e := range c.Etcd {
+		switch {
+		case !validEndpoint(e):
+			add("--etcd %q: want host:port or http(s)://host:port", e)
+		case tls && strings.HasPrefix(e, "http://"):
+			// etcd's client drops TLS for an http:// endpoint: the files
+			// would be silently ignored.
+			add("--etcd %q: an http:// endpoint is never TLS; with --etcd-ca-file or --etcd-cert-file use https:// or host:port", e)
+		}
+	}
+	if c.Node == "" {
+		add("--etcd needs --node: this node's id, unique in the cluster")
+	}
+	if c.ClusterSecretFile == "" {
+		add("--etcd needs --cluster-secret-file: the node-to-node secret, the same on every node")
+	}
+	if (c.EtcdCertFile == "") != (c.EtcdKeyFile == "") {
+		add("--etcd-cert-file and --etcd-key-file go together")
+	}
+	if err := checkAddr("internal-listen", c.InternalListen); err != nil {
+		errs = append(errs, err)
+	}
+	if c.InternalURL != "" {
+		if u, err := url.Parse(c.InternalURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			add("--internal-url %q: want the internal listener's http(s) base URL such as http://10.0.0.5:7441", c.InternalURL)
+		}
+	} else if unspecifiedHost(c.InternalListen) {
+		add("--internal-listen %q has no host the other nodes can reach: set --internal-url", c.InternalListen)
+	}
+	if c.Fence == never || c.Fence <= 0 || time.Duration(c.Fence) >= time.Second {
+		add("--fence %s: want a positive duration below 1s", c.Fence)
+	}
+	return errs
+}
+
+// validEndpoint reports whether e is an etcd endpoint: host:port, or an
+// http(s) URL with a host and no path.
+func validEndpoint(e string) bool {
+	if strings.Contains(e, "://") {
+		u, err := url.Parse(e)
+		return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && (u.Path == "" || u.Path == "/")
+	}
+	host, port, err := net.SplitHostPort(e)
+	return err == nil && host != "" && port != "" && !strings.ContainsAny(e, " /")
+}
+
+// unspecifiedHost reports whether a listen address has no host of its own
+// (":7441", "0.0.0.0:7441", "[::]:7441").
+func unspecifiedHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
+}
+
+// clusterConfig is the runtime's ClusterConfig of the settings (already
+// validated), without its URL, which needs the bound port
+// (internalURL). given holds the settings set explicitly (flag,
+// environment or file). It reads the secret and the TLS files; the secret
+// is never logged nor put in an error.
+func (s *serveCmd) clusterConfig(env map[string]string, given map[string]bool, log *slog.Logger) (mcpruntime.ClusterConfig, error) {
+	c := &s.clusterFlags
+	if !c.clustered() {
+		if env[envEtcdPassword] != "" {
+			return mcpruntime.ClusterConfig{}, usageError{errors.New("$" + envEtcdPassword + " needs --etcd")}
+		}
+		return mcpruntime.ClusterConfig{}, nil
+	}
+	// OAuth sign-in keeps its state (registrations, codes) on one node:
+	// with --etcd it is off, and asking for it is an error, not a surprise.
+	for _, name := range []string{"public-origin", "oauth-issuer", "oauth-secret-file"} {
+		if given[name] {
+			return mcpruntime.ClusterConfig{}, usageError{fmt.Errorf("--%s: OAuth sign-in is not available with --etcd (several nodes) yet; drop it", name)}
+		}
+	}
+	if given["oauth"] && s.OAuth {
+		return mcpruntime.ClusterConfig{}, usageError{errors.New("--oauth: OAuth sign-in is not available with --etcd (several nodes) yet; with --etcd it is off unless asked for, so drop --oauth")}
+	}
+	cfg := mcpruntime.ClusterConfig{
+		Etcd: c.Etcd, Node: c.Node, Fence: time.Duration(c.Fence),
+		EtcdUsername: c.EtcdUsername, EtcdPassword: env[envEtcdPassword],
+	}
+	if (cfg.EtcdUsername == "") != (cfg.EtcdPassword == "") {
+		return cfg, usageError{errors.New("--etcd-username and $" + envEtcdPassword + " go together")}
+	}
+	secret, err := readClusterSecret(c.ClusterSecretFile, log)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Secret = secret
+	if cfg.EtcdTLS, err = etcdTLS(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile); err != nil {
+		return cfg, err
+	}
+	// etcd's client speaks TLS to an https:// endpoint, and to a bare
+	// host:port when given a TLS configuration.
+	plain := func(e string) bool {
+		return !strings.HasPrefix(e, "https://") && (cfg.EtcdTLS == nil || strings.HasPrefix(e, "http://"))
+	}
+	if cfg.EtcdPassword != "" && slices.ContainsFunc(c.Etcd, plain) {
+		log.Warn("etcd password sent without TLS to some endpoints: set --etcd-ca-file, or use https:// endpoints")
+	}
+	return cfg, nil
+}
+
+// internalURL is the internal listener's URL for the other nodes: the
+// setting, or http:// and the listener's configured host with the port it
+// bound.
+func (c *clusterFlags) internalURL(bound string) string {
+	if c.InternalURL != "" {
+		return strings.TrimSuffix(c.InternalURL, "/")
+	}
+	return "http://" + urlHost(c.InternalListen, bound)
+}
+
+// readClusterSecret reads the node-to-node secret: the file's bytes
+// without a trailing newline, at least MinClusterSecret of them. A file
+// others may read is warned about (its path only).
+func readClusterSecret(path string, log *slog.Logger) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("--cluster-secret-file: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("cluster secret file is readable by others; make it 0600", "file", path, "mode", fi.Mode().Perm().String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--cluster-secret-file: %w", err)
+	}
+	b = bytes.TrimRight(b, "\r\n")
+	if len(b) < mcpruntime.MinClusterSecret {
+		return "", usageError{fmt.Errorf("--cluster-secret-file %s: want at least %d bytes, e.g. head -c 32 /dev/urandom | base64 > FILE", path, mcpruntime.MinClusterSecret)}
+	}
+	return string(b), nil
+}
+
+// etcdTLS is the TLS configuration to etcd of the settings; nil when none
+// is set (plain connections).
+func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-ca-file: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, usageError{fmt.Errorf("--etcd-ca-file %s: no PEM certificate in it", caFile)}
+		}
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--etcd-cert-file %s, --etcd-key-file %s: %w", certFile, keyFile, err)}
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
