@@ -13,20 +13,20 @@ import (
 // read; the adoption is dropped.
 var errMoved = errors.New("moved since read")
 
-// adoptLoop gives every thread and client grant of the cluster a live
-// actor (SPEC §5d.5): at start, this node's own from before a restart;
-// after a member left, that member's. It runs on the runtime's work
-// group and stops with the runtime.
+// adoptLoop adopts the threads and client grants of each member that
+// leaves (SPEC §5d.5), until the runtime closes; New has made the first
+// pass (this node's own from before a restart, and those of members gone
+// while nobody watched). It runs on the runtime's work group.
 func (r *Runtime) adoptLoop() {
 	defer r.work.Done()
 	gone := r.cluster.rep.MemberGone()
 	for {
-		r.adopt()
 		select {
 		case <-r.base.Done():
 			return
 		case <-gone:
 		}
+		r.adopt()
 	}
 }
 

@@ -107,6 +107,7 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if r.cluster != nil {
 		r.cluster.rt.Store(r)
+		r.adopt() // before New returns: a restarted node's threads answer at once
 		r.work.Add(1)
 		go r.adoptLoop()
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/agenthost/mcpruntime/memdb"
@@ -334,7 +335,8 @@ func (n *Node) Resume() {
 }
 
 // Close stops serving, stops the applier and the fence loop, and revokes
-// the serving lease (its key goes with it).
+// the serving lease (its key goes with it; a lease that lapsed already is
+// no error).
 func (n *Node) Close() error {
 	if !n.closed.CompareAndSwap(false, true) {
 		return nil
@@ -346,7 +348,7 @@ func (n *Node) Close() error {
 	if id := n.lease.Load(); id != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if _, err := n.cli.Revoke(ctx, clientv3.LeaseID(id)); err != nil {
+		if _, err := n.cli.Revoke(ctx, clientv3.LeaseID(id)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return fmt.Errorf("replica: close %s: revoke lease: %w", n.cfg.Node, err)
 		}
 	}
