@@ -179,6 +179,8 @@ func TestRuntimeThreadOutlivesItsHome(t *testing.T) {
 	ctx := context.Background()
 	home := nodes[1]
 	ps, tok := mintOn(t, home, "t1", "codex")
+	// t2 lives on n1, which stays: no survivor may take it.
+	_, tok2stays := mintOn(t, nodes[0], "t2", "codex")
 	if _, err := home.rt.StartRun(ctx, "t1", "codex"); err != nil {
 		t.Fatalf("StartRun on n2: %v", err)
 	}
@@ -189,10 +191,8 @@ func TestRuntimeThreadOutlivesItsHome(t *testing.T) {
 	if _, err := home.rt.Post(ctx, caller, "t1", "before"); err != nil {
 		t.Fatalf("Post on n2: %v", err)
 	}
-	for _, n := range []*rtNode{nodes[0], nodes[2]} {
-		if err := n.rt.RegisterInstance(ctx, "codex", mcpruntime.InstanceSpec{Driver: provider.InprocKind}); err != nil {
-			t.Fatalf("RegisterInstance on %s: %v", n.id, err)
-		}
+	if err := nodes[2].rt.RegisterInstance(ctx, "codex", mcpruntime.InstanceSpec{Driver: provider.InprocKind}); err != nil {
+		t.Fatalf("RegisterInstance on n3: %v", err)
 	}
 	if err := home.rt.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown n2: %v", err)
@@ -228,6 +228,14 @@ func TestRuntimeThreadOutlivesItsHome(t *testing.T) {
 	var nh *mcpruntime.NotHomeError
 	if !errors.As(err, &nh) || nh.Home != adopter.id {
 		t.Fatalf("StartRun(t1) on %s = %v, want a *NotHomeError naming %s", other.id, err, adopter.id)
+	}
+	for _, n := range []*rtNode{nodes[0], nodes[2]} {
+		if th, err := n.rt.Thread(ctx, "t2"); err != nil || th.Home != "n1" {
+			t.Errorf("t2 of the live n1 on %s after n2 left = %+v, %v; want it still at n1", n.id, th, err)
+		}
+		if _, err := n.rt.Authenticate(tok2stays); err != nil {
+			t.Errorf("t2's credential on %s after n2 left: %v; a live home's thread keeps its credentials", n.id, err)
+		}
 	}
 }
 
@@ -272,9 +280,8 @@ func TestRuntimeNodeMetrics(t *testing.T) {
 }
 
 // waitAdopted waits until one of survivors has adopted thread: its own
-// replica names it the home and its actor runs; it returns that node. The
-// survivors must hold no other thread (their actor count says whether
-// the adopted one's started).
+// replica names it the home and its actors are as many as the threads its
+// replica homes there (the adopted one's started); it returns that node.
 func waitAdopted(t testing.TB, thread string, survivors ...*rtNode) *rtNode {
 	t.Helper()
 	var adopter *rtNode
@@ -284,7 +291,17 @@ func waitAdopted(t testing.TB, thread string, survivors ...*rtNode) *rtNode {
 			if err != nil || th.Home != n.id {
 				continue
 			}
-			if n.rt.Stats().Threads != 1 {
+			all, err := n.rt.Threads(context.Background())
+			if err != nil {
+				continue
+			}
+			homed := 0
+			for _, th := range all {
+				if th.Home == n.id {
+					homed++
+				}
+			}
+			if n.rt.Stats().Threads != homed {
 				continue
 			}
 			adopter = n
