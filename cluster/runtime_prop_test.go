@@ -839,22 +839,26 @@ func (m *clusterMachine) kill(t *rapid.T) {
 	m.fault[v] = killed
 	m.victim.Store(int64(v))
 	survivors := m.indices(func(i int) bool { return i != v })
+	// settle waits (bounded) until pending returns "": what the cluster
+	// still lacks, reported if it never comes.
 	deadline := time.Now().Add(15 * time.Second)
-	poll := func(what string, cond func() bool) {
-		for !cond() {
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	settle := func(what string, pending func() string) {
+		for p := pending(); p != ""; p = pending() {
 			if time.Now().After(deadline) {
-				t.Fatalf("after killing %s: %s: not within 15 s", victim.id, what)
+				t.Fatalf("after killing %s: %s: not within 15 s: %s", victim.id, what, p)
 			}
-			time.Sleep(5 * time.Millisecond)
+			<-tick.C
 		}
 	}
-	poll("the survivors no longer list it", func() bool {
+	settle("the survivors no longer list it", func() string {
 		for _, i := range survivors {
-			if slices.Contains(m.nodes[i].rt.Node().Members, victim.id) {
-				return false
+			if ms := m.nodes[i].rt.Node().Members; slices.Contains(ms, victim.id) {
+				return fmt.Sprintf("%s lists %v", m.nodes[i].id, ms)
 			}
 		}
-		return true
+		return ""
 	})
 	if victim.rt.Node().Serving {
 		t.Fatalf("%s serves though the survivors no longer list it (its lease lapsed)", victim.id)
@@ -865,18 +869,18 @@ func (m *clusterMachine) kill(t *rapid.T) {
 			orphans = append(orphans, th)
 		}
 	}
-	poll("its threads adopted, each named by every survivor", func() bool {
+	settle("its threads adopted, each named by every survivor", func() string {
 		for _, th := range orphans {
 			home := ""
 			for _, i := range survivors {
 				got, err := m.nodes[i].rt.Thread(context.Background(), th.id)
 				if err != nil || got.Home == victim.id || (home != "" && got.Home != home) {
-					return false
+					return fmt.Sprintf("%s on %s: home %q, %v (another survivor: %q)", th.id, m.nodes[i].id, got.Home, err, home)
 				}
 				home = got.Home
 			}
 		}
-		return true
+		return ""
 	})
 	for _, th := range orphans {
 		got, err := m.nodes[survivors[0]].rt.Thread(context.Background(), th.id)
@@ -889,13 +893,15 @@ func (m *clusterMachine) kill(t *rapid.T) {
 		th.home = got.Home
 		m.revokeThread(th)
 	}
-	poll("the adopters' actors running", func() bool {
+	// An adopter starts the thread's actor once its adoption's write
+	// returned: each survivor then holds exactly its own threads' actors.
+	settle("the adopters' actors running", func() string {
 		for _, i := range survivors {
-			if m.nodes[i].rt.Stats().Threads != m.homed(m.nodes[i].id) {
-				return false
+			if got, want := m.nodes[i].rt.Stats().Threads, m.homed(m.nodes[i].id); got != want {
+				return fmt.Sprintf("%s holds %d thread actors, home of %d", m.nodes[i].id, got, want)
 			}
 		}
-		return true
+		return ""
 	})
 	for _, i := range survivors {
 		m.wrote(m.nodes[i])
