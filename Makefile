@@ -17,6 +17,10 @@ build: ## compile everything and bin/runtime
 run: ## run the runtime on its embedded in-memory default (loopback only), with the demo thread and its credential
 	$(GO) run ./cmd/runtime --demo
 
+.PHONY: run-cluster
+run-cluster: ## three runtime nodes and a development etcd on loopback (n1 runs the demo thread); Ctrl-C stops them
+	bash scripts/run-cluster.sh
+
 .PHONY: demo
 demo: ## the whole story over real HTTP on free loopback ports, with real agent processes; fails if a step deviates
 	$(GO) build -o bin/runtime ./cmd/runtime
@@ -82,7 +86,9 @@ cluster-test: ## the multi-node tests (cluster/, its own module): three in-proce
 	cd cluster && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 .PHONY: cluster-bench
-cluster-bench: ## revoke latency on three nodes, all healthy and with one paused (cluster/; ~20 s)
+cluster-bench: ## three nodes: calls/s and p99 through the home and a forwarding node, failover time, revoke latency healthy and with one paused (cluster/; ~1 min)
+	cd cluster && $(GO) test -run '^$$' -bench 'ClusterCalls' -benchtime=5000x -count=3 .
+	cd cluster && $(GO) test -run '^$$' -bench 'Failover' -benchtime=3x .
 	cd cluster && $(GO) test -run '^$$' -bench 'Revoke/healthy' -benchtime=200x -count=3 .
 	cd cluster && $(GO) test -run '^$$' -bench 'Revoke/one-paused' -benchtime=10x -count=2 .
 

@@ -42,6 +42,8 @@ func (e *NotHomeError) Is(target error) bool { return target == ErrNotHome }
 // Defaults of ClusterConfig.
 const (
 	DefaultEtcdDialTimeout = 5 * time.Second
+	// DefaultFence is ClusterConfig.Fence's default.
+	DefaultFence = replica.DefaultFence
 	// MinClusterSecret is the shortest node-to-node secret accepted.
 	MinClusterSecret = 32
 	// InternalMCPPath is where a node's internal listener serves the MCP
@@ -74,7 +76,7 @@ type ClusterConfig struct {
 	// Fence is F: how long one proof that the replica is current lets the
 	// node serve, and so how long a revoke waits at most for a node that
 	// does not answer. Below 1 s, so that streams close within 1 s. Zero:
-	// 500 ms.
+	// DefaultFence (500 ms).
 	Fence time.Duration
 	// DialTimeout bounds connecting to etcd at start. Zero:
 	// DefaultEtcdDialTimeout.
@@ -170,14 +172,20 @@ func (r *Runtime) node() string {
 // serving reports whether the node may serve: always on one node.
 func (r *Runtime) serving() bool { return r.cluster == nil || r.cluster.rep.Serving() }
 
-// notHome returns a *NotHomeError when the thread lives on another node.
+// notHome explains a thread without an actor here, on several nodes: a
+// *NotHomeError when it lives on another node, ErrUnavailable while this
+// node is adopting it (its row names this node, its actor is not started
+// yet), nil when it does not exist.
 func (r *Runtime) notHome(id string) error {
 	if r.cluster == nil {
 		return nil
 	}
 	t, err := r.store.Read().Thread(id)
-	if err != nil || t.Home == r.node() {
+	switch {
+	case err != nil:
 		return nil
+	case t.Home == r.node():
+		return fmt.Errorf("thread %s is being adopted by this node: %w", id, ErrUnavailable)
 	}
 	return &NotHomeError{Kind: "thread", ID: id, Home: t.Home}
 }
@@ -281,7 +289,13 @@ type Node struct {
 	ID      string // "" on one node
 	Serving bool   // whether it serves now (always on one node)
 	Applied int64  // the etcd revision its replica has applied; 0 on one node
-	Members []string
+	// Lag is how many etcd revisions the replica was behind at the fence's
+	// latest read.
+	Lag int64
+	// SinceConfirmed is the age of the latest proof that the replica is
+	// current (the fence); negative when there is none, 0 on one node.
+	SinceConfirmed time.Duration
+	Members        []string // the members this node sees, itself included, by id
 }
 
 // Node returns this node's state.
@@ -289,7 +303,8 @@ func (r *Runtime) Node() Node {
 	if r.cluster == nil {
 		return Node{Serving: true}
 	}
-	n := Node{ID: r.node(), Serving: r.cluster.rep.Serving(), Applied: r.cluster.rep.Applied()}
+	st := r.cluster.rep.Status()
+	n := Node{ID: r.node(), Serving: st.Serving, Applied: st.Applied, Lag: st.Lag, SinceConfirmed: st.SinceConfirmed}
 	for _, m := range r.cluster.rep.Members() {
 		n.Members = append(n.Members, m.ID)
 	}

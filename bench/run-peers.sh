@@ -22,7 +22,8 @@
 # adds the 2026-07-28 rows, where 64 is the default bound of one
 # namespace's requests in flight), CHURN_LOOPS (16), CHURN_DURATION (3s),
 # IDLE_SESSIONS (10000), IDLE_BIG (100000, runtime once; 0 skips),
-# REVOKE_TOKENS (64), OUT (a new temporary directory).
+# REVOKE_TOKENS (64), CLUSTER (1; 0 skips the 3-node rows), OUT (a new
+# temporary directory).
 #
 # Everything listens on 127.0.0.1; every server is killed by its PID when
 # its run ends, and on exit.
@@ -163,3 +164,15 @@ echo
 "$OUT/report" "$results"
 echo
 echo "raw results: $results"
+
+if [ "${CLUSTER:-1}" != 0 ]; then
+	# The 3-node row (SPEC §5d): no peer runs on several nodes with
+	# principal-bound sessions, so it has no ratio. Three runtime nodes in
+	# one process on an embedded etcd (cluster/, its own module).
+	echo
+	echo "== 3 nodes (cluster/): 2026-07-28 tools/call through the home node and a forwarding node, 16 callers; failover (a home stopped dead until a survivor serves its thread); revoke, healthy and one node paused"
+	(cd "$here/../cluster" && go test -run '^$' -bench 'ClusterCalls' -benchtime=5000x -count="$ROUNDS" . &&
+		go test -run '^$' -bench 'Failover' -benchtime=3x . &&
+		go test -run '^$' -bench 'Revoke/healthy' -benchtime=200x -count=1 . &&
+		go test -run '^$' -bench 'Revoke/one-paused' -benchtime=10x -count=1 .) 2>&1 | tee "$OUT/cluster.txt" | grep -E '^Benchmark'
+fi

@@ -28,16 +28,25 @@ func startEtcd(t testing.TB) string {
 // it early (Close is idempotent).
 func startEtcdServer(t testing.TB) *etcdServer {
 	t.Helper()
+	return startEtcdIn(t, t.TempDir(), "127.0.0.1:0", "127.0.0.1:0")
+}
+
+// startEtcdIn starts the embedded etcd with its data in dir, its client
+// and peer listeners at the given loopback addresses: a test restarts a
+// server with the dir and addresses of one it closed.
+func startEtcdIn(t testing.TB, dir, clientAddr, peerAddr string) *etcdServer {
+	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Name = "test"
-	cfg.Dir = t.TempDir()
+	cfg.Dir = dir
 	cfg.UnsafeNoFsync = true                                       // test data only
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop()) // its shutdown logs errors by design
-	loop := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	cfg.ListenClientUrls = []url.URL{loop}
-	cfg.AdvertiseClientUrls = []url.URL{loop}
-	cfg.ListenPeerUrls = []url.URL{loop}
-	cfg.AdvertisePeerUrls = []url.URL{loop}
+	client := url.URL{Scheme: "http", Host: clientAddr}
+	peer := url.URL{Scheme: "http", Host: peerAddr}
+	cfg.ListenClientUrls = []url.URL{client}
+	cfg.AdvertiseClientUrls = []url.URL{client}
+	cfg.ListenPeerUrls = []url.URL{peer}
+	cfg.AdvertisePeerUrls = []url.URL{peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {

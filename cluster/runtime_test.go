@@ -7,11 +7,17 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/internal/replica"
+	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/metrics"
 )
 
 // testSecret is the node-to-node secret of the test clusters.
@@ -32,7 +38,7 @@ type rtNode struct {
 // listener and an internal listener on loopback, and waits until every
 // node serves and sees every other as a member. cfg is each node's Config
 // with its Cluster section filled in.
-func startRuntimes(t *testing.T, endpoint string, n int, cfg mcpruntime.Config) []*rtNode {
+func startRuntimes(t testing.TB, endpoint string, n int, cfg mcpruntime.Config) []*rtNode {
 	t.Helper()
 	nodes := make([]*rtNode, n)
 	for i := range nodes {
@@ -83,7 +89,7 @@ func startRuntimes(t *testing.T, endpoint string, n int, cfg mcpruntime.Config) 
 	return nodes
 }
 
-func listen(t *testing.T) net.Listener {
+func listen(t testing.TB) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -94,7 +100,7 @@ func listen(t *testing.T) net.Listener {
 
 // mintOn registers an in-process instance and a thread on node and opens
 // a provider session, returning the credential's raw token.
-func mintOn(t *testing.T, node *rtNode, thread, instance string) (mcpruntime.ProviderSession, string) {
+func mintOn(t testing.TB, node *rtNode, thread, instance string) (mcpruntime.ProviderSession, string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := node.rt.RegisterInstance(ctx, instance, mcpruntime.InstanceSpec{Driver: provider.InprocKind}); err != nil && !errors.Is(err, mcpruntime.ErrInstanceExists) {
@@ -191,21 +197,11 @@ func TestRuntimeThreadOutlivesItsHome(t *testing.T) {
 		t.Fatalf("Shutdown n2: %v", err)
 	}
 
-	var adopter, other *rtNode
-	waitFor(t, "a survivor to adopt t1", func() bool {
-		th, err := nodes[0].rt.Thread(ctx, "t1")
-		if err != nil || th.Home == "n2" {
-			return false
-		}
-		for _, n := range []*rtNode{nodes[0], nodes[2]} {
-			if n.id == th.Home {
-				adopter = n
-			} else {
-				other = n
-			}
-		}
-		return adopter != nil
-	})
+	adopter := waitAdopted(t, "t1", nodes[0], nodes[2])
+	other := nodes[0]
+	if adopter == nodes[0] {
+		other = nodes[2]
+	}
 	th, err := adopter.rt.Thread(ctx, "t1")
 	if err != nil {
 		t.Fatal(err)
@@ -231,5 +227,146 @@ func TestRuntimeThreadOutlivesItsHome(t *testing.T) {
 	var nh *mcpruntime.NotHomeError
 	if !errors.As(err, &nh) || nh.Home != adopter.id {
 		t.Fatalf("StartRun(t1) on %s = %v, want a *NotHomeError naming %s", other.id, err, adopter.id)
+	}
+}
+
+// TestRuntimeNodeMetrics: a node of several exports its fence state,
+// member count and replica revision; a paused node's gauges say it does
+// not serve.
+func TestRuntimeNodeMetrics(t *testing.T) {
+	rep := replicas(t)
+	nodes := startRuntimes(t, startEtcd(t), 2, mcpruntime.Config{})
+	reg := prometheus.NewRegistry()
+	metrics.New(reg, nodes[0].rt)
+	gauge := func(name string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	if got := gauge("mcpruntime_node_serving"); got != 1 {
+		t.Errorf("node_serving = %v, want 1", got)
+	}
+	if got := gauge("mcpruntime_node_members"); got != 2 {
+		t.Errorf("node_members = %v, want 2", got)
+	}
+	if got := gauge("mcpruntime_node_applied_revision"); got <= 0 {
+		t.Errorf("node_applied_revision = %v, want > 0", got)
+	}
+	first := rep("n1")
+	first.Pause()
+	defer first.Resume()
+	waitFor(t, "n1's gauge to say it does not serve", func() bool { return gauge("mcpruntime_node_serving") == 0 })
+	if got := gauge("mcpruntime_node_fence_age_seconds"); got*float64(time.Second) < float64(mcpruntime.DefaultFence) {
+		t.Errorf("fence age of a node that stopped serving = %vs, want at least the fence", got)
+	}
+}
+
+// waitAdopted waits until one of survivors has adopted thread: its own
+// replica names it the home and its actor runs; it returns that node. The
+// survivors must hold no other thread (their actor count says whether
+// the adopted one's started).
+func waitAdopted(t testing.TB, thread string, survivors ...*rtNode) *rtNode {
+	t.Helper()
+	var adopter *rtNode
+	waitFor(t, "a survivor to adopt "+thread, func() bool {
+		for _, n := range survivors {
+			th, err := n.rt.Thread(context.Background(), thread)
+			if err != nil || th.Home != n.id {
+				continue
+			}
+			if n.rt.Stats().Threads != 1 {
+				continue
+			}
+			adopter = n
+			return true
+		}
+		return false
+	})
+	return adopter
+}
+
+// replicas collects the replica of every runtime node started while it is
+// installed (replica.TestHookStarted), by node id.
+func replicas(t testing.TB) func(id string) *replica.Node {
+	t.Helper()
+	var mu sync.Mutex
+	byID := map[string]*replica.Node{}
+	replica.TestHookStarted = func(n *replica.Node) {
+		mu.Lock()
+		defer mu.Unlock()
+		byID[n.ID()] = n
+	}
+	t.Cleanup(func() { replica.TestHookStarted = nil })
+	return func(id string) *replica.Node {
+		mu.Lock()
+		defer mu.Unlock()
+		return byID[id]
+	}
+}
+
+// TestRuntimeReleaseWaitsForAStalledNode: a node whose replica stalls
+// (its watch delivers nothing, its fence keeps trying) may still hold a
+// credential as live; a release on another node returns only once that
+// node no longer serves, so from then on it authenticates nothing — it
+// answers ErrNodeUnavailable, not the principal.
+func TestRuntimeReleaseWaitsForAStalledNode(t *testing.T) {
+	rep := replicas(t)
+	nodes := startRuntimes(t, startEtcd(t), 3, mcpruntime.Config{})
+	ps, tok := mintOn(t, nodes[0], "t1", "codex")
+	stalled := nodes[2]
+	waitFor(t, "n3 to authenticate the token", func() bool {
+		_, err := stalled.rt.Authenticate(tok)
+		return err == nil
+	})
+	rep(stalled.id).StallApplier()
+	defer rep(stalled.id).Resume()
+	if err := nodes[0].rt.ReleaseProviderSession(context.Background(), ps.ID); err != nil {
+		t.Fatalf("ReleaseProviderSession: %v", err)
+	}
+	if _, err := stalled.rt.Authenticate(tok); !errors.Is(err, mcpruntime.ErrNodeUnavailable) {
+		t.Fatalf("Authenticate on the stalled n3 right after the release returned = %v, want ErrNodeUnavailable", err)
+	}
+	if st := stalled.rt.Node(); st.Serving {
+		t.Fatalf("stalled n3 still serves after the release returned: %+v", st)
+	}
+}
+
+// TestNonMemberCannotWrite: a node paused past its lease has lost its
+// membership; once it runs again, nothing it writes lands in etcd (every
+// write is conditioned on the writer's lease), whatever its replica says.
+func TestNonMemberCannotWrite(t *testing.T) {
+	cfg := replica.Config{Fence: 150 * time.Millisecond, Interval: 20 * time.Millisecond, LeaseTTL: 2}
+	endpoint := startEtcd(t)
+	c := startCluster(t, endpoint, 2, cfg)
+	waitServing(t, c.nodes...)
+	lapsed := c.nodes[1]
+	lapsed.Pause()
+	cli := c.clients[0]
+	waitFor(t, lapsed.ID()+"'s serving key gone", func() bool {
+		resp, err := cli.Get(context.Background(), replica.ServingPrefix+lapsed.ID())
+		return err == nil && len(resp.Kvs) == 0
+	})
+	lapsed.Resume()
+	err := lapsed.Store().Write(func(w *memdb.Writer) error {
+		return w.PutThread(&memdb.Thread{ID: "zombie", Home: lapsed.ID(), Status: memdb.ThreadActive})
+	})
+	if !errors.Is(err, replica.ErrNotMember) {
+		t.Errorf("write of a node without membership = %v, want ErrNotMember", err)
+	}
+	resp, err := cli.Get(context.Background(), replica.TableKey(memdb.TableThreads, "zombie"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 0 {
+		t.Fatalf("a node without membership wrote %s", resp.Kvs[0].Key)
 	}
 }

@@ -116,6 +116,9 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime) *Metrics {
 	gauge("mcpruntime_threads", "Threads.", func(s mcpruntime.Stats) int { return s.Threads })
 	gauge("mcpruntime_provider_sessions", "Open provider sessions.", func(s mcpruntime.Stats) int { return s.ProviderSessions })
 	gauge("mcpruntime_live_credentials", "Credentials and client tokens in state live.", func(s mcpruntime.Stats) int { return s.LiveCredentials })
+	if rt.Node().ID != "" {
+		registerNode(reg, rt)
+	}
 	return m
 }
 
@@ -142,4 +145,27 @@ func (m *Metrics) SessionClosed(reason string) {
 // Refused implements mcpruntime.Observer.
 func (m *Metrics) Refused(bound string) {
 	m.refused.WithLabelValues(label(boundLabels, bound)).Inc()
+}
+
+// registerNode registers the gauges of a node of several (SPEC §7.4).
+func registerNode(reg prometheus.Registerer, rt *mcpruntime.Runtime) {
+	node := func(name, help string, f func(mcpruntime.Node) float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+			func() float64 { return f(rt.Node()) }))
+	}
+	node("mcpruntime_node_serving", "1 while this node serves (its replica proved current within the fence), else 0.", func(n mcpruntime.Node) float64 {
+		if n.Serving {
+			return 1
+		}
+		return 0
+	})
+	node("mcpruntime_node_members", "Members of the cluster this node sees, itself included.", func(n mcpruntime.Node) float64 { return float64(len(n.Members)) })
+	node("mcpruntime_node_applied_revision", "The etcd revision this node's replica has applied.", func(n mcpruntime.Node) float64 { return float64(n.Applied) })
+	node("mcpruntime_node_replica_lag_revisions", "etcd revisions the replica was behind at the fence's latest read.", func(n mcpruntime.Node) float64 { return float64(n.Lag) })
+	node("mcpruntime_node_fence_age_seconds", "Age of the latest proof that the replica is current; -1 when there is none.", func(n mcpruntime.Node) float64 {
+		if n.SinceConfirmed < 0 {
+			return -1
+		}
+		return n.SinceConfirmed.Seconds()
+	})
 }

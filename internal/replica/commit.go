@@ -22,10 +22,12 @@ var ErrNotMember = errors.New("replica: node is not a member")
 // every row tx read or wrote still having the revision the replica had
 // applied for it (absent rows: still absent), that writes tx's rows. It
 // returns once this node's replica has applied the commit. A commit that
-// revokes a live credential (a live row revoked or deleted) is a revoke:
-// it also lists the serving nodes in the same transaction and returns only
-// once each has confirmed the revision or the fence bound has passed
-// (see [Node.Revoke]). The whole is bounded by Config.Commit.
+// changes a credential (a mint, a refresh, a revoke, a delete) also lists
+// the serving nodes in the same transaction and returns only once each
+// has confirmed the revision or the fence bound has passed (see
+// [Node.Revoke]): from then on every serving node authenticates a token
+// exactly as the commit left it — a revoked one nowhere, a minted one
+// everywhere. The whole is bounded by Config.Commit.
 func (n *Node) Commit(tx *memdb.Tx) error {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Commit)
 	defer cancel()
@@ -47,10 +49,10 @@ func (n *Node) Commit(tx *memdb.Tx) error {
 		}
 	}
 	ops := make([]clientv3.Op, 0, len(tx.Writes)+1)
-	revokes := false
+	barrier := false
 	for _, w := range tx.Writes {
 		key := TableKey(w.Table, w.ID)
-		revokes = revokes || revokesLive(w)
+		barrier = barrier || w.Table == memdb.TableCredentials
 		if w.After == nil {
 			ops = append(ops, clientv3.OpDelete(key))
 			continue
@@ -61,7 +63,7 @@ func (n *Node) Commit(tx *memdb.Tx) error {
 		}
 		ops = append(ops, clientv3.OpPut(key, string(val)))
 	}
-	if revokes {
+	if barrier {
 		ops = append(ops, clientv3.OpGet(ServingPrefix, clientv3.WithPrefix()))
 	}
 	resp, err := n.cli.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(n.servingKey)).Commit()
@@ -77,7 +79,7 @@ func (n *Node) Commit(tx *memdb.Tx) error {
 		return fmt.Errorf("replica: commit: %w", memdb.ErrStale)
 	}
 	rev := resp.Header.Revision
-	if revokes {
+	if barrier {
 		serving := servingNodes(resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs)
 		_, err := n.barrier(ctx, RevokeResult{Revision: rev, Revoked: true}, committedAt, serving)
 		return err
@@ -86,15 +88,4 @@ func (n *Node) Commit(tx *memdb.Tx) error {
 		return fmt.Errorf("replica: commit at %d: own replica: %w", rev, err)
 	}
 	return nil
-}
-
-// revokesLive reports whether w takes a credential that was live out of
-// the live state (a revocation or a delete).
-func revokesLive(w memdb.RowWrite) bool {
-	before, ok := w.Before.(*memdb.Credential)
-	if !ok || before.State != memdb.StateLive {
-		return false
-	}
-	after, _ := w.After.(*memdb.Credential)
-	return after == nil || after.State != memdb.StateLive
 }

@@ -24,9 +24,12 @@
 // waiter of [Node.WaitApplied](R) returns only after the hooks of every
 // write ≤ R have run on this node.
 //
-// An applier that cannot apply (a watch cancelled by compaction, an event
-// the store refuses) stops for good and the node stops serving: it fails
-// closed rather than serve a replica it cannot prove.
+// A watch that ends (etcd lost its leader, the stream broke) is started
+// again from the revision after the one applied; the fence cannot confirm
+// meanwhile, so the node does not serve. An applier that cannot apply (the
+// revisions it needs compacted away, an event the store refuses) stops for
+// good and the node stops serving: it fails closed rather than serve a
+// replica it cannot prove, and rejoins only as a new Node.
 //
 // # The fence
 //

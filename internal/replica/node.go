@@ -128,10 +128,12 @@ type Node struct {
 	servingKey string
 	base       time.Time // origin of mono; carries the monotonic clock
 
-	ctx    context.Context // cancelled by Close
-	cancel context.CancelFunc
-	wctx   context.Context // the watch's context; RequestProgress must use it
-	wg     sync.WaitGroup
+	ctx     context.Context // cancelled by Close
+	cancel  context.CancelFunc
+	wmu     sync.Mutex         // guards wctx and wcancel
+	wctx    context.Context    // the current watch's context; RequestProgress must use it
+	wcancel context.CancelFunc // ends the current watch
+	wg      sync.WaitGroup
 
 	applied atomic.Int64  // the revision the replica has applied
 	advMu   sync.Mutex    // guards adv
@@ -142,6 +144,7 @@ type Node struct {
 	closed   atomic.Bool
 
 	confirmed  atomic.Int64 // mono of t0 of the latest confirmation; 0: none
+	latest     atomic.Int64 // the revision Q of the latest fence read
 	leaseUntil atomic.Int64 // mono before which the lease is surely valid
 	lease      atomic.Int64 // the serving lease; 0: not registered (fence loop writes it)
 
@@ -191,15 +194,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.cfg.Confirmer = &httpConfirmer{node: n, client: client, secret: cfg.Secret}
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.wctx = clientv3.WithRequireLeader(n.ctx)
 
 	r0, err := n.loadSnapshot(ctx)
 	if err != nil {
 		n.cancel()
 		return nil, fmt.Errorf("replica: start %s: %w", cfg.Node, err)
 	}
-	wch := n.cli.Watch(n.wctx, Prefix, clientv3.WithPrefix(), clientv3.WithRev(r0+1),
-		clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	wch := n.watch(r0 + 1)
 	if err := n.register(ctx); err != nil {
 		n.cancel()
 		return nil, fmt.Errorf("replica: start %s: %w", cfg.Node, err)
@@ -242,6 +243,28 @@ func (n *Node) Serving() bool {
 	now := n.mono()
 	c := n.confirmed.Load()
 	return c != 0 && now-c <= int64(n.cfg.Fence) && now < n.leaseUntil.Load()
+}
+
+// Status is a node's replica and fence, for operators' metrics.
+type Status struct {
+	Serving bool
+	Applied int64 // the revision the replica has applied
+	// Lag is how many revisions the replica was behind etcd at the
+	// latest fence read (0 when it had caught up by then).
+	Lag int64
+	// SinceConfirmed is the age of the latest proof that the replica is
+	// current; negative when there is none.
+	SinceConfirmed time.Duration
+}
+
+// Status returns the node's status now.
+func (n *Node) Status() Status {
+	st := Status{Serving: n.Serving(), Applied: n.applied.Load(), SinceConfirmed: -1}
+	st.Lag = max(n.latest.Load()-st.Applied, 0)
+	if c := n.confirmed.Load(); c != 0 {
+		st.SinceConfirmed = time.Duration(n.mono() - c)
+	}
+	return st
 }
 
 // WaitApplied returns once the replica has applied rev, or ctx's error,
@@ -381,24 +404,94 @@ func (n *Node) loadSnapshot(ctx context.Context) (int64, error) {
 
 func (n *Node) applyLoop(wch clientv3.WatchChan) {
 	defer n.wg.Done()
+	backoff := n.cfg.Interval
+	for {
+		err := n.applyWatch(wch)
+		if n.ctx.Err() != nil {
+			return
+		}
+		var wr *watchError
+		if !errors.As(err, &wr) || wr.compacted {
+			// The replica cannot be brought up to date from here (an
+			// event the store refused, or history compacted away): fail
+			// closed for good; a new Node loads a fresh snapshot.
+			n.fail(err)
+			return
+		}
+		// The watch ended (etcd lost its leader, the connection broke):
+		// watch again from the next revision. Meanwhile the fence cannot
+		// confirm, so the node does not serve.
+		n.cfg.Logger.Warn("replica watch ended; watching again", "node", n.cfg.Node, "applied", n.applied.Load(), "err", err)
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		wch = n.watch(n.applied.Load() + 1)
+	}
+}
+
+// watch watches every key of the layout from rev, in a context of its
+// own.
+func (n *Node) watch(rev int64) clientv3.WatchChan {
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
+	if n.wcancel != nil {
+		n.wcancel()
+	}
+	ctx, cancel := context.WithCancel(n.ctx)
+	n.wctx, n.wcancel = clientv3.WithRequireLeader(ctx), cancel
+	return n.cli.Watch(n.wctx, Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev),
+		clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+}
+
+// watchContext is the current watch's context.
+func (n *Node) watchContext() context.Context {
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
+	return n.wctx
+}
+
+// CancelWatch ends the replica's watch as a lost etcd leader or a broken
+// stream would; the applier watches again from the revision after the
+// one it applied. For testing.
+func (n *Node) CancelWatch() {
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
+	n.wcancel()
+}
+
+// watchError is a watch that ended; compacted when the revisions it
+// needed are gone.
+type watchError struct {
+	err       error
+	compacted bool
+}
+
+func (e *watchError) Error() string { return "watch: " + e.err.Error() }
+func (e *watchError) Unwrap() error { return e.err }
+
+// applyWatch applies wch until it ends: a *watchError when the watch
+// ended, another error when a response could not be applied.
+func (n *Node) applyWatch(wch clientv3.WatchChan) error {
 	for wr := range wch {
+		if err := wr.Err(); err != nil {
+			return &watchError{err: err, compacted: wr.CompactRevision != 0}
+		}
 		n.applyGate.RLock()
 		err := n.apply(wr)
 		n.applyGate.RUnlock()
 		if err != nil {
-			n.fail(err)
-			return
+			return err
 		}
 	}
-	n.fail(errors.New("watch closed"))
+	return &watchError{err: errors.New("watch channel closed")}
 }
 
 // apply applies one watch response: its events in one store write, then
 // the applied revision.
 func (n *Node) apply(wr clientv3.WatchResponse) error {
-	if err := wr.Err(); err != nil {
-		return fmt.Errorf("watch: %w", err)
-	}
 	if wr.IsProgressNotify() {
 		n.advance(wr.Header.Revision)
 		return nil
@@ -572,8 +665,9 @@ func (n *Node) check() error {
 		return errors.New("serving key gone")
 	}
 	q := resp.Header.Revision
+	n.latest.Store(q)
 	if n.applied.Load() < q {
-		if err := n.cli.RequestProgress(n.wctx); err != nil {
+		if err := n.cli.RequestProgress(n.watchContext()); err != nil {
 			return fmt.Errorf("request progress: %w", err)
 		}
 		if err := n.WaitApplied(ctx, q); err != nil {

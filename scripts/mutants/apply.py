@@ -7,6 +7,8 @@ prints the repository-relative path of the mutated file.
 A mutant file is:
     # comment lines
     file: path/inside/repo.go
+    suite: cluster        (optional: the suite that must kill it is the
+                           cluster/ module's, not the runtime module's)
     @@@ old
     exact text (must occur exactly once in the file)
     @@@ new
@@ -46,6 +48,8 @@ def parse(path):
                 new.append(line)
             elif line.startswith("file:"):
                 target = line[len("file:"):].strip()
+            elif line.startswith("suite:"):
+                continue  # read by mutants.sh
             elif line.strip() == "" or line.startswith("#"):
                 continue
             else:
