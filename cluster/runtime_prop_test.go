@@ -32,7 +32,8 @@ var machineStats struct {
 	faultRevokes  atomic.Int64 // revokes that returned while a node was paused or stalled
 	kills         atomic.Int64 // kills whose threads a survivor adopted
 	adopted       atomic.Int64 // threads adopted after a kill
-	raced         atomic.Int64 // revoke/authenticate races that saw the token pass and then fail
+	races         atomic.Int64 // revoke/authenticate races with an authentication while the release ran
+	raced         atomic.Int64 // of those, the races that saw the token pass and then fail
 	createRaces   atomic.Int64 // concurrent creates of one id
 	posts         atomic.Int64 // posts that succeeded
 	refusedPosts  atomic.Int64 // posts the runtime refused as the model said
@@ -66,13 +67,13 @@ func TestRuntimeClusterMachine(t *testing.T) {
 		t.Repeat(m.actions())
 	})
 	s := &machineStats
-	t.Logf("revokes %d (with a node paused or stalled %d), refusals of revoked tokens on serving nodes %d, live tokens authenticated on serving nodes %d, kills %d adopting %d threads, revoke/authenticate races seen flipping %d, create races %d, posts %d (refused as modelled %d), NotHome answers %d",
+	t.Logf("revokes %d (with a node paused or stalled %d), refusals of revoked tokens on serving nodes %d, live tokens authenticated on serving nodes %d, kills %d adopting %d threads, revoke/authenticate races %d (the token seen passing, then failing: %d), create races %d, posts %d (refused as modelled %d), NotHome answers %d",
 		s.revokes.Load(), s.faultRevokes.Load(), s.revokedChecks.Load(), s.liveChecks.Load(), s.kills.Load(), s.adopted.Load(),
-		s.raced.Load(), s.createRaces.Load(), s.posts.Load(), s.refusedPosts.Load(), s.notHome.Load())
+		s.races.Load(), s.raced.Load(), s.createRaces.Load(), s.posts.Load(), s.refusedPosts.Load(), s.notHome.Load())
 	for name, n := range map[string]int64{
 		"revokes": s.revokes.Load(), "revokes under a fault": s.faultRevokes.Load(),
 		"refusals of revoked tokens": s.revokedChecks.Load(), "live tokens authenticated": s.liveChecks.Load(),
-		"kills": s.kills.Load(), "adopted threads": s.adopted.Load(), "create races": s.createRaces.Load(),
+		"kills": s.kills.Load(), "adopted threads": s.adopted.Load(), "create races": s.createRaces.Load(), "revoke races": s.races.Load(),
 		"posts": s.posts.Load(), "refused posts": s.refusedPosts.Load(), "NotHome answers": s.notHome.Load(),
 	} {
 		if n == 0 {
@@ -138,12 +139,15 @@ func newClusterMachine(t *rapid.T, endpoint string) *clusterMachine {
 }
 
 // actions are the machine's actions. Those that build up what the others
-// need (threads, sessions, runs, live callers) appear twice, so that they
-// are drawn twice as often.
+// need (sessions, runs, live callers) and the races appear more than once,
+// so that they are drawn more often.
 func (m *clusterMachine) actions() map[string]func(*rapid.T) {
 	return map[string]func(*rapid.T){
 		"create":       m.create,
 		"open#2":       m.open,
+		"open#3":       m.open,
+		"turn#3":       m.turn,
+		"revokeRace#2": m.revokeRace,
 		"startRun#2":   m.startRun,
 		"post#2":       m.post,
 		"kill#2":       m.kill,
@@ -230,6 +234,16 @@ func (m *clusterMachine) revoked() {
 	if m.faulted() {
 		machineStats.faultRevokes.Add(1)
 	}
+}
+
+// some reports whether a thread with a healthy home satisfies ok.
+func (m *clusterMachine) some(ok func(*mThread) bool) bool {
+	for _, th := range m.threads {
+		if i, _ := m.node(th.home); m.fault[i] == healthy && ok(th) {
+			return true
+		}
+	}
+	return false
 }
 
 // thread draws a model thread whose home has no fault (its operations run
@@ -332,8 +346,12 @@ func (m *clusterMachine) home(th *mThread) *machineNode {
 
 func (m *clusterMachine) open(t *rapid.T) {
 	m.bounded()
-	th := m.thread(t, nil)
-	inst := m.instance(t)
+	m.openOn(t, m.thread(t, nil), m.instance(t))
+}
+
+// openOn opens a provider session of (th, inst) on th's home, after
+// checking that another node refuses it as th's home's.
+func (m *clusterMachine) openOn(t *rapid.T, th *mThread, inst string) {
 	ctx := context.Background()
 	m.probeNotHome(t, th, func(rt *mcpruntime.Runtime) error {
 		_, err := rt.OpenProviderSession(ctx, th.id, inst)
@@ -594,9 +612,16 @@ func (m *clusterMachine) authenticate(t *rapid.T) {
 	_, _ = m.authenticateOn(t, m.healthyNode(t, "node"), c)
 }
 
-// pairOf draws a pair with an open session, on a thread with a healthy home.
+// pairOf draws a pair with an open session on a thread with a healthy
+// home; when there is none, it opens one on an active thread first.
 func (m *clusterMachine) pairOf(t *rapid.T) (*mThread, string, *mPair) {
-	th := m.thread(t, func(th *mThread) bool { return len(th.pairs) > 0 })
+	var th *mThread
+	if m.some(func(th *mThread) bool { return len(th.pairs) > 0 }) {
+		th = m.thread(t, func(th *mThread) bool { return len(th.pairs) > 0 })
+	} else {
+		th = m.thread(t, func(th *mThread) bool { return !th.archived })
+		m.openOn(t, th, m.instance(t))
+	}
 	var insts []string
 	for inst := range th.pairs {
 		insts = append(insts, inst)
@@ -749,6 +774,9 @@ loop:
 	}
 	if p, err := other.rt.Authenticate(pair.cred.tok); err == nil {
 		t.Fatalf("%s authenticates %s (%+v) right after its release returned", other.id, pair.cred.id, p)
+	}
+	if passed || failed {
+		machineStats.races.Add(1)
 	}
 	if passed && failed {
 		machineStats.raced.Add(1)
