@@ -46,13 +46,17 @@ var machineStats struct {
 // check), against a plain model: threads (home, status, current
 // instance, run, messages, provider sessions) and credentials (token,
 // pair, whether a revoke of it returned). After every step it checks, on
-// every node: no node authenticates a token whose revoke returned; every
-// node whose replica applied a live token's mint authenticates it; every
-// thread has one home, a member, and every other node answers
-// *NotHomeError naming it; each node holds an actor for exactly the
-// threads it is home of; each node's replica holds every thread as the
-// model does (messages in order); serving nodes agree on the members; a
-// killed node never serves again (SPEC §5d, §6).
+// every node, at once: no node authenticates a token whose revoke
+// returned; every serving node authenticates a live token whose mint
+// returned, and a node that does not serve but applied the mint holds it
+// in its replica; every thread has one home, a member, and every other
+// node answers *NotHomeError naming it; each node holds an actor for
+// exactly the threads it is home of; each node's replica holds every
+// thread as the model does (messages in order); serving nodes agree on
+// the members; a killed node never serves again and cannot write (SPEC
+// §5d, §6). Waits are bounded polls, only where the spec allows a delay:
+// a resumed node serving again, a killed node's lease lapsing and its
+// threads' adoption.
 func TestRuntimeClusterMachine(t *testing.T) {
 	endpoint := startEtcd(t)
 	admin := newClient(t, endpoint)
