@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -46,9 +48,6 @@ const (
 	DefaultFence = replica.DefaultFence
 	// MinClusterSecret is the shortest node-to-node secret accepted.
 	MinClusterSecret = 32
-	// InternalMCPPath is where a node's internal listener serves the MCP
-	// requests other nodes forward to it.
-	InternalMCPPath = "/internal/mcp"
 )
 
 // ClusterConfig makes the runtime one node of several that share an etcd
@@ -66,8 +65,8 @@ type ClusterConfig struct {
 	// Node is this node's id, unique in the cluster: letters, digits, '.',
 	// '_' and '-', at most 64. Required.
 	Node string
-	// URL is the base URL of this node's internal listener (Runtime.
-	// InternalHandler) as the other nodes reach it, e.g.
+	// URL is where the other nodes reach this node's internal listener
+	// (Runtime.InternalHandler), scheme://host:port without a path, e.g.
 	// "http://10.0.0.5:7441". Required.
 	URL string
 	// Secret is the node-to-node secret, the same on every node, at least
@@ -96,8 +95,8 @@ func (c ClusterConfig) validate() error {
 		}
 	}
 	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("cluster: URL %q: want the internal listener's http(s) base URL: %w", c.URL, ErrInvalidArgument)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return fmt.Errorf("cluster: URL %q: want the internal listener's scheme://host:port, no path: %w", c.URL, ErrInvalidArgument)
 	}
 	if len(c.Secret) < MinClusterSecret {
 		return fmt.Errorf("cluster: secret: at least %d bytes: %w", MinClusterSecret, ErrInvalidArgument)
@@ -113,6 +112,7 @@ type clusterNode struct {
 	cfg ClusterConfig
 	cli *clientv3.Client
 	rep *replica.Node
+	rt  atomic.Pointer[Runtime] // set once the runtime is built
 }
 
 // joinCluster connects to etcd and starts the node's replica, whose store
@@ -137,15 +137,30 @@ func joinCluster(c ClusterConfig, cfg Config) (*clusterNode, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), dial)
 	defer cancel()
+	n := &clusterNode{cfg: c, cli: cli}
 	rep, err := replica.Start(ctx, replica.Config{
 		Client: cli, Node: c.Node, Fence: c.Fence, URL: c.URL, Secret: c.Secret,
-		Logger: cfg.Logger,
+		OnUnavailable: n.unavailable, Logger: cfg.Logger,
 	})
 	if err != nil {
 		cli.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	return &clusterNode{cfg: c, cli: cli, rep: rep}, nil
+	n.rep = rep
+	return n, nil
+}
+
+// unavailable is the replica's OnUnavailable: every stream of the node's
+// endpoints closes (SPEC §5d.2); their sessions stay.
+func (n *clusterNode) unavailable() {
+	if r := n.rt.Load(); r != nil {
+		r.mu.Lock()
+		eps := slices.Clone(r.servers)
+		r.mu.Unlock()
+		for _, ep := range eps {
+			ep.srv.CloseStreamsUnavailable()
+		}
+	}
 }
 
 func (n *clusterNode) close() error {
@@ -201,10 +216,10 @@ func (r *Runtime) dropThread(id string, pid *actor.PID) {
 	_ = r.root.StopFuture(pid).Wait()
 }
 
-// route is the endpoint's Route (SPEC §5d.4): a request of a principal
-// whose thread (or client grant) lives on another node goes to that
-// node's internal listener; nil when it is served here. A home that is no
-// member is an error.
+// route is the base of the endpoint's Route (SPEC §5d.6): a request of a
+// principal whose thread (or client grant) lives on another node goes to
+// that node's internal listener, whose base URL it returns; nil when it
+// is served here. A home that is no member is an error.
 func (r *Runtime) route(p Principal) (*url.URL, error) {
 	if r.cluster == nil {
 		return nil, nil
@@ -236,12 +251,13 @@ func (r *Runtime) route(p Principal) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", home, err)
 	}
-	return u.JoinPath(InternalMCPPath), nil
+	return u, nil
 }
 
 // InternalHandler is the node's internal listener (several nodes, SPEC
-// §5d): the revokers' confirmations and the MCP requests other nodes
-// forward here, both only with the cluster's secret. Serve it on an
+// §5d): the revokers' confirmations (replica.ConfirmPath) and the MCP
+// requests other nodes forward here (at the MCP endpoint's path), both
+// only with the cluster's secret. Serve it on an
 // address the other nodes reach (ClusterConfig.URL) and no client does.
 // On one node it answers 404 to everything.
 func (r *Runtime) InternalHandler() http.Handler {
@@ -250,12 +266,12 @@ func (r *Runtime) InternalHandler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(replica.ConfirmPath, r.cluster.rep.ConfirmHandler())
-	mux.HandleFunc(InternalMCPPath, r.serveForwarded)
+	mux.HandleFunc("/", r.serveForwarded)
 	return replica.NodeAuth(r.cluster.cfg.Secret, mux)
 }
 
 // serveForwarded serves a forwarded MCP request on the runtime's first
-// MCP endpoint.
+// MCP endpoint (a node of several serves one).
 func (r *Runtime) serveForwarded(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	var ep *MCPEndpoint
@@ -267,7 +283,7 @@ func (r *Runtime) serveForwarded(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "no MCP endpoint", http.StatusServiceUnavailable)
 		return
 	}
-	ep.srv.ServeHTTP(w, req) // TODO(merge): ServeForwarded
+	ep.srv.ServeForwarded(w, req)
 }
 
 // Lost is closed once this node has stopped serving for good: it lost its

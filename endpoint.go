@@ -3,10 +3,12 @@ package mcpruntime
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	"github.com/agenthost/mcpruntime/internal/replica"
 )
 
 // MCPOptions configure the MCP endpoint (SPEC §5). Zero values mean the
@@ -128,8 +130,15 @@ type Observer interface {
 	SessionClosed(reason string)
 	// Refused is called for every request a bound refused (429 or 503),
 	// naming the bound: "requests_per_namespace", "requests", "body_bytes",
-	// "sessions_per_namespace" or "sessions".
+	// "sessions_per_namespace", "sessions", "modern_requests_per_namespace",
+	// "listen_per_namespace", "listen", or "unavailable" (a node of several
+	// that does not serve, SPEC §5d.2).
 	Refused(bound string)
+	// Forward is called once for every MCP request sent on to its home node
+	// (several nodes), with its outcome: "proxied" (the home node
+	// answered), "home_gone" (the home node is gone or unknown),
+	// "proxy_error" (it could not be reached, or failed before answering).
+	Forward(outcome string)
 }
 
 // MCPSessionInfo describes one live MCP session, for operators. It carries
@@ -239,6 +248,23 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 		ServerVersion:                 opts.ServerVersion,
 		Now:                           r.cfg.Now,
 		Logger:                        opts.Logger,
+	}
+	if r.cluster != nil {
+		path := o.Path
+		if path == "" {
+			path = "/mcp"
+		}
+		o.Available = r.serving
+		o.Route = func(p Principal) (*url.URL, error) {
+			home, err := r.route(p)
+			if home == nil || err != nil {
+				return home, err
+			}
+			u := *home
+			u.Path, u.RawPath = path, "" // the home's internal listener serves the same path
+			return &u, nil
+		}
+		o.ForwardHeader = http.Header{replica.NodeAuthHeader: {r.cluster.cfg.Secret}}
 	}
 	if opts.Observer != nil {
 		o.Observer = opts.Observer

@@ -106,6 +106,7 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("register built-in resources: %w", err)
 	}
 	if r.cluster != nil {
+		r.cluster.rt.Store(r)
 		r.work.Add(1)
 		go r.adoptLoop()
 	}

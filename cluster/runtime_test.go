@@ -26,12 +26,13 @@ const testSecret = "cluster-test-secret-0123456789abcdef"
 // rtNode is one runtime node of an in-process cluster: the runtime, its
 // MCP endpoint and listener, and its internal listener.
 type rtNode struct {
-	id       string
-	rt       *mcpruntime.Runtime
-	ep       *mcpruntime.MCPEndpoint
-	mcpURL   string // http://127.0.0.1:port/mcp
-	internal *http.Server
-	public   *http.Server
+	id           string
+	rt           *mcpruntime.Runtime
+	ep           *mcpruntime.MCPEndpoint
+	mcpURL       string // http://127.0.0.1:port/mcp
+	internalAddr string
+	internal     *http.Server
+	public       *http.Server
 }
 
 // startRuntimes starts n runtime nodes on one etcd, each with an MCP
@@ -60,7 +61,7 @@ func startRuntimes(t testing.TB, endpoint string, n int, cfg mcpruntime.Config) 
 			t.Fatalf("node %s: MCPHandler: %v", id, err)
 		}
 		node := &rtNode{
-			id: id, rt: rt, ep: ep, mcpURL: c.Endpoint,
+			id: id, rt: rt, ep: ep, mcpURL: c.Endpoint, internalAddr: internalLn.Addr().String(),
 			internal: &http.Server{Handler: rt.InternalHandler(), ReadHeaderTimeout: 10 * time.Second},
 			public:   &http.Server{Handler: ep, ReadHeaderTimeout: 10 * time.Second},
 		}

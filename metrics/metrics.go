@@ -1,7 +1,8 @@
 // Package metrics exports the runtime's Prometheus metrics: MCP sessions
 // (live, opened, closed by reason), authentication failures by reason,
 // requests by method and status with a latency histogram, and the
-// runtime's actors and records, and requests refused by a bound. It
+// runtime's actors and records, requests refused by a bound, and requests
+// forwarded to their home node by outcome (several nodes). It
 // implements mcpruntime.Observer, and imports the module root only.
 //
 // Every label takes its value from a fixed set, whatever the request
@@ -34,7 +35,9 @@ var (
 	closeReasons = labelSet("delete", "idle", "cap", "revoke", "shutdown")
 	// boundLabels are the bounds an Observer's Refused names.
 	boundLabels = labelSet("requests_per_namespace", "requests", "body_bytes", "sessions_per_namespace", "sessions",
-		"modern_requests_per_namespace", "listen_per_namespace", "listen")
+		"modern_requests_per_namespace", "listen_per_namespace", "listen", "unavailable")
+	// forwardOutcomes are the outcomes an Observer's Forward names.
+	forwardOutcomes = labelSet("proxied", "home_gone", "proxy_error")
 )
 
 // labelSet maps each allowed value to itself.
@@ -70,6 +73,7 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	refused  *prometheus.CounterVec
+	forwards *prometheus.CounterVec
 }
 
 var _ mcpruntime.Observer = (*Metrics)(nil)
@@ -101,10 +105,14 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime) *Metrics {
 		}, []string{"era", "method"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpruntime_http_refused_total",
-			Help: "MCP endpoint requests refused by a bound (429, 503), by bound (requests_per_namespace, requests, body_bytes, sessions_per_namespace, sessions, other).",
+			Help: "MCP endpoint requests refused by a bound (429, 503), by bound (requests_per_namespace, requests, body_bytes, sessions_per_namespace, sessions, modern_requests_per_namespace, listen_per_namespace, listen, unavailable, other).",
 		}, []string{"bound"}),
+		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpruntime_forwarded_requests_total",
+			Help: "MCP endpoint requests sent on to their home node, by outcome (proxied, home_gone, proxy_error, other).",
+		}, []string{"outcome"}),
 	}
-	reg.MustRegister(m.opened, m.closed, m.authFail, m.requests, m.latency, m.refused)
+	reg.MustRegister(m.opened, m.closed, m.authFail, m.requests, m.latency, m.refused, m.forwards)
 	gauge := func(name, help string, f func(mcpruntime.Stats) int) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
 			func() float64 { return float64(f(rt.Stats())) }))
@@ -145,6 +153,11 @@ func (m *Metrics) SessionClosed(reason string) {
 // Refused implements mcpruntime.Observer.
 func (m *Metrics) Refused(bound string) {
 	m.refused.WithLabelValues(label(boundLabels, bound)).Inc()
+}
+
+// Forward implements mcpruntime.Observer.
+func (m *Metrics) Forward(outcome string) {
+	m.forwards.WithLabelValues(label(forwardOutcomes, outcome)).Inc()
 }
 
 // registerNode registers the gauges of a node of several (SPEC §7.4).

@@ -233,7 +233,7 @@ func TestMetricsRefused(t *testing.T) {
 		}
 	}
 	want := `
-# HELP mcpruntime_http_refused_total MCP endpoint requests refused by a bound (429, 503), by bound (requests_per_namespace, requests, body_bytes, sessions_per_namespace, sessions, other).
+# HELP mcpruntime_http_refused_total MCP endpoint requests refused by a bound (429, 503), by bound (requests_per_namespace, requests, body_bytes, sessions_per_namespace, sessions, modern_requests_per_namespace, listen_per_namespace, listen, unavailable, other).
 # TYPE mcpruntime_http_refused_total counter
 mcpruntime_http_refused_total{bound="sessions"} 2
 `
@@ -294,5 +294,32 @@ mcpruntime_mcp_modern_calls %d
 	io.Copy(io.Discard, resp.Body)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(gauges(0, 0)), "mcpruntime_mcp_listen_streams", "mcpruntime_mcp_modern_calls"); err != nil {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// TestMetricsForwarded: each forward outcome counts under its name, and
+// any other outcome as "other".
+func TestMetricsForwarded(t *testing.T) {
+	rt := newRuntime(t)
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, rt)
+	for range 3 {
+		m.Forward("proxied")
+	}
+	m.Forward("home_gone")
+	m.Forward("proxy_error")
+	for i := range 100 {
+		m.Forward("outcome-" + strconv.Itoa(i))
+	}
+	want := `
+# HELP mcpruntime_forwarded_requests_total MCP endpoint requests sent on to their home node, by outcome (proxied, home_gone, proxy_error, other).
+# TYPE mcpruntime_forwarded_requests_total counter
+mcpruntime_forwarded_requests_total{outcome="home_gone"} 1
+mcpruntime_forwarded_requests_total{outcome="other"} 100
+mcpruntime_forwarded_requests_total{outcome="proxied"} 3
+mcpruntime_forwarded_requests_total{outcome="proxy_error"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcpruntime_forwarded_requests_total"); err != nil {
+		t.Fatal(err)
 	}
 }

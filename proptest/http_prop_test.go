@@ -340,6 +340,7 @@ func (o *countingObserver) AuthFailure(string)                         {}
 func (o *countingObserver) SessionOpened()                             { o.opened.Add(1) }
 func (o *countingObserver) SessionClosed(string)                       { o.closed.Add(1) }
 func (o *countingObserver) Refused(string)                             {}
+func (o *countingObserver) Forward(string)                             {}
 
 // httpMachine is the lifecycle machine plus the MCP endpoint over HTTP.
 type httpMachine struct {

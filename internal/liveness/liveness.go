@@ -108,6 +108,29 @@ func (m *Monitor) WatchCredential(id string, dead func()) (stop func()) {
 	return m.watch(keyID{kindCredential, id}, dead)
 }
 
+// EndCredentialWatches calls the dead of every credential watcher, as if
+// each credential had died, and forgets those watches; namespace watches
+// stay. It is for an owner that can no longer tell whether its credentials
+// are live (a node whose replica is not proven current): what every
+// credential's death would end ends, and nothing a namespace's would.
+// Watches made after it are watched as usual.
+func (m *Monitor) EndCredentialWatches() {
+	var fire []func()
+	m.mu.Lock()
+	for id, k := range m.keys {
+		if id.kind != kindCredential {
+			continue
+		}
+		for w := range k.watchers {
+			fire = append(fire, w.dead)
+		}
+		clear(k.watchers)
+		m.dropLocked(k)
+	}
+	m.mu.Unlock()
+	call(fire)
+}
+
 func (m *Monitor) watch(id keyID, dead func()) (stop func()) {
 	w := &watcher{dead: dead}
 	m.mu.Lock()

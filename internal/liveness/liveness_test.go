@@ -407,3 +407,36 @@ func TestExpiryFiresAmongRemovedEntries(t *testing.T) {
 		t.Fatalf("after every watch fired or stopped: %d keys, %d timer entries; want none", keys, due)
 	}
 }
+
+// TestEndCredentialWatches: every credential watcher is called once, its
+// watch forgotten (its expiry too); namespace watchers are not called and
+// still see their namespace die; a credential watched afresh afterwards
+// is watched as usual.
+func TestEndCredentialWatches(t *testing.T) {
+	e := newEnv(t)
+	e.put(provider("a", t0.Add(time.Hour)), provider("b", time.Time{}))
+	var credA, credA2, credB, ns counter
+	e.mon.WatchCredential("a", credA.fn())
+	e.mon.WatchCredential("a", credA2.fn())
+	e.mon.WatchCredential("b", credB.fn())
+	e.mon.WatchNamespace("cred:b", ns.fn())
+
+	e.mon.EndCredentialWatches()
+	if credA.n.Load() != 1 || credA2.n.Load() != 1 || credB.n.Load() != 1 || ns.n.Load() != 0 {
+		t.Fatalf("after EndCredentialWatches: credential watchers called %d, %d, %d times, namespace %d; want 1, 1, 1, 0",
+			credA.n.Load(), credA2.n.Load(), credB.n.Load(), ns.n.Load())
+	}
+	if keys, scheduled := liveness.Entries(e.mon); keys != 1 || scheduled != 0 {
+		t.Fatalf("Entries() = %d keys, %d scheduled; want 1 (the namespace), 0 (a's expiry forgotten)", keys, scheduled)
+	}
+	if err := liveness.CheckHeap(e.mon); err != nil {
+		t.Fatal(err)
+	}
+
+	var again counter
+	e.mon.WatchCredential("b", again.fn())
+	e.revoke("b")
+	if again.n.Load() != 1 || ns.n.Load() != 1 || credB.n.Load() != 1 {
+		t.Fatalf("b revoked: new watcher %d, namespace %d, ended watcher %d calls; want 1, 1, 1", again.n.Load(), ns.n.Load(), credB.n.Load())
+	}
+}

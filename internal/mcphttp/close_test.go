@@ -26,6 +26,7 @@ func (*closeOnEviction) Request(string, string, int, time.Duration) {}
 func (*closeOnEviction) AuthFailure(string)                         {}
 func (*closeOnEviction) SessionOpened()                             {}
 func (*closeOnEviction) Refused(string)                             {}
+func (*closeOnEviction) Forward(string)                             {}
 
 func (o *closeOnEviction) SessionClosed(reason string) {
 	if reason == "cap" {

@@ -8,7 +8,9 @@
 //	net/http ──▶ Server.ServeHTTP ──▶ httprouter: POST / GET / DELETE on Options.Path
 //	               │ statusWriter (the status, for the Observer)
 //	               ├─ httpguard.Guard        Origin and Host (step 1)
+//	               ├─ Options.Available      the node serves, or 503 (node.go)
 //	               ├─ Backend.Authenticate   the bearer token → principal.Principal (step 2)
+//	               ├─ Options.Route          the principal's home node: ReverseProxy there (node.go)
 //	               ├─ session.Table          the MCP session by id and owner (step 3), the caps
 //	               ├─ limits                 requests and body bytes in flight (step 4)
 //	               ├─ decodeMessage          one JSON-RPC message, validated in place (step 5)
@@ -124,10 +126,31 @@
 // URI, and the GET writes one only if its principal may still read it
 // (Backend.CanRead at delivery).
 //
+// # Several nodes
+//
+// node.go (docs/cluster.md). Options.Available is asked after the
+// Origin/Host guard and before authentication — a node whose credential
+// replica is not proven current cannot authenticate — and again at
+// dispatch (recheck) and wherever a stream or a 2026-07-28 call registers
+// to be ended: 503 + Retry-After. CloseStreamsUnavailable ends every stream
+// through the liveness monitor (each stream watches its credential, so
+// ending every credential watch ends them all, by a revocation's path) and
+// cancels the 2026-07-28 calls (flights); the sessions, watched by
+// namespace, stay. Options.Route is asked right after authentication, in
+// front, for every request of both eras: a home node elsewhere gets the
+// whole request through httputil.ReverseProxy, the body unread, answers
+// streamed (FlushInterval -1); a home node gone or unreachable is the
+// unknown session's 404 for a request naming a session, else 503. The home
+// node serves it through ServeForwarded, which repeats every check but
+// Route; the mark is in the request's context, never a header.
+//
 // # Invariants
 //
 //   - Nothing reaches a session, its actor or a tool before steps 1–3 passed
 //     for the request's own token, and step 0 passed at dispatch.
+//   - Nothing is authenticated while Options.Available says no; nothing
+//     forwarded was not authenticated here first, and its home node
+//     authenticates and checks the owner again.
 //   - A foreign and an unknown session id get the same bytes; a foreign
 //     request touches nothing of the session (not even its activity).
 //   - The dispatch check costs no store read while no credential changed:

@@ -19,6 +19,8 @@ const (
 	_ failure = iota
 	// Before dispatch: no id is known, none is echoed.
 	failForbidden            // Origin or Host not allowed (step 1)
+	failUnavailable          // the node does not serve (Options.Available; before step 2, and at step 0)
+	failHomeGone             // the request's home node is gone or unreachable, and it names no session (Options.Route)
 	failNoToken              // no Authorization header (step 2); OAuth discovery added (failAuth)
 	failBadToken             // malformed header; unknown, revoked or expired token (steps 2, 0); OAuth discovery added unless provider-shaped (failAuth)
 	failUnknownSession       // unknown, ended or foreign session (steps 3, 0): the same bytes either way
@@ -96,6 +98,8 @@ type answer struct {
 // names nothing.
 var failures = [failureCount]answer{
 	failForbidden:            {status: http.StatusForbidden, code: CodeRefused, message: "forbidden"},
+	failUnavailable:          {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "node unavailable", retry: true, bound: "unavailable"},
+	failHomeGone:             {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "home node unavailable", retry: true},
 	failNoToken:              {status: http.StatusUnauthorized, code: CodeRefused, message: "unauthorized", header: [2]string{"WWW-Authenticate", `Bearer`}},
 	failBadToken:             {status: http.StatusUnauthorized, code: CodeRefused, message: "unauthorized", header: [2]string{"WWW-Authenticate", `Bearer error="invalid_token"`}},
 	failUnknownSession:       {status: http.StatusNotFound, code: CodeRefused, message: "session not found"},

@@ -21,16 +21,14 @@ const (
 )
 
 // admit runs what every request goes through, whatever its method, in SPEC
-// §5's order: the Origin/Host guard, authentication, and the session's
-// owner check (unknown and foreign alike: 404, nothing touched). The entry
-// is nil when the request names no session. On false the answer is
+// §5's order: the Origin/Host guard, the node's availability,
+// authentication, the home node (front), and the session's owner check
+// (unknown and foreign alike: 404, nothing touched). The entry is nil when
+// the request names no session. On false the answer is
 // written. The protocol version comes next, in each handler: a POST's
 // answer echoes its id.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) (caller, *session.Entry, bool) {
-	if !s.guard(w, r) {
-		return caller{}, nil, false
-	}
-	p, ok := s.authenticate(w, r)
+	p, ok := s.front(w, r)
 	if !ok {
 		return caller{}, nil, false
 	}

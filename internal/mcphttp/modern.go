@@ -45,15 +45,13 @@ func (c *modernCounts) done(namespace string) {
 	}
 }
 
-// handleModern serves a POST of the 2026-07-28 era: Origin/Host and the
-// token first, as in every era; then Accept, Content-Type, the bounds and
-// the body as in handlePost; then the ladder (ladder.go), the token checked
-// again, and dispatch.
+// handleModern serves a POST of the 2026-07-28 era: Origin/Host, the
+// node's availability, the token and the home node first, as in every
+// era; then Accept, Content-Type, the bounds and the body as in
+// handlePost; then the ladder (ladder.go), the token checked again, and
+// dispatch.
 func (s *Server) handleModern(w http.ResponseWriter, r *http.Request) {
-	if !s.guard(w, r) {
-		return
-	}
-	p, ok := s.authenticate(w, r)
+	p, ok := s.front(w, r)
 	if !ok {
 		return
 	}
@@ -289,6 +287,8 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p caller, m
 		cancel(errCredentialDead)
 	case s.closed.Load():
 		cancel(errClosing)
+	case !s.available(): // stopped serving between the recheck and the registration
+		cancel(errUnavailable)
 	}
 	defer out.end()
 	out.req = Request{
@@ -338,15 +338,14 @@ type inputRequired struct {
 }
 
 // modernStream answers a GET or DELETE with the modern header, once its
-// Origin/Host and token pass, 405: the era has neither. False: not one.
+// Origin/Host, availability and token pass and it is not forwarded, 405:
+// the era has neither. False: not one.
 func (s *Server) modernStream(w http.ResponseWriter, r *http.Request) bool {
 	if !modernHeader(r) {
 		return false
 	}
-	if s.guard(w, r) {
-		if _, ok := s.authenticate(w, r); ok {
-			s.fail(w, failModernStream)
-		}
+	if _, ok := s.front(w, r); ok {
+		s.fail(w, failModernStream)
 	}
 	return true
 }

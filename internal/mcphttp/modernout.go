@@ -148,7 +148,8 @@ func (c *modernWriter) fail(f failure, r *response) {
 // abandon ends a request whose context ended before its answer: nothing
 // more is sent for it. A credential that died under a JSON answer gets the
 // 401 a request arriving now would get; the endpoint closing under one, 503
-// with the request's id.
+// with the request's id, and so does the node ceasing to serve
+// (CloseStreamsUnavailable).
 func (c *modernWriter) abandon(id json.RawMessage, cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,6 +160,8 @@ func (c *modernWriter) abandon(id json.RawMessage, cause error) {
 		c.s.fail(c.w, failBadToken)
 	case errors.Is(cause, errClosing):
 		c.s.failFor(c.w, failClosing, id, "the server is shutting down")
+	case errors.Is(cause, errUnavailable):
+		c.s.failFor(c.w, failUnavailable, id, "")
 	}
 }
 

@@ -191,6 +191,11 @@ func (c *callWriter) startStream() bool {
 	// expires: the call is cancelled and the response ends.
 	stop := c.s.live.WatchCredential(c.credential, c.credentialDead)
 	context.AfterFunc(c.ctx, stop)
+	// Watched first, then checked: a node that stopped serving before the
+	// watch (CloseStreamsUnavailable did not see it) ends it here.
+	if !c.s.available() {
+		c.cancel(errUnavailable)
+	}
 	return true
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -139,43 +140,28 @@ type Options struct {
 	ResourceMetadata string
 	// ChallengeScope is the scope of that challenge. Zero: none.
 	ChallengeScope string
+
+	// Several nodes (node.go). Available reports whether the node may
+	// serve (its credential replica is proven current). While it returns
+	// false every MCP request, of both eras, gets 503 + Retry-After after
+	// the Origin/Host check and before authentication, and a request
+	// admitted before is refused so at dispatch. Flip it before calling
+	// CloseStreamsUnavailable. Nil: always available.
+	Available func() bool
+	// Route names the home node of an authenticated request's principal:
+	// nil, nil to serve it here; the home node's internal MCP URL to
+	// reverse-proxy the whole request there, unread, as it came; an error
+	// when the home node is gone or unknown (answered 404, the unknown
+	// session's answer, when the request names a session, else 503 +
+	// Retry-After). It is called right after authentication on the
+	// headers, before the session lookup and the body, and never for a
+	// request that came in through ServeForwarded. Nil: never forward.
+	Route func(p principal.Principal) (*url.URL, error)
+	// ForwardHeader is set on every request forwarded to a home node,
+	// replacing any value the client sent: the node-to-node secret the
+	// home's internal listener requires. Nil: none.
+	ForwardHeader http.Header
 }
-
-// Observer receives the endpoint's events. Methods are called from
-// request goroutines and session actors: they must be quick and safe for
-// concurrent use.
-type Observer interface {
-	// Request is called once per request with its protocol era ("modern":
-	// its MCP-Protocol-Version header is 2026-07-28; "session" otherwise),
-	// the HTTP method ("GET", "POST", "DELETE", or "other" for any other),
-	// the status answered and how long it took (for a stream: until it
-	// ended).
-	Request(era, method string, status int, d time.Duration)
-	// AuthFailure is called for every 401, with a reason: "missing",
-	// "malformed_header", or the backend's (see AuthReasoner).
-	AuthFailure(reason string)
-	// SessionOpened and SessionClosed bracket every session; the close
-	// reason is one of the session package's Reason constants.
-	SessionOpened()
-	SessionClosed(reason string)
-	// Refused is called for every request a bound refused (429, 503),
-	// naming it: "requests_per_namespace", "requests", "body_bytes",
-	// "sessions_per_namespace", "sessions", "modern_requests_per_namespace",
-	// "listen_per_namespace", "listen".
-	Refused(bound string)
-}
-
-// AuthReasoner is implemented by a backend's authentication errors that
-// can say why (e.g. "revoked", "expired"); others count as "invalid".
-type AuthReasoner interface{ AuthReason() string }
-
-type nopObserver struct{}
-
-func (nopObserver) Request(string, string, int, time.Duration) {}
-func (nopObserver) AuthFailure(string)                         {}
-func (nopObserver) SessionOpened()                             {}
-func (nopObserver) SessionClosed(string)                       {}
-func (nopObserver) Refused(string)                             {}
 
 func (o Options) withDefaults() Options {
 	if o.Path == "" {
@@ -301,6 +287,9 @@ type Server struct {
 	initResults atomic.Pointer[initResults]
 	listeners   listeners
 	sealer      *sealer
+	// proxy forwards requests to their home node (Options.Route); nil
+	// without a Route.
+	proxy *forwarder
 }
 
 // New returns the endpoint. Sessions are actors of system; their records
@@ -334,6 +323,9 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 	})
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
 	s.sealer = newSealer(s.opts.RequestStateTTL)
+	if s.opts.Route != nil {
+		s.proxy = newForwarder(s.opts.ActorTimeout, s.opts.Logger)
+	}
 	s.armSweep() // after the session table is made: the sweep reads it
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
@@ -352,6 +344,9 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 		s.fail(w, failMethod)
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		if v == http.ErrAbortHandler {
+			panic(v) // a forwarded answer cut short: net/http aborts the response
+		}
 		s.opts.Logger.Error("panic serving MCP request", "method", req.Method, "panic", v)
 		s.fail(w, failPanic)
 	}
@@ -363,32 +358,16 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options)
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, bodyUnread: r.ContentLength != 0}
+	// Deferred: a forwarded answer cut short aborts the handler with
+	// http.ErrAbortHandler (ReverseProxy), and it is counted too.
+	defer func() { s.opts.Observer.Request(eraLabel(r), methodLabel(r.Method), sw.answered(), time.Since(start)) }()
 	s.router.ServeHTTP(sw, r)
-	s.opts.Observer.Request(eraLabel(r), methodLabel(r.Method), sw.answered(), time.Since(start))
-}
-
-// eraLabel is the protocol era an Observer is told of a request: "modern"
-// when its MCP-Protocol-Version header names 2026-07-28, "session" for any
-// other (a 2025 version, none, or one not served).
-func eraLabel(r *http.Request) string {
-	if modernHeader(r) {
-		return "modern"
-	}
-	return "session"
-}
-
-// methodLabel is the HTTP method an Observer is told: one of the endpoint's
-// methods, or "other", so that a client cannot make up label values.
-func methodLabel(m string) string {
-	switch m {
-	case http.MethodGet, http.MethodPost, http.MethodDelete:
-		return m
-	}
-	return "other"
 }
 
 // Close ends every session (their streams close, their calls are
 // cancelled) and waits for their actors to stop. New initializes fail.
+// Every request being forwarded ends (and none is forwarded any more), and
+// the forwarding transports' idle connections close.
 func (s *Server) Close() {
 	s.closing.Do(func() {
 		s.listeners.closeAll()
@@ -399,6 +378,9 @@ func (s *Server) Close() {
 		}
 		s.live.Close()
 		s.unhookGen()
+		if s.proxy != nil {
+			s.proxy.close()
+		}
 		s.sweepMu.Lock()
 		s.sweepStopped = true
 		if s.sweepTimer != nil {
@@ -455,9 +437,13 @@ func (s *Server) sweep() {
 }
 
 // CloseStreams starts a graceful shutdown: new sessions are refused (503)
-// and every standalone stream ends, while calls in flight go on, so that
-// http.Server.Shutdown can wait for them. Close ends the sessions after.
+// and every standalone stream ends — a GET forwarded to its home node too
+// — while calls in flight go on, so that http.Server.Shutdown can wait for
+// them. Close ends the sessions, and every forwarded request, after.
 func (s *Server) CloseStreams() {
+	if s.proxy != nil {
+		s.proxy.cancel(true) // the GET streams forwarded to their home node
+	}
 	s.listeners.closeAll() // each answers its listen request, then ends
 	for _, e := range s.sessions.CloseAll() {
 		s.root.Send(e.PID(), &session.CloseStream{})
@@ -519,11 +505,16 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, b
 }
 
 // recheck is SPEC §5 step 0: what admit checked on the headers, checked
-// again at dispatch, once the body is in. A token revoked, removed or
-// expired since gets 401, a session that ended since 404, exactly as if
-// the request had arrived now; nothing is dispatched. On false the answer
+// again at dispatch, once the body is in. A node that stopped serving
+// since gets 503, a token revoked, removed or expired since 401, a session
+// that ended since 404, exactly as if the request had arrived now; nothing
+// is dispatched. On false the answer
 // is written.
 func (s *Server) recheck(w http.ResponseWriter, p caller, e *session.Entry) bool {
+	if !s.available() {
+		s.fail(w, failUnavailable) // first: a fenced node's replica cannot tell
+		return false
+	}
 	if reason := s.deadSince(p); reason != "" {
 		s.opts.Observer.AuthFailure(reason)
 		s.failAuth(w, failBadToken, p.Provider())

@@ -199,6 +199,15 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, p caller, e *se
 	defer rd.Detach()
 	e.Begin(s.opts.Now())
 	defer func() { e.End(s.opts.Now()) }()
+	// The credential is watched before the stream starts, then the node's
+	// availability checked: a node that stopped serving before the watch
+	// (CloseStreamsUnavailable did not see it) opens no stream.
+	dead := make(chan struct{})
+	defer s.live.WatchCredential(p.CredentialID, func() { close(dead) })()
+	if !s.available() {
+		s.fail(w, failUnavailable)
+		return
+	}
 	startEventStream(w)
 	rc := http.NewResponseController(w)
 	var b []byte
@@ -213,8 +222,6 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, p caller, e *se
 	if _, err := w.Write(b); err != nil || rc.Flush() != nil {
 		return
 	}
-	dead := make(chan struct{})
-	defer s.live.WatchCredential(p.CredentialID, func() { close(dead) })()
 	tick := time.NewTicker(s.opts.KeepAlive)
 	defer tick.Stop()
 	for {
