@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -25,12 +27,13 @@ const machineFence = 300 * time.Millisecond
 // machineNode is one runtime node of TestRuntimeClusterMachine: the
 // runtime, the replica node under it (reached through
 // replica.TestHookStarted, for faults) and its internal listener (the
-// revokers' confirmations). It has no MCP listener: the machine drives
-// the embedding API.
+// revokers' confirmations, forwarded MCP requests) and MCP listener.
 type machineNode struct {
 	id       string
 	rt       *mcpruntime.Runtime
 	rep      *replica.Node
+	mcpURL   string // its MCP endpoint, http://127.0.0.1:port/mcp
+	public   *http.Server
 	internal *http.Server
 }
 
@@ -52,6 +55,7 @@ func startMachineNodes(t errorTB, endpoint string, n int, fence time.Duration, k
 		for i, node := range nodes {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			node.rep.Resume()
+			node.public.Close()
 			err := node.rt.Shutdown(ctx)
 			cancel()
 			node.internal.Close()
@@ -67,23 +71,34 @@ func startMachineNodes(t errorTB, endpoint string, n int, fence time.Duration, k
 		if err != nil {
 			t.Fatalf("listen: %v", err)
 		}
+		pub, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			ln.Close()
+			t.Fatalf("listen: %v", err)
+		}
 		started = nil
-		rt, err := mcpruntime.New(mcpruntime.Config{Cluster: mcpruntime.ClusterConfig{
+		mcpURL := "http://" + pub.Addr().String() + "/mcp"
+		rt, err := mcpruntime.New(mcpruntime.Config{Endpoint: mcpURL, Cluster: mcpruntime.ClusterConfig{
 			Etcd: []string{endpoint}, Node: id, URL: "http://" + ln.Addr().String(),
 			Secret: testSecret, Fence: fence,
 		}})
 		if err != nil {
 			ln.Close()
+			pub.Close()
 			t.Fatalf("node %s: New: %v", id, err)
 		}
-		if started == nil {
+		ep, err := rt.MCPHandler(mcpruntime.MCPOptions{})
+		if err != nil || started == nil {
 			ln.Close()
+			pub.Close()
 			_ = rt.Close()
-			t.Fatalf("node %s: replica.TestHookStarted was not called", id)
+			t.Fatalf("node %s: MCPHandler: %v; replica.TestHookStarted called: %v", id, err, started != nil)
 		}
-		node := &machineNode{id: id, rt: rt, rep: started,
+		node := &machineNode{id: id, rt: rt, rep: started, mcpURL: mcpURL,
+			public:   &http.Server{Handler: ep, ReadHeaderTimeout: 10 * time.Second},
 			internal: &http.Server{Handler: rt.InternalHandler(), ReadHeaderTimeout: 10 * time.Second}}
 		go node.internal.Serve(ln)
+		go node.public.Serve(pub)
 		nodes = append(nodes, node)
 		for _, inst := range machineInstances {
 			if err := rt.RegisterInstance(ctx, inst, mcpruntime.InstanceSpec{Driver: provider.InprocKind}); err != nil {
@@ -107,6 +122,37 @@ func startMachineNodes(t errorTB, endpoint string, n int, fence time.Duration, k
 type errorTB interface {
 	tb
 	Errorf(format string, args ...any)
+}
+
+// readOwnThread sends a 2026-07-28 tools/call of thread_read (the
+// caller's own thread) with tok to n's MCP endpoint and returns the HTTP
+// status, and for a 200 whether the answer is a complete result without
+// an error.
+func readOwnThread(client *http.Client, n *machineNode, tok string, id int64) (status int, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.mcpURL, bytes.NewReader(modernCall(id)))
+	if err != nil {
+		return 0, false, err
+	}
+	h := req.Header
+	h["Authorization"] = []string{"Bearer " + tok}
+	h["Content-Type"] = []string{"application/json"}
+	h["Accept"] = []string{"application/json, text/event-stream"}
+	h["Mcp-Protocol-Version"] = []string{"2026-07-28"}
+	h["Mcp-Method"] = []string{"tools/call"}
+	h["Mcp-Name"] = []string{"thread_read"}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, false, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, false, err
+	}
+	ok = bytes.Contains(body, []byte(`"resultType":"complete"`)) && !bytes.Contains(body, []byte(`"isError":true`))
+	return resp.StatusCode, ok, nil
 }
 
 // notHomeOf checks that err is a *NotHomeError for thread id naming home.
