@@ -943,6 +943,18 @@ func (m *clusterMachine) kill(t *rapid.T) {
 			m.fault[i] = healthy
 		}
 	}
+	// Every survivor homes a thread, so that an adoption that took a live
+	// member's threads too would show.
+	for _, i := range alive {
+		if n := m.nodes[i]; i != v && m.homed(n.id) == 0 {
+			id := m.id()
+			if _, err := n.rt.CreateThread(context.Background(), id, mcpruntime.ThreadOptions{}); err != nil {
+				t.Fatalf("CreateThread(%s) on %s: %v", id, n.id, err)
+			}
+			m.wrote(n)
+			m.threads[id] = &mThread{id: id, home: n.id, pairs: map[string]*mPair{}}
+		}
+	}
 	victim := m.nodes[v]
 	victim.rep.Pause()
 	m.fault[v] = killed
