@@ -168,6 +168,14 @@ func (n *clusterNode) close() error {
 	return errors.Join(err, n.cli.Close())
 }
 
+// threadExists reports whether thread id's row is in etcd now (a
+// linearizable read): for a create whose write was refused before this
+// node's replica applied the row that refused it.
+func (n *clusterNode) threadExists(ctx context.Context, id string) bool {
+	resp, err := n.cli.Get(ctx, replica.TableKey(memdb.TableThreads, id), clientv3.WithCountOnly())
+	return err == nil && resp.Count > 0
+}
+
 // node is this node's id; "" on one node.
 func (r *Runtime) node() string {
 	if r.cluster == nil {
