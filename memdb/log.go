@@ -97,8 +97,8 @@ func revisionsTableSchema() *gomemdb.TableSchema {
 
 func revisionKey(table, id string) string { return table + "/" + id }
 
-// SetLog makes s a replica of l. It must be called before the store is
-// first written, and at most once.
+// SetLog makes s a replica of l: from then on its writes go to l. Call it
+// once, before the store is shared.
 func (s *Store) SetLog(l Log) { s.log = l }
 
 // readSet records the replicated rows a write transaction reads.

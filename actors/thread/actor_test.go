@@ -1024,3 +1024,59 @@ func TestDeleteAnswersQueuedMessages(t *testing.T) {
 		}
 	}
 }
+
+// staleOnceLog is a memdb.Log whose first commit finds a row changed (as
+// another node's write would make it) and whose later commits apply.
+type staleOnceLog struct {
+	store   *memdb.Store
+	commits int
+}
+
+func (l *staleOnceLog) Commit(tx *memdb.Tx) error {
+	l.commits++
+	if l.commits == 1 {
+		return memdb.ErrStale
+	}
+	return l.store.Apply(func(w *memdb.Writer) error {
+		for _, wr := range tx.Writes {
+			if wr.After == nil {
+				if err := w.Delete(wr.Table, wr.ID); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := w.Put(wr.Table, wr.After); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// TestMutateRetriesStale: on several nodes a mutation's read of its
+// caller may be stale (another node wrote the row); the mutation is tried
+// again on the fresh replica instead of failing, and applies once.
+func TestMutateRetriesStale(t *testing.T) {
+	e := newEnv(t)
+	e.addInproc("a", "")
+	pid := e.spawnThread("T", "a")
+	ra := e.mustOpen(pid, "a")
+	e.startRun(pid, "a")
+	log := &staleOnceLog{store: e.store}
+	e.store.SetLog(log)
+	caller := principal.Principal{Kind: memdb.KindProvider, CredentialID: ra.CredentialID, Namespace: "cred:" + ra.CredentialID, Thread: "T", Instance: "a"}
+	r := actortest.Ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: "once"}})
+	if err := r.Err(); err != nil {
+		t.Fatalf("Mutate after a stale first commit = %v, want it applied on the retry", err)
+	}
+	if log.commits != 2 {
+		t.Errorf("commits = %d, want 2 (the stale one and the retry)", log.commits)
+	}
+	th, err := e.store.Read().Thread("T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(th.Messages); n != 1 || th.Messages[0].Text != "once" {
+		t.Errorf("messages = %+v, want the one message once", th.Messages)
+	}
+}

@@ -1,6 +1,7 @@
 package thread
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -95,7 +96,7 @@ func (a *threadActor) touch() (int, error) {
 func (a *threadActor) mutate(msg *Mutate) (any, error) {
 	var val any
 	now := a.cfg.Now()
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	err := writeFresh(a.cfg.Store, func(w *memdb.Writer) error {
 		t, err := a.loadActive(w)
 		if err != nil {
 			return err
@@ -116,6 +117,25 @@ func (a *threadActor) mutate(msg *Mutate) (any, error) {
 		return nil, err
 	}
 	return val, nil
+}
+
+// staleRetries bounds how often a mutation is tried again after a stale
+// read (writeFresh).
+const staleRetries = 3
+
+// writeFresh is Store.Write, tried again (at most staleRetries times)
+// while it finds a row changed by another node since this node's replica
+// applied it (memdb.ErrStale, on several nodes): a mutation reads its
+// caller's credential and thread, which another node may write, and the
+// store answers ErrStale only once its replica has applied the change, so
+// the next try reads it. fn must be a function of what it reads (an
+// Effect is: it touches only its Txn).
+func writeFresh(s *memdb.Store, fn func(w *memdb.Writer) error) error {
+	err := s.Write(fn)
+	for i := 0; i < staleRetries && errors.Is(err, memdb.ErrStale); i++ {
+		err = s.Write(fn)
+	}
+	return err
 }
 
 // txn is the Txn an Effect is given: the thread's record, the time and
