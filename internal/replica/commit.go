@@ -23,7 +23,7 @@ var ErrNotMember = errors.New("replica: node is not a member")
 // applied for it (absent rows: still absent), that writes tx's rows. It
 // returns once this node's replica has applied the commit; one that finds
 // a row changed ([memdb.ErrStale]) returns once the replica has applied
-// that change. A commit that changes a credential (a mint, a refresh, a
+// that change, or F has passed. A commit that changes a credential (a mint, a refresh, a
 // revoke, a delete) also lists the serving nodes in the same transaction
 // and returns only once each has confirmed the revision or the fence bound
 // has passed (see [Node.Revoke]): from then on every serving node
@@ -81,7 +81,12 @@ func (n *Node) Commit(tx *memdb.Tx) error {
 		// revision: wait until this replica has it too, so that whoever was
 		// told ErrStale reads the row that made it stale (a CreateThread
 		// that lost the race finds the winner's thread), not the old one.
-		if err := n.WaitApplied(ctx, resp.Header.Revision); err != nil {
+		// Bounded by F: a replica that cannot catch up within it no longer
+		// serves anyway, and the writer must not wait the whole commit
+		// bound for it.
+		wctx, wcancel := context.WithTimeout(ctx, n.cfg.Fence)
+		defer wcancel()
+		if err := n.WaitApplied(wctx, resp.Header.Revision); err != nil {
 			return fmt.Errorf("replica: commit: %w (own replica: %w)", memdb.ErrStale, err)
 		}
 		return fmt.Errorf("replica: commit: %w", memdb.ErrStale)
