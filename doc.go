@@ -26,6 +26,16 @@
 //	ps, err := rt.OpenProviderSession(ctx, "t1", "codex") // ps.Authorization: "Bearer …", shown once
 //	p, err := rt.Authenticate(token)                      // on every request
 //
+// # Several nodes
+//
+// [Config.Cluster] makes the runtime one node of several on an etcd
+// cluster: threads, credentials and client grants live in etcd, every node
+// keeps a replica and authenticates every token locally, a revoke that
+// returned holds on every node, a thread lives on one node (its home, see
+// [NotHomeError]) and the MCP endpoint forwards a request to its
+// principal's home. Serve [Runtime.InternalHandler] on the address the other
+// nodes reach, and restart a node once [Runtime.Lost] is closed.
+//
 // Every method takes a context whose deadline bounds the wait, and returns
 // errors that match the exported sentinels ([ErrUnknownThread], …) with
 // errors.Is. The behaviour contract is docs/SPEC.md in the repository: every
