@@ -125,12 +125,7 @@ func (r *Runtime) clientActor(id string) (target, error) {
 	pid := r.clients[id]
 	r.mu.Unlock()
 	if pid == nil {
-		if r.cluster != nil {
-			if g, err := r.store.Read().ClientGrant(id); err == nil && g.Home != r.node() {
-				return target{}, &NotHomeError{Kind: "client", ID: id, Home: g.Home}
-			}
-		}
-		return target{}, fmt.Errorf("client %q: %w", id, ErrUnknownClient)
+		return target{}, r.noGrant(id)
 	}
 	return target{pid: pid, gone: ErrUnknownClient}, nil
 }

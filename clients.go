@@ -113,7 +113,7 @@ func (r *Runtime) RevokeClient(ctx context.Context, clientID string) error {
 	delete(r.clients, clientID)
 	r.mu.Unlock()
 	if pid == nil {
-		return fmt.Errorf("client %q: %w", clientID, ErrUnknownClient)
+		return r.noGrant(clientID)
 	}
 	_, err := call[*client.Revoked](ctx, r, target{pid: pid, gone: ErrUnknownClient}, &client.Revoke{Reason: credential.ReasonAdmin}, r.budget(opActor, ""))
 	if err == nil && r.jwt != nil {

@@ -205,6 +205,17 @@ func (r *Runtime) notHome(id string) error {
 	return &NotHomeError{Kind: "thread", ID: id, Home: t.Home}
 }
 
+// noGrant explains a client grant without an actor here: a *NotHomeError
+// when it lives on another node (several nodes), else ErrUnknownClient.
+func (r *Runtime) noGrant(id string) error {
+	if r.cluster != nil {
+		if g, err := r.store.Read().ClientGrant(id); err == nil && g.Home != r.node() {
+			return &NotHomeError{Kind: "client", ID: id, Home: g.Home}
+		}
+	}
+	return fmt.Errorf("client %q: %w", id, ErrUnknownClient)
+}
+
 // dropThread stops a thread actor that CreateThread started for a thread
 // another node created first.
 func (r *Runtime) dropThread(id string, pid *actor.PID) {

@@ -388,3 +388,46 @@ func TestNonMemberCannotWrite(t *testing.T) {
 		t.Fatalf("a node without membership wrote %s", resp.Kvs[0].Key)
 	}
 }
+
+// TestRuntimeClientGrantOutlivesItsHome: a client grant lives on the node
+// that issued it (others refuse to revoke it, naming the home); when that
+// node dies (stopped dead, its lease lapsed), a survivor adopts the grant
+// with its tokens still live, and revoking it there holds on every node.
+func TestRuntimeClientGrantOutlivesItsHome(t *testing.T) {
+	rep := replicas(t)
+	nodes := startRuntimes(t, startEtcd(t), 3, mcpruntime.Config{})
+	ctx := context.Background()
+	ct, err := nodes[0].rt.IssueClient(ctx, "dashboard", memdb.AccessReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if p, err := n.rt.Authenticate(ct.Token); err != nil || p.Client != ct.ClientID {
+			t.Fatalf("the client token on %s right after the issue = %+v, %v", n.id, p, err)
+		}
+	}
+	err = nodes[1].rt.RevokeClient(ctx, ct.ClientID)
+	var nh *mcpruntime.NotHomeError
+	if !errors.As(err, &nh) || nh.Home != "n1" || nh.Kind != "client" {
+		t.Fatalf("RevokeClient on n2 = %v, want a *NotHomeError naming n1", err)
+	}
+	rep("n1").Pause() // n1 dies: its lease lapses, the others adopt
+	defer rep("n1").Resume()
+	var adopter *rtNode
+	waitFor(t, "a survivor to adopt the grant", func() bool {
+		for _, n := range nodes[1:] {
+			if err := n.rt.RevokeClient(ctx, ct.ClientID); err == nil {
+				adopter = n
+				return true
+			} else if !errors.Is(err, mcpruntime.ErrNotHome) && !errors.Is(err, mcpruntime.ErrUnknownClient) {
+				t.Fatalf("RevokeClient on %s while the grant's home died: %v", n.id, err)
+			}
+		}
+		return false
+	})
+	for _, n := range nodes[1:] {
+		if _, err := n.rt.Authenticate(ct.Token); !errors.Is(err, mcpruntime.ErrUnauthenticated) {
+			t.Errorf("the client token on %s after %s revoked the adopted grant = %v, want ErrUnauthenticated", n.id, adopter.id, err)
+		}
+	}
+}
