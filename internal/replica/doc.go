@@ -1,14 +1,17 @@
-// Package replica keeps a node's go-memdb replica of the credentials
-// table fed from etcd, proves it current (the fence), and revokes across
-// nodes linearizably: once [Node.Revoke] returns, no serving node's
-// replica authenticates the revoked token. It is the first slice of
-// issue 17 (docs/cluster.md says what is built and what is not); nothing
-// in the single-node runtime uses it.
+// Package replica is a node of several (SPEC §5d): it keeps the node's
+// go-memdb replica of the replicated tables (threads, credentials, client
+// grants) fed from etcd, proves it current (the fence), holds the node's
+// membership, and commits the store's writes to etcd ([Node.Commit], the
+// store's [memdb.Log]) — optimistically, fenced by the membership, and
+// for a credential across every serving node: once a write that revoked
+// a token returns, no serving node's replica authenticates it. The
+// runtime's Config.Cluster starts one; docs/cluster.md is the operator's
+// guide.
 //
 // # Layout in etcd
 //
-//	/mcpruntime/credentials/<id>   JSON of memdb.Credential; the source of truth
-//	/mcpruntime/serving/<node>     the node's registration, under its lease
+//	/mcpruntime/<table>/<id>       JSON of the memdb record; the source of truth
+//	/mcpruntime/serving/<node>     the node's registration (its id and internal URL), under its lease
 //
 // # The applier
 //
@@ -47,11 +50,16 @@
 // it stops for good ([Node.Stopped]) and rejoins only as a new Node, with
 // a replica loaded afresh — a revoker may have left it out of a barrier.
 //
-// # Revoke
+// # Writes and the revoke
 //
-// [Node.Revoke] commits the revoked row in one Txn conditioned on the
-// row's mod revision, whose success branch also lists the serving keys:
-// the list is the one at the commit revision R. It then asks each listed
+// [Node.Commit] writes a store transaction in one Txn conditioned on the
+// mod revision of every row it read or wrote and on the node's own lease;
+// one that changes a credential also lists the serving keys in its
+// success branch, and waits as [Node.Revoke] does. [Node.Revoke] (a
+// credential's revoke by id, for the tests of this package's rules)
+// commits the revoked row in one Txn conditioned on the row's mod
+// revision, whose success branch also lists the serving keys: the list is
+// the one at the commit revision R. It then asks each listed
 // node to confirm applied ≥ R (through a [Confirmer]) and waits, for
 // those that do not answer, until F(1+ρ)+margin after the commit's
 // answer arrived. A node not listed had either no key at R — its lease

@@ -34,9 +34,9 @@ type Confirmer interface {
 }
 
 // Directory is an in-process [Confirmer] over the nodes added to it: a
-// confirmation is the node's own [Node.WaitApplied]. The node-to-node
-// transport that replaces it across processes is not built yet
-// (docs/cluster.md).
+// confirmation is the node's own [Node.WaitApplied]. For tests of several
+// nodes in one process; across processes a node confirms over HTTP
+// ([Config.Secret], [ConfirmPath]).
 type Directory struct {
 	mu    sync.RWMutex // guards nodes
 	nodes map[string]*Node
