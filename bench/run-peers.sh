@@ -174,5 +174,5 @@ if [ "${CLUSTER:-1}" != 0 ]; then
 	(cd "$here/../cluster" && go test -run '^$' -bench 'ClusterCalls' -benchtime=5000x -count="$ROUNDS" . &&
 		go test -run '^$' -bench 'Failover' -benchtime=3x . &&
 		go test -run '^$' -bench 'Revoke/healthy' -benchtime=200x -count=1 . &&
-		go test -run '^$' -bench 'Revoke/one-paused' -benchtime=10x -count=1 .) 2>&1 | tee "$OUT/cluster.txt" | grep -E '^Benchmark'
+		go test -run '^$' -bench 'Revoke/one-paused' -benchtime=10x -count=1 .) 2>&1 | tee "$OUT/cluster.txt" | grep -E '^Benchmark|[0-9] ns/op'
 fi
