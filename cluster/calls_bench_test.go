@@ -27,12 +27,13 @@ func modernCall(id int64) []byte {
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 }
 
-// callOnce posts one modern tools/call to url with tok and checks the
-// answer is a complete result.
-func callOnce(ctx context.Context, client *http.Client, url, tok string, id int64) error {
+// readThread posts one 2026-07-28 tools/call of thread_read (the
+// caller's own thread) with tok to url, and returns the HTTP status and
+// whether the answer is a complete result without an error.
+func readThread(ctx context.Context, client *http.Client, url, tok string, id int64) (status int, ok bool, body []byte, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(modernCall(id)))
 	if err != nil {
-		return err
+		return 0, false, nil, err
 	}
 	h := req.Header
 	h["Authorization"] = []string{"Bearer " + tok}
@@ -43,15 +44,26 @@ func callOnce(ctx context.Context, client *http.Client, url, tok string, id int6
 	h["Mcp-Name"] = []string{"thread_read"}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return 0, false, nil, err
 	}
-	body, err := io.ReadAll(resp.Body)
+	body, err = io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		return 0, false, nil, err
+	}
+	ok = bytes.Contains(body, []byte(`"resultType":"complete"`)) && !bytes.Contains(body, []byte(`"isError":true`))
+	return resp.StatusCode, ok, body, nil
+}
+
+// callOnce posts one modern tools/call to url with tok and checks the
+// answer is a complete result.
+func callOnce(ctx context.Context, client *http.Client, url, tok string, id int64) error {
+	status, ok, body, err := readThread(ctx, client, url, tok, id)
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"resultType":"complete"`)) || bytes.Contains(body, []byte(`"isError":true`)) {
-		return fmt.Errorf("tools/call: %d %s", resp.StatusCode, body)
+	if status != http.StatusOK || !ok {
+		return fmt.Errorf("tools/call: %d %s", status, body)
 	}
 	return nil
 }

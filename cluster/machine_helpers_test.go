@@ -1,11 +1,9 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"time"
@@ -106,15 +104,11 @@ func startMachineNodes(t errorTB, endpoint string, n int, fence time.Duration, k
 			}
 		}
 	}
-	waitFor(t, "every node serving and seeing all members", func() bool {
-		for _, node := range nodes {
-			st := node.rt.Node()
-			if !st.Serving || len(st.Members) != n {
-				return false
-			}
-		}
-		return true
-	})
+	rts := make([]*mcpruntime.Runtime, len(nodes))
+	for i, node := range nodes {
+		rts[i] = node.rt
+	}
+	waitAllServing(t, rts...)
 	return nodes
 }
 
@@ -131,28 +125,8 @@ type errorTB interface {
 func readOwnThread(client *http.Client, n *machineNode, tok string, id int64) (status int, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.mcpURL, bytes.NewReader(modernCall(id)))
-	if err != nil {
-		return 0, false, err
-	}
-	h := req.Header
-	h["Authorization"] = []string{"Bearer " + tok}
-	h["Content-Type"] = []string{"application/json"}
-	h["Accept"] = []string{"application/json, text/event-stream"}
-	h["Mcp-Protocol-Version"] = []string{"2026-07-28"}
-	h["Mcp-Method"] = []string{"tools/call"}
-	h["Mcp-Name"] = []string{"thread_read"}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, false, err
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return 0, false, err
-	}
-	ok = bytes.Contains(body, []byte(`"resultType":"complete"`)) && !bytes.Contains(body, []byte(`"isError":true`))
-	return resp.StatusCode, ok, nil
+	status, ok, _, err = readThread(ctx, client, n.mcpURL, tok, id)
+	return status, ok, err
 }
 
 // notHomeOf checks that err is a *NotHomeError for thread id naming home.

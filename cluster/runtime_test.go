@@ -78,16 +78,27 @@ func startRuntimes(t testing.TB, endpoint string, n int, cfg mcpruntime.Config) 
 		})
 		nodes[i] = node
 	}
+	rts := make([]*mcpruntime.Runtime, len(nodes))
+	for i, node := range nodes {
+		rts[i] = node.rt
+	}
+	waitAllServing(t, rts...)
+	return nodes
+}
+
+// waitAllServing waits until every runtime serves and sees all of them
+// as members.
+func waitAllServing(t tb, rts ...*mcpruntime.Runtime) {
+	t.Helper()
 	waitFor(t, "every node serving and seeing all members", func() bool {
-		for _, node := range nodes {
-			st := node.rt.Node()
-			if !st.Serving || len(st.Members) != n {
+		for _, rt := range rts {
+			st := rt.Node()
+			if !st.Serving || len(st.Members) != len(rts) {
 				return false
 			}
 		}
 		return true
 	})
-	return nodes
 }
 
 func listen(t testing.TB) net.Listener {
