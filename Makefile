@@ -48,13 +48,13 @@ prop: ## the property suite, long: 1000 checks per machine, under the race detec
 
 .PHONY: fuzz
 fuzz: ## fuzz JSON-RPC decoding (messages, batches, event ids), the 2026-07-28 ladder, header values and request states, the HTTP handler, the lifecycle state machine and the OAuth endpoints, 30 s each
-	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./internal/mcphttp/
-	$(GO) test -run '^$$' -fuzz=FuzzDecodeMessage -fuzztime=30s ./internal/mcphttp/
-	$(GO) test -run '^$$' -fuzz=FuzzSplitBatch -fuzztime=30s ./internal/mcphttp/
-	$(GO) test -run '^$$' -fuzz='^FuzzEventID$$' -fuzztime=30s ./internal/mcphttp/
-	$(GO) test -run '^$$' -fuzz=FuzzModernRequest -fuzztime=30s ./internal/mcphttp/
-	$(GO) test -run '^$$' -fuzz=FuzzHeaderValue -fuzztime=30s ./internal/mcphttp/
-	$(GO) test -run '^$$' -fuzz=FuzzRequestState -fuzztime=30s ./internal/mcphttp/
+	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./transport/
+	$(GO) test -run '^$$' -fuzz=FuzzDecodeMessage -fuzztime=30s ./transport/
+	$(GO) test -run '^$$' -fuzz=FuzzSplitBatch -fuzztime=30s ./transport/
+	$(GO) test -run '^$$' -fuzz='^FuzzEventID$$' -fuzztime=30s ./transport/
+	$(GO) test -run '^$$' -fuzz=FuzzModernRequest -fuzztime=30s ./transport/
+	$(GO) test -run '^$$' -fuzz=FuzzHeaderValue -fuzztime=30s ./transport/
+	$(GO) test -run '^$$' -fuzz=FuzzRequestState -fuzztime=30s ./transport/
 	$(GO) test -run '^$$' -fuzz=FuzzLifecycleMachine -fuzztime=30s ./proptest/
 	$(GO) test -run '^$$' -fuzz=FuzzRegister -fuzztime=30s ./internal/oauth/
 	$(GO) test -run '^$$' -fuzz=FuzzToken -fuzztime=30s ./internal/oauth/
@@ -82,15 +82,15 @@ conformance: ## the official MCP conformance suite (2025-11-25 active and all, 2
 	SERVER='$(SERVER)' bash scripts/conformance.sh
 
 .PHONY: cluster-test
-cluster-test: ## the multi-node tests (cluster/, its own module): three in-process nodes on an embedded etcd, under the race detector (~30 s)
-	cd cluster && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+cluster-test: ## the multi-node tests (tests/cluster, in the tests/ module with the browser test): three in-process nodes on an embedded etcd, under the race detector (~30 s)
+	cd tests && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 .PHONY: cluster-bench
-cluster-bench: ## three nodes: calls/s and p99 through the home and a forwarding node, failover time, revoke latency healthy and with one paused (cluster/; ~1 min)
-	cd cluster && $(GO) test -run '^$$' -bench 'ClusterCalls' -benchtime=5000x -count=3 .
-	cd cluster && $(GO) test -run '^$$' -bench 'Failover' -benchtime=3x .
-	cd cluster && $(GO) test -run '^$$' -bench 'Revoke/healthy' -benchtime=200x -count=3 .
-	cd cluster && $(GO) test -run '^$$' -bench 'Revoke/one-paused' -benchtime=10x -count=2 .
+cluster-bench: ## three nodes: calls/s and p99 through the home and a forwarding node, failover time, revoke latency healthy and with one paused (tests/cluster; ~1 min)
+	cd tests/cluster && $(GO) test -run '^$$' -bench 'ClusterCalls' -benchtime=5000x -count=3 .
+	cd tests/cluster && $(GO) test -run '^$$' -bench 'Failover' -benchtime=3x .
+	cd tests/cluster && $(GO) test -run '^$$' -bench 'Revoke/healthy' -benchtime=200x -count=3 .
+	cd tests/cluster && $(GO) test -run '^$$' -bench 'Revoke/one-paused' -benchtime=10x -count=2 .
 
 .PHONY: lint
 lint: ## gofmt and go vet

@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	"github.com/agenthost/mcpruntime/transport"
 )
 
 // benchSession starts an MCP endpoint over the bench runtime and
@@ -107,8 +107,8 @@ func BenchmarkHTTPPing(b *testing.B) {
 func BenchmarkServeToolCall(b *testing.B) {
 	rt, p, _ := benchRuntime(b)
 	be := mcpruntime.NewBackend(rt, mcpruntime.MCPOptions{})
-	req := &mcphttp.Request{Method: "tools/call", Params: json.RawMessage(`{"name":"thread_read","arguments":{}}`), Caller: p,
-		Era: mcphttp.EraSession, ClientCapabilities: &mcp.ClientCapabilities{}, Out: nopOutput{}}
+	req := &transport.Request{Method: "tools/call", Params: json.RawMessage(`{"name":"thread_read","arguments":{}}`), Caller: p,
+		Era: transport.EraSession, ClientCapabilities: &mcp.ClientCapabilities{}, Out: nopOutput{}}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

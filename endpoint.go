@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	"github.com/agenthost/mcpruntime/transport"
 	"github.com/agenthost/mcpruntime/internal/replica"
 )
 
@@ -154,7 +154,7 @@ type MCPSessionInfo struct {
 // MCPEndpoint is the MCP Streamable HTTP endpoint of a runtime, an
 // http.Handler. Create it with Runtime.MCPHandler.
 type MCPEndpoint struct {
-	srv *mcphttp.Server
+	srv *transport.Server
 	// oauth serves the OAuth routes (/.well-known/…, /oauth/…) when
 	// Config.OAuth serves this endpoint's path; nil otherwise.
 	oauth http.Handler
@@ -219,7 +219,7 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 	if opts.Logger == nil {
 		opts.Logger = r.cfg.Logger
 	}
-	o := mcphttp.Options{
+	o := transport.Options{
 		Path:                          opts.Path,
 		AllowedOrigins:                opts.AllowedOrigins,
 		AllowAnyOrigin:                opts.AllowAnyOrigin,
@@ -273,7 +273,7 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 	o.ResourceMetadata, o.ChallengeScope, resource = r.challenge(opts.Path)
 	b := newBackend(r, opts)
 	b.resource = resource
-	ep := &MCPEndpoint{srv: mcphttp.New(b, r.store, r.system, o)}
+	ep := &MCPEndpoint{srv: transport.New(b, r.store, r.system, o)}
 	if resource != "" {
 		ep.oauth = r.OAuthHandler()
 	}

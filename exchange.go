@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	"github.com/agenthost/mcpruntime/transport"
 )
 
 // Exchange is what a handler of either protocol era has of the request it
@@ -27,7 +27,7 @@ import (
 // waits; in the 2026-07-28 era the client calls again with them. The same
 // handler serves both (SPEC §5b.6).
 type Exchange struct {
-	out    mcphttp.Output // nil: nothing goes back (Runtime.CallTool without progress)
+	out    transport.Output // nil: nothing goes back (Runtime.CallTool without progress)
 	caps   *mcp.ClientCapabilities
 	inputs mcp.InputResponseMap
 	state  string

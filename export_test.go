@@ -2,7 +2,7 @@ package mcpruntime
 
 import (
 	"github.com/agenthost/mcpruntime/internal/actortest"
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	"github.com/agenthost/mcpruntime/transport"
 )
 
 // Futures counts the runtime's requests in flight, whoever made them: the
@@ -10,7 +10,7 @@ import (
 func Futures(r *Runtime) int { return actortest.Futures(r.system) }
 
 // EndpointInFlight returns what e's POST requests hold now. For testing.
-func EndpointInFlight(e *MCPEndpoint) mcphttp.InFlight { return e.srv.InFlight() }
+func EndpointInFlight(e *MCPEndpoint) transport.InFlight { return e.srv.InFlight() }
 
 // EndpointClosed reports whether e's Close has run. For testing.
 func EndpointClosed(e *MCPEndpoint) bool { return e.srv.Closed() }
@@ -35,7 +35,7 @@ func AddChangeFeed(r *Runtime, f interface {
 
 // NewBackend returns the backend an endpoint made with opts serves, to call
 // its Serve directly. For testing.
-func NewBackend(r *Runtime, opts MCPOptions) mcphttp.Backend { return newBackend(r, opts) }
+func NewBackend(r *Runtime, opts MCPOptions) transport.Backend { return newBackend(r, opts) }
 
 // RegistryBuckets is how many concurrent maps r's process registry has,
 // and RegistryBucketsWanted how many newSystem makes. For testing.

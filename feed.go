@@ -12,7 +12,7 @@ const (
 )
 
 // changeFeed is the endpoint's side of the change feed: the issue 13
-// transport's (*mcphttp.Server).ListChanged and ResourceUpdated. Neither
+// transport's (*transport.Server).ListChanged and ResourceUpdated. Neither
 // blocks.
 type changeFeed interface {
 	ListChanged(kind string)

@@ -18,7 +18,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
+	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 )
 
 // idp is an organisation's identity provider: metadata and one RSA key.

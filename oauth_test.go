@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	ht "github.com/agenthost/mcpruntime/internal/mcphttp/mcphttptest"
+	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 )
 
 func s256(verifier string) string {

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	"github.com/agenthost/mcpruntime/transport"
 )
 
 // x-mcp-header (MCP 2026-07-28, SEP-2243): a tool's input property marked
@@ -22,12 +22,12 @@ var dataKeywords = map[string]bool{"enum": true, "const": true, "default": true,
 
 // paramHeaders returns the markings of the input schema in, sorted by
 // header, or an error naming the first rule broken.
-func paramHeaders(in json.RawMessage) ([]mcphttp.ParamHeader, error) {
+func paramHeaders(in json.RawMessage) ([]transport.ParamHeader, error) {
 	var root any
 	if err := json.Unmarshal(in, &root); err != nil {
 		return nil, err
 	}
-	var out []mcphttp.ParamHeader
+	var out []transport.ParamHeader
 	seen := map[string]bool{}
 	var walk func(node any, path []string, direct bool) error
 	walk = func(node any, path []string, direct bool) error {
@@ -53,7 +53,7 @@ func paramHeaders(in json.RawMessage) ([]mcphttp.ParamHeader, error) {
 					return fmt.Errorf("x-mcp-header %q: property %s has type %q, want string, integer or boolean", name, strings.Join(path, "."), typ)
 				}
 				seen[strings.ToLower(name)] = true
-				out = append(out, mcphttp.ParamHeader{Header: name, Path: append([]string(nil), path...), Type: typ})
+				out = append(out, transport.ParamHeader{Header: name, Path: append([]string(nil), path...), Type: typ})
 			}
 			for k, v := range n {
 				switch {
@@ -95,9 +95,9 @@ func httpToken(s string) bool {
 	return true
 }
 
-// ParamHeaders implements mcphttp.ParamHeaders: the markings of the tool
+// ParamHeaders implements transport.ParamHeaders: the markings of the tool
 // named, none for an unknown one (the call then fails as unknown).
-func (b *mcpBackend) ParamHeaders(_ Principal, tool string) []mcphttp.ParamHeader {
+func (b *mcpBackend) ParamHeaders(_ Principal, tool string) []transport.ParamHeader {
 	t, ok := b.r.tools.get(tool)
 	if !ok {
 		return nil

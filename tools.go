@@ -12,7 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agenthost/mcpruntime/actors/thread"
-	"github.com/agenthost/mcpruntime/internal/mcphttp"
+	"github.com/agenthost/mcpruntime/transport"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -122,7 +122,7 @@ type registeredTool struct {
 	schema *jsonschema.Schema
 	output *jsonschema.Schema // nil: no output schema
 	// headers are the input schema's x-mcp-header markings; read-only.
-	headers []mcphttp.ParamHeader
+	headers []transport.ParamHeader
 }
 
 func validToolName(name string) bool {

@@ -168,10 +168,10 @@ echo "raw results: $results"
 if [ "${CLUSTER:-1}" != 0 ]; then
 	# The 3-node row (SPEC §5d): no peer runs on several nodes with
 	# principal-bound sessions, so it has no ratio. Three runtime nodes in
-	# one process on an embedded etcd (cluster/, its own module).
+	# one process on an embedded etcd (tests/cluster, in the tests/ module).
 	echo
-	echo "== 3 nodes (cluster/): 2026-07-28 tools/call through the home node and a forwarding node, 16 callers; failover (a home stopped dead until a survivor serves its thread); revoke, healthy and one node paused"
-	(cd "$here/../cluster" && go test -run '^$' -bench 'ClusterCalls' -benchtime=5000x -count="$ROUNDS" . &&
+	echo "== 3 nodes (tests/cluster): 2026-07-28 tools/call through the home node and a forwarding node, 16 callers; failover (a home stopped dead until a survivor serves its thread); revoke, healthy and one node paused"
+	(cd "$here/../tests/cluster" && go test -run '^$' -bench 'ClusterCalls' -benchtime=5000x -count="$ROUNDS" . &&
 		go test -run '^$' -bench 'Failover' -benchtime=3x . &&
 		go test -run '^$' -bench 'Revoke/healthy' -benchtime=200x -count=1 . &&
 		go test -run '^$' -bench 'Revoke/one-paused' -benchtime=10x -count=1 .) 2>&1 | tee "$OUT/cluster.txt" | grep -E '^Benchmark|[0-9] ns/op'

@@ -202,8 +202,8 @@ func TestConcurrentRevokeClientIsUnknownNotDeadLetter(t *testing.T) {
 // (handlers.go:380-384) and DELETE (handlers.go:432-436) map the same
 // failure the same way.
 // (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.
-// transport/ is internal/mcphttp now: the call is handlePost's and
-// BeginCall's in internal/mcphttp/handlers.go, its session's calls table
+// transport/ is transport now: the call is handlePost's and
+// BeginCall's in transport/handlers.go, its session's calls table
 // in actors/session/calls.go.)
 func TestCallRacingDeleteIsNotFoundNotBusy(t *testing.T) {
 	ctx := context.Background()
@@ -311,7 +311,7 @@ func TestOpenRacingRotateReusesTheRebindingSession(t *testing.T) {
 // never an empty 200. The concurrent machine found a listen racing
 // RevokeClient answered "200" with no body and no Content-Type (its batch:
 // "RevokeClient(cl_…) → ok; subscriptions/listen … → 200 [] (ended
-// true)"): in internal/mcphttp/listen.go the listen registers its watches,
+// true)"): in transport/modern_listen.go the listen registers its watches,
 // reads the credential again (`if s.deadSince(p) != "" { return }`) and
 // returns without writing, so net/http answers 200 with nothing — an
 // answer Streamable HTTP does not allow (a request's answer is

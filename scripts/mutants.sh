@@ -13,7 +13,7 @@ cd "$root"
 GO="${GO:-go}"
 JOBS="${MUTANT_JOBS:-2}"
 TIMEOUT="${MUTANT_TIMEOUT:-300}"
-BASE_PKGS=(./ ./internal/mcphttp/ ./actors/... ./proptest/)
+BASE_PKGS=(./ ./transport/ ./actors/... ./proptest/)
 
 # run_one MUTANT OUTDIR: apply, test, and write OUTDIR/<name>.result as
 # "status<TAB>detail".
@@ -39,7 +39,7 @@ run_one() {
 	if grep -q '^suite: cluster$' "$mut"; then
 		# The multi-node suite: its own module, which builds the runtime's
 		# files from ../ (the overlay's absolute paths reach them).
-		(cd cluster && RAPID_NOFAILFILE=true timeout "$TIMEOUT" "$GO" test -count=1 -overlay="$dir/overlay.json" -timeout "$((TIMEOUT - 10))s" ./...) >"$dir/test.log" 2>&1 || rc=$?
+		(cd tests/cluster && RAPID_NOFAILFILE=true timeout "$TIMEOUT" "$GO" test -count=1 -overlay="$dir/overlay.json" -timeout "$((TIMEOUT - 10))s" ./...) >"$dir/test.log" 2>&1 || rc=$?
 	else
 		RAPID_NOFAILFILE=true timeout "$TIMEOUT" "$GO" test -count=1 -overlay="$dir/overlay.json" -timeout "$((TIMEOUT - 10))s" "${pkgs[@]}" >"$dir/test.log" 2>&1 || rc=$?
 	fi

@@ -13,7 +13,7 @@ DIR=${DIR:-$(mktemp -d "${TMPDIR:-/tmp}/mcpcluster.XXXXXX")}
 mkdir -p "$DIR/bin"
 echo "building into $DIR/bin"
 (cd "$root" && go build -o "$DIR/bin/runtime" ./cmd/runtime)
-(cd "$root/cluster" && go build -o "$DIR/bin/devetcd" ./cmd/devetcd)
+(cd "$root/tests/cluster" && go build -o "$DIR/bin/devetcd" ./cmd/devetcd)
 
 pids=()
 cleanup() {

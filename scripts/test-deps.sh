@@ -11,7 +11,7 @@
 #                                  TestTypeScriptSDKFeatures and
 #                                  TestModernClientsOnEverything (examples/everything)
 #   chromium                       Debian's, for TestConsentPageInChromium
-#                                  (internal/oauth/browser), apt-get installed
+#                                  (tests/browser), apt-get installed
 #                                  when no chromium is on PATH
 #
 # The stamp in node_modules records which package.json and lockfile it was

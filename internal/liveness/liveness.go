@@ -11,7 +11,7 @@
 // an ended watch leaves nothing behind: a key with no watcher left leaves
 // the timer heap with it, however far off its expiry is.
 //
-// The MCP endpoint (internal/mcphttp) uses it so that an MCP session ends
+// The MCP endpoint (transport) uses it so that an MCP session ends
 // when its owner namespace has no live credential left, and a stream ends
 // when the credential it was opened with dies (SPEC §5).
 package liveness

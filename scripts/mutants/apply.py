@@ -8,7 +8,7 @@ A mutant file is:
     # comment lines
     file: path/inside/repo.go
     suite: cluster        (optional: the suite that must kill it is the
-                           cluster/ module's, not the runtime module's)
+                           tests/ module's, not the runtime module's)
     @@@ old
     exact text (must occur exactly once in the file)
     @@@ new

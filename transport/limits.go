@@ -1,0 +1,227 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	errRequestsPerNamespace = errors.New("too many requests in flight for this credential")
+	errRequests             = errors.New("too many requests in flight")
+	errBodyBudget           = errors.New("too many request bytes in flight")
+	errBodyTooLarge         = errors.New("body over the limit")
+)
+
+// nsShards is the number of shards of the per-namespace counts: enough
+// that requests of different namespaces rarely share a lock.
+const nsShards = 32
+
+// limits bounds what POST requests hold while they run (SPEC §5 "also
+// bounded"): requests in flight per namespace and in all, and the bytes of
+// their bodies. It is on every request's path and off the mailboxes: two
+// atomics and one sharded map, no allocation once a namespace's slot
+// exists.
+type limits struct {
+	perNS    int
+	requests int64
+	budget   int64
+
+	inFlight atomic.Int64 // requests admitted and not done
+	bytes    atomic.Int64 // body bytes reserved
+	shards   [nsShards]nsShard
+}
+
+type nsShard struct {
+	mu sync.Mutex     // guards n
+	n  map[string]int // requests in flight by namespace; no zero entries
+}
+
+func (l *limits) init(perNS, requests int, budget int64) {
+	l.perNS, l.requests, l.budget = perNS, int64(requests), budget
+	for i := range l.shards {
+		l.shards[i].n = map[string]int{}
+	}
+}
+
+func (l *limits) shard(namespace string) *nsShard {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(namespace); i++ {
+		h = (h ^ uint32(namespace[i])) * 16777619
+	}
+	return &l.shards[h%nsShards]
+}
+
+// admit takes a request slot for namespace: errRequestsPerNamespace when
+// the namespace has perNS in flight, errRequests when the endpoint has
+// requests in flight. On nil the caller calls done once the request ends.
+func (l *limits) admit(namespace string) error {
+	sh := l.shard(namespace)
+	sh.mu.Lock()
+	if sh.n[namespace] >= l.perNS {
+		sh.mu.Unlock()
+		return errRequestsPerNamespace
+	}
+	if l.inFlight.Add(1) > l.requests {
+		l.inFlight.Add(-1)
+		sh.mu.Unlock()
+		return errRequests
+	}
+	sh.n[namespace]++
+	sh.mu.Unlock()
+	return nil
+}
+
+// done gives back the slot of a request that admit let in.
+func (l *limits) done(namespace string) {
+	sh := l.shard(namespace)
+	sh.mu.Lock()
+	if sh.n[namespace]--; sh.n[namespace] <= 0 {
+		delete(sh.n, namespace)
+	}
+	sh.mu.Unlock()
+	l.inFlight.Add(-1)
+}
+
+// reserve takes n bytes of the body budget, or reports that they do not
+// fit. Exact under concurrency: what is reserved never exceeds the budget.
+func (l *limits) reserve(n int64) bool {
+	for {
+		held := l.bytes.Load()
+		if held+n > l.budget {
+			return false
+		}
+		if l.bytes.CompareAndSwap(held, held+n) {
+			return true
+		}
+	}
+}
+
+// release gives back n reserved bytes.
+func (l *limits) release(n int64) { l.bytes.Add(-n) }
+
+// readSized reads a body of a declared length n, reserving it up front.
+// The bytes stay reserved until the caller releases them, when the request
+// ends (its body is held until then).
+func (l *limits) readSized(body io.Reader, n int64) ([]byte, int64, error) {
+	if !l.reserve(n) {
+		return nil, 0, errBodyBudget
+	}
+	buf := make([]byte, n)
+	_, err := io.ReadFull(body, buf)
+	return buf, n, err
+}
+
+// readUnsized reads a body of unknown length (chunked) of at most limit
+// bytes, reserving room in the budget before the buffer grows, chunk by
+// chunk; it returns what it reserved (the buffer's capacity) with any
+// error. More than limit bytes is errBodyTooLarge.
+func (l *limits) readUnsized(body io.Reader, limit int64) ([]byte, int64, error) {
+	var buf []byte
+	var held int64
+	for {
+		if len(buf) == cap(buf) {
+			size := min(max(int64(cap(buf))*2, 512), limit+1)
+			if size == int64(cap(buf)) {
+				return buf, held, errBodyTooLarge // limit+1 bytes read
+			}
+			if !l.reserve(size - held) {
+				return buf, held, errBodyBudget
+			}
+			held = size
+			buf = append(make([]byte, 0, size), buf...)
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case int64(len(buf)) > limit:
+			return buf, held, errBodyTooLarge
+		case err == io.EOF:
+			return buf, held, nil
+		case err != nil:
+			return buf, held, err
+		}
+	}
+}
+
+// readBody reads a POST body within MaxBodyBytes, the body budget and the
+// body's read deadline. It returns the bytes it reserved, to release when
+// the request ends; on false the answer is written, and the connection
+// closes after it (the body is not read to its end).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int64, bool) {
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		s.failTooLarge(w)
+		return nil, 0, false
+	}
+	rc := http.NewResponseController(w)
+	if s.opts.BodyTimeout > 0 {
+		// Real time, not opts.Now: it is the connection's deadline. A writer
+		// that cannot (a test recorder) reads without one.
+		_ = rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
+	}
+	var body []byte
+	var held int64
+	var err error
+	if r.ContentLength >= 0 {
+		body, held, err = s.limits.readSized(r.Body, r.ContentLength)
+	} else {
+		body, held, err = s.limits.readUnsized(r.Body, s.opts.MaxBodyBytes)
+	}
+	var netErr net.Error
+	switch {
+	case err == nil:
+		bodyRead(w)
+		if s.opts.BodyTimeout > 0 {
+			// Cleared at once: net/http's background read of the
+			// connection, started at the body's end, would otherwise hit the
+			// deadline during a long call and cancel it.
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+		return body, held, true
+	case errors.Is(err, errBodyBudget):
+		s.fail(w, failBodyBytes)
+	case errors.Is(err, errBodyTooLarge):
+		s.failTooLarge(w)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		s.fail(w, failBodyTimeout)
+	default:
+		s.fail(w, failBodyUnreadable)
+	}
+	return nil, held, false
+}
+
+// failTooLarge answers a body over MaxBodyBytes, naming the limit.
+func (s *Server) failTooLarge(w http.ResponseWriter) {
+	s.failFor(w, failBodyTooLarge, nil, fmt.Sprintf("body over %d bytes", s.opts.MaxBodyBytes))
+}
+
+// InFlight is what the endpoint's POST requests hold at one moment.
+type InFlight struct {
+	Requests  int   // admitted (token and session checked) and not done
+	BodyBytes int64 // body bytes reserved, of MaxBodyBytesInFlight
+}
+
+// InFlight returns the requests and body bytes in flight now.
+func (s *Server) InFlight() InFlight {
+	return InFlight{Requests: int(s.limits.inFlight.Load()), BodyBytes: s.limits.bytes.Load()}
+}
+
+// admitRequest takes one of the request bounds' slots for ns (the caller
+// gives it back with s.limits.done), or answers the bound's refusal (429 for
+// the namespace's, 503 for the endpoint's) and reports false.
+func (s *Server) admitRequest(w http.ResponseWriter, ns string) bool {
+	switch err := s.limits.admit(ns); {
+	case errors.Is(err, errRequestsPerNamespace):
+		s.fail(w, failRequestsPerNamespace)
+		return false
+	case err != nil:
+		s.fail(w, failRequests)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,590 @@
+package transport
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/agenthost/mcpruntime/actors/session"
+	"github.com/agenthost/mcpruntime/internal/httpguard"
+	"github.com/agenthost/mcpruntime/internal/liveness"
+	"github.com/agenthost/mcpruntime/internal/principal"
+	"github.com/agenthost/mcpruntime/internal/token"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// caller is a request's principal as admitted: who its token
+// authenticated as, and the endpoint's credential generation read just
+// before (SPEC §5 step 0 compares it at dispatch).
+type caller struct {
+	principal.Principal
+	credGen uint64
+}
+
+// Options are the endpoint's settings. Zero values mean the defaults
+// given on each field.
+type Options struct {
+	// Path of the MCP endpoint. Zero: "/mcp".
+	Path string
+	// AllowedOrigins are Origin values accepted besides loopback ones
+	// (http(s)://localhost, 127.0.0.0/8, [::1], any port). A request with any
+	// other Origin gets 403.
+	AllowedOrigins []string
+	// AllowAnyOrigin turns the Origin check off. Not for production.
+	AllowAnyOrigin bool
+	// AllowedHosts are Host names accepted besides loopback ones. A request
+	// with any other Host gets 403 (DNS-rebinding guard).
+	AllowedHosts []string
+	// DisableHostCheck turns the Host check off (a server bound beyond
+	// loopback behind a proxy that checks it).
+	DisableHostCheck bool
+	// MaxBodyBytes bounds a POST body. Zero: 4 MiB.
+	MaxBodyBytes int64
+	// BodyTimeout bounds how long a POST body may take to arrive once its
+	// headers were admitted: the endpoint sets the connection's read
+	// deadline (http.ResponseController) when it starts reading the body
+	// and clears it once the body is in. A body still incomplete then gets
+	// 408 and its connection is closed; it is never served. It overrides
+	// http.Server.ReadTimeout for POST bodies. Zero: 30 s; negative: no
+	// deadline. The headers' deadline is the http.Server's: set its
+	// ReadHeaderTimeout (cmd/runtime: 10 s).
+	BodyTimeout time.Duration
+	// MaxRequestsPerNamespace bounds the POST requests of one namespace in
+	// flight at once, counted from admission (token and session checked)
+	// to the end of the handler; the next gets 429 + Retry-After. GET
+	// streams (one per session, bounded by the session caps) and DELETEs
+	// are not counted. Zero: 256.
+	MaxRequestsPerNamespace int
+	// MaxRequests bounds the POST requests in flight in all, counted the
+	// same way; the next gets 503 + Retry-After. Zero: 4096.
+	MaxRequests int
+	// MaxBodyBytesInFlight bounds the bytes of POST bodies held at once,
+	// from the start of their reading to the end of their request: a
+	// declared Content-Length is reserved before reading, a body of unknown
+	// length chunk by chunk as it grows. A body that does not fit gets 503
+	// + Retry-After. Zero: 64 MiB; raised to MaxBodyBytes if lower.
+	MaxBodyBytesInFlight int64
+	// IdleTimeout ends a session with nothing in flight for this long.
+	// Zero: 30 min; negative: never.
+	IdleTimeout time.Duration
+	// MaxSessionsPerNamespace: the next initialize evicts the namespace's
+	// least recently active idle session, or gets 429. Zero: 64.
+	MaxSessionsPerNamespace int
+	// MaxSessions: past it initialize gets 503. Zero: 100 000.
+	MaxSessions int
+	// KeepAlive is the interval of SSE keep-alive comments. Zero: 25 s.
+	KeepAlive time.Duration
+	// ReplayEvents bounds the SSE events a session keeps for its clients
+	// to resume their streams (GET with Last-Event-ID): the events of
+	// streams not delivered to completion, in all of the session's
+	// streams; past it the oldest goes (the newest always stays). The
+	// standalone stream's notifications wait there too. Zero: 256.
+	ReplayEvents int
+	// ReplayBytes bounds the bytes of those events the same way. Zero:
+	// 1 MiB.
+	ReplayBytes int
+	// MaxSubscriptions bounds the resources one session may subscribe
+	// (resources/subscribe); past it a subscribe is refused. Zero: 256.
+	MaxSubscriptions int
+
+	// AskTimeout bounds how long a request waits for its client's answers
+	// to one round of the runtime's requests to it (elicitation/create,
+	// sampling/createMessage, roots/list; 2025 sessions): past it the
+	// unanswered ones are cancelled (notifications/cancelled) and the
+	// request fails (a tools/call with an isError result). Zero: 60 s.
+	AskTimeout time.Duration
+	// MaxModernRequestsPerNamespace bounds the 2026-07-28 requests of one
+	// namespace in flight at once (listen streams not counted), within
+	// MaxRequestsPerNamespace: the era has no sessions, so no session cap
+	// bounds it. The next gets 429 + Retry-After. Zero: 64.
+	MaxModernRequestsPerNamespace int
+	// MaxListenStreamsPerNamespace bounds the open subscriptions/listen
+	// streams of one namespace; the next gets 429 + Retry-After. Zero: 8.
+	MaxListenStreamsPerNamespace int
+	// MaxListenStreams bounds the open listen streams in all; the next gets
+	// 503 + Retry-After. Zero: 10 000.
+	MaxListenStreams int
+	// RequestStateTTL is how long a requestState of an input_required
+	// result stays good for its retry. Zero: 5 min.
+	RequestStateTTL time.Duration
+	// RetryAfter is the Retry-After of 429 and 503 answers. Zero: 1 s.
+	RetryAfter time.Duration
+	// ActorTimeout bounds each request to a session actor. Zero: 5 s.
+	ActorTimeout time.Duration
+	// ServerName and ServerVersion go into the initialize result.
+	ServerName    string
+	ServerVersion string
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+	// Logger. Nil: slog.Default().
+	Logger *slog.Logger
+	// Observer is told about requests, authentication failures and session
+	// lifecycles, for metrics. Nil: nobody.
+	Observer Observer
+	// ResourceMetadata is the URL of the endpoint's OAuth protected-resource
+	// metadata (RFC 9728). Set, a 401 about a request without a token or
+	// with one that is not provider-shaped carries it in WWW-Authenticate
+	// (resource_metadata, and scope when ChallengeScope is set), so that an
+	// MCP client finds where to sign in; a provider-shaped token's 401
+	// never does (SPEC §5c). Zero: no OAuth discovery.
+	ResourceMetadata string
+	// ChallengeScope is the scope of that challenge. Zero: none.
+	ChallengeScope string
+
+	// Several nodes (node.go). Available reports whether the node may
+	// serve (its credential replica is proven current). While it returns
+	// false every MCP request, of both eras, gets 503 + Retry-After after
+	// the Origin/Host check and before authentication, and a request
+	// admitted before is refused so at dispatch. Flip it before calling
+	// CloseStreamsUnavailable. Nil: always available.
+	Available func() bool
+	// Route names the home node of an authenticated request's principal:
+	// nil, nil to serve it here; the home node's internal MCP URL to
+	// reverse-proxy the whole request there, unread, as it came; an error
+	// when the home node is gone or unknown (answered 404, the unknown
+	// session's answer, when the request names a session, else 503 +
+	// Retry-After). It is called right after authentication on the
+	// headers, before the session lookup and the body, and never for a
+	// request that came in through ServeForwarded. Nil: never forward.
+	Route func(p principal.Principal) (*url.URL, error)
+	// ForwardHeader is set on every request forwarded to a home node,
+	// replacing any value the client sent: the node-to-node secret the
+	// home's internal listener requires. Nil: none.
+	ForwardHeader http.Header
+}
+
+func (o Options) withDefaults() Options {
+	if o.Path == "" {
+		o.Path = "/mcp"
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.BodyTimeout == 0 {
+		o.BodyTimeout = 30 * time.Second
+	}
+	if o.BodyTimeout < 0 {
+		o.BodyTimeout = 0
+	}
+	if o.MaxRequestsPerNamespace <= 0 {
+		o.MaxRequestsPerNamespace = 256
+	}
+	if o.MaxRequests <= 0 {
+		o.MaxRequests = 4096
+	}
+	if o.MaxBodyBytesInFlight <= 0 {
+		o.MaxBodyBytesInFlight = 64 << 20
+	}
+	o.MaxBodyBytesInFlight = max(o.MaxBodyBytesInFlight, o.MaxBodyBytes)
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = 30 * time.Minute
+	}
+	if o.IdleTimeout < 0 {
+		o.IdleTimeout = 0
+	}
+	if o.MaxSessionsPerNamespace <= 0 {
+		o.MaxSessionsPerNamespace = 64
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 100_000
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 25 * time.Second
+	}
+	if o.ReplayEvents <= 0 {
+		o.ReplayEvents = 256
+	}
+	if o.ReplayBytes <= 0 {
+		o.ReplayBytes = 1 << 20
+	}
+	if o.MaxSubscriptions <= 0 {
+		o.MaxSubscriptions = 256
+	}
+	if o.AskTimeout <= 0 {
+		o.AskTimeout = time.Minute
+	}
+	if o.MaxModernRequestsPerNamespace <= 0 {
+		o.MaxModernRequestsPerNamespace = 64
+	}
+	if o.MaxListenStreamsPerNamespace <= 0 {
+		o.MaxListenStreamsPerNamespace = 8
+	}
+	if o.MaxListenStreams <= 0 {
+		o.MaxListenStreams = 10_000
+	}
+	if o.RequestStateTTL <= 0 {
+		o.RequestStateTTL = 5 * time.Minute
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = time.Second
+	}
+	if o.ActorTimeout <= 0 {
+		o.ActorTimeout = 5 * time.Second
+	}
+	if o.ServerName == "" {
+		o.ServerName = "mcpruntime"
+	}
+	if o.ServerVersion == "" {
+		o.ServerVersion = "0.1.0"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+	return o
+}
+
+// Server is the MCP Streamable HTTP endpoint. It is an http.Handler.
+type Server struct {
+	opts    Options
+	backend Backend
+	store   *memdb.Store
+	root    *actor.RootContext
+	router  *httprouter.Router
+	// sessions is the endpoint's MCP sessions (actors/session owns them).
+	sessions *session.Table
+	// originHost is the DNS-rebinding guard built from opts.
+	originHost httpguard.Guard
+	// challenge is the OAuth discovery a 401 adds to WWW-Authenticate
+	// (Options.ResourceMetadata); "" for none.
+	challenge string
+	limits    limits
+	live      *liveness.Monitor // session owners and stream credentials
+	// credGen counts committed writes that changed credentials; the store's
+	// commit hook adds one before the write returns. Unchanged since a
+	// request was authenticated, no credential was revoked or removed in
+	// between, and the dispatch check needs no store read.
+	credGen   atomic.Uint64
+	unhookGen func()
+	closing   sync.Once
+	closed    atomic.Bool // Close has begun
+	// sessionProps spawns every session actor of the endpoint.
+	sessionProps *actor.Props
+	sweepMu      sync.Mutex  // guards the two fields below
+	sweepTimer   *time.Timer // next idle sweep; nil without idle eviction
+	sweepStopped bool        // Close was called
+	// The 2026-07-28 era's state: none of it is a session.
+	modernCounts modernCounts
+	flights      *flights // the calls in flight, by credential
+	serverInfo   []byte   // _meta.serverInfo of every modern result, encoded once
+	// initResults are the initialize results of the backend's capabilities,
+	// encoded once per value it returns (initializeResult).
+	initResults atomic.Pointer[initResults]
+	listeners   listeners
+	sealer      *sealer
+	// proxy forwards requests to their home node (Options.Route); nil
+	// without a Route.
+	proxy *forwarder
+}
+
+// New returns the endpoint. Sessions are actors of system; their records
+// live in store.
+func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
+	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
+	if s.opts.ResourceMetadata != "" {
+		s.challenge = `resource_metadata="` + s.opts.ResourceMetadata + `"`
+		if s.opts.ChallengeScope != "" {
+			s.challenge += `, scope="` + s.opts.ChallengeScope + `"`
+		}
+	}
+	s.originHost = httpguard.Guard{
+		AllowedHosts: s.opts.AllowedHosts, AllowedOrigins: s.opts.AllowedOrigins,
+		AllowAnyOrigin: s.opts.AllowAnyOrigin, DisableHostCheck: s.opts.DisableHostCheck,
+	}
+	s.live = liveness.New(store, s.opts.Now)
+	s.flights = newFlights()
+	s.serverInfo, _ = json.Marshal(serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion})
+	s.unhookGen = store.OnCredentialsChanged(s.credentialsChanged)
+	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace,
+		session.StreamLimits{Events: s.opts.ReplayEvents, Bytes: s.opts.ReplayBytes})
+	s.sessionProps = session.NewProps(&session.Config{
+		Store:       store,
+		Table:       s.sessions,
+		Now:         s.opts.Now,
+		IdleTimeout: max(s.opts.IdleTimeout, 0),
+		WatchOwner:  s.live.WatchNamespace,
+		OnEnd:       s.opts.Observer.SessionClosed,
+		Logger:      s.opts.Logger,
+	})
+	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
+	s.sealer = newSealer(s.opts.RequestStateTTL)
+	if s.opts.Route != nil {
+		s.proxy = newForwarder(s.opts.ActorTimeout, s.opts.Logger)
+	}
+	s.armSweep() // after the session table is made: the sweep reads it
+	r := httprouter.New()
+	r.HandleMethodNotAllowed = true
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleOPTIONS = false
+	r.POST(s.opts.Path, s.handlePost)
+	r.GET(s.opts.Path, s.handleGet)
+	r.DELETE(s.opts.Path, s.handleDelete)
+	// Every answer is JSON, unknown paths too: clients that probe OAuth
+	// discovery paths on a 401 parse the body.
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		s.failFor(w, failPath, nil, "not found: the MCP endpoint is "+s.opts.Path)
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		s.fail(w, failMethod)
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		if v == http.ErrAbortHandler {
+			panic(v) // a forwarded answer cut short: net/http aborts the response
+		}
+		s.opts.Logger.Error("panic serving MCP request", "method", req.Method, "panic", v)
+		s.fail(w, failPanic)
+	}
+	s.router = r
+	return s
+}
+
+// ServeHTTP serves the endpoint.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, bodyUnread: r.ContentLength != 0}
+	// Deferred: a forwarded answer cut short aborts the handler with
+	// http.ErrAbortHandler (ReverseProxy), and it is counted too.
+	defer func() { s.opts.Observer.Request(eraLabel(r), methodLabel(r.Method), sw.answered(), time.Since(start)) }()
+	s.router.ServeHTTP(sw, r)
+}
+
+// Close ends every session (their streams close, their calls are
+// cancelled) and waits for their actors to stop. New initializes fail.
+// Every request being forwarded ends (and none is forwarded any more), and
+// the forwarding transports' idle connections close.
+func (s *Server) Close() {
+	s.closing.Do(func() {
+		s.listeners.closeAll()
+		s.closed.Store(true) // before cancelAll: a call registered after it sees closed
+		s.flights.cancelAll(errClosing)
+		for _, e := range s.sessions.CloseAll() {
+			s.endSession(e.PID())
+		}
+		s.live.Close()
+		s.unhookGen()
+		if s.proxy != nil {
+			s.proxy.close()
+		}
+		s.sweepMu.Lock()
+		s.sweepStopped = true
+		if s.sweepTimer != nil {
+			s.sweepTimer.Stop()
+		}
+		s.sweepMu.Unlock()
+	})
+}
+
+// endSession ends a session for the endpoint's shutdown and waits until its
+// actor stopped. The Delete is answered once the session ended, or not
+// within ActorTimeout: either way the actor is stopped next.
+func (s *Server) endSession(pid *actor.PID) {
+	_ = s.root.RequestFuture(pid, &session.Delete{Reason: session.ReasonShutdown}, s.opts.ActorTimeout).Wait()
+	_ = s.root.StopFuture(pid).Wait()
+}
+
+// Closed reports whether Close has run: the sessions ended, the liveness
+// monitor and the idle sweep stopped. For testing.
+func (s *Server) Closed() bool {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	return s.sweepStopped
+}
+
+// sweepEvery is how often the idle sweep runs: a quarter of the idle
+// timeout, so a session ends at most that late, between 5 ms and a minute.
+func (s *Server) sweepEvery() time.Duration {
+	return min(max(s.opts.IdleTimeout/4, 5*time.Millisecond), time.Minute)
+}
+
+// armSweep schedules the next idle sweep, unless idle eviction is off or
+// the endpoint closed.
+func (s *Server) armSweep() {
+	if s.opts.IdleTimeout <= 0 {
+		return
+	}
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	if s.sweepStopped {
+		return
+	}
+	s.sweepTimer = time.AfterFunc(s.sweepEvery(), s.sweep)
+}
+
+// sweep sends IdleCheck to every session that looks idle. One timer for
+// the endpoint instead of one per session; the actor makes the decision.
+func (s *Server) sweep() {
+	now := s.opts.Now()
+	for _, e := range s.sessions.Idle(now, s.opts.IdleTimeout) {
+		s.root.Send(e.PID(), &session.IdleCheck{})
+	}
+	s.armSweep()
+}
+
+// CloseStreams starts a graceful shutdown: new sessions are refused (503)
+// and every standalone stream ends — a GET forwarded to its home node too
+// — while calls in flight go on, so that http.Server.Shutdown can wait for
+// them. Close ends the sessions, and every forwarded request, after.
+func (s *Server) CloseStreams() {
+	if s.proxy != nil {
+		s.proxy.cancel(true) // the GET streams forwarded to their home node
+	}
+	s.listeners.closeAll() // each answers its listen request, then ends
+	for _, e := range s.sessions.CloseAll() {
+		s.root.Send(e.PID(), &session.CloseStream{})
+	}
+}
+
+// Sessions returns the number of live sessions.
+func (s *Server) Sessions() int { return s.sessions.Count() }
+
+// ModernCallsInFlight returns the number of 2026-07-28 requests being
+// answered (listen streams not included: ListenStreams counts those).
+func (s *Server) ModernCallsInFlight() int { return s.flights.count() }
+
+// SessionInfo describes one live MCP session, for operators. It carries no
+// token and no credential secret.
+type SessionInfo = session.Summary
+
+// SessionInfos lists the live sessions, ordered by id.
+func (s *Server) SessionInfos() []SessionInfo { return s.sessions.Summaries() }
+
+// guard is SPEC §5 step 1: Origin and Host, by the guard the admin
+// listener shares.
+func (s *Server) guard(w http.ResponseWriter, r *http.Request) bool {
+	if s.originHost.Check(r) != nil {
+		s.fail(w, failForbidden)
+		return false
+	}
+	return true
+}
+
+// authenticate is SPEC §5 step 2. The token comes from the Authorization
+// header only; a token in the query string is never read.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (caller, bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		s.opts.Observer.AuthFailure("missing")
+		s.failAuth(w, failNoToken, false)
+		return caller{}, false
+	}
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		s.opts.Observer.AuthFailure("malformed_header")
+		s.failAuth(w, failBadToken, false)
+		return caller{}, false
+	}
+	gen := s.credGen.Load() // before the read: a revocation after it moves it
+	p, err := s.backend.Authenticate(strings.TrimSpace(tok))
+	if err != nil {
+		reason := "invalid"
+		var ar AuthReasoner
+		if errors.As(err, &ar) {
+			reason = ar.AuthReason()
+		}
+		s.opts.Observer.AuthFailure(reason)
+		s.failAuth(w, failBadToken, token.Provider(strings.TrimSpace(tok)))
+		return caller{}, false
+	}
+	return caller{Principal: p, credGen: gen}, true
+}
+
+// recheck is SPEC §5 step 0: what admit checked on the headers, checked
+// again at dispatch, once the body is in. A node that stopped serving
+// since gets 503, a token revoked, removed or expired since 401, a session
+// that ended since 404, exactly as if the request had arrived now; nothing
+// is dispatched. On false the answer
+// is written.
+func (s *Server) recheck(w http.ResponseWriter, p caller, e *session.Entry) bool {
+	if !s.available() {
+		s.fail(w, failUnavailable) // first: a fenced node's replica cannot tell
+		return false
+	}
+	if reason := s.deadSince(p); reason != "" {
+		s.opts.Observer.AuthFailure(reason)
+		s.failAuth(w, failBadToken, p.Provider())
+		return false
+	}
+	if e != nil && !s.sessions.Live(e) {
+		s.fail(w, failUnknownSession)
+		return false
+	}
+	return true
+}
+
+// credentialsChanged is the store's commit hook: credGen moves first, then
+// the 2026-07-28 calls in flight on a credential that died are cancelled
+// (the order flights relies on).
+func (s *Server) credentialsChanged(rows []*memdb.Credential) {
+	s.credGen.Add(1)
+	s.flights.changed(rows, func(id string) bool {
+		c, err := s.store.Read().Credential(id)
+		return err != nil || !c.LiveAt(s.opts.Now())
+	})
+}
+
+// deadSince returns why p's credential no longer authenticates ("unknown":
+// removed, "revoked", "expired"), or "" while it does. The token is not
+// hashed again: when no credential changed since p was authenticated and
+// its expiry has not come, nothing can have killed it; otherwise its row is
+// read by id, one lock-free store read.
+func (s *Server) deadSince(p caller) string {
+	now := s.opts.Now()
+	if s.credGen.Load() == p.credGen && (p.Expires.IsZero() || now.Before(p.Expires)) {
+		return ""
+	}
+	c, err := s.store.Read().Credential(p.CredentialID)
+	switch {
+	case err != nil:
+		return "unknown"
+	case c.State != memdb.StateLive:
+		return "revoked"
+	case !c.LiveAt(now):
+		return "expired"
+	}
+	return ""
+}
+
+// accepts reports whether the Accept header admits every media type in
+// want (exact or */*, type/*).
+func accepts(r *http.Request, want ...string) bool {
+	var have []string
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			have = append(have, strings.ToLower(strings.TrimSpace(mt)))
+		}
+	}
+	for _, w := range want {
+		typ, _, _ := strings.Cut(w, "/")
+		if !slices.Contains(have, w) && !slices.Contains(have, "*/*") && !slices.Contains(have, typ+"/*") {
+			return false
+		}
+	}
+	return true
+}
+
+func isJSONContentType(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
+}
+
+// ask sends msg to a session actor and waits for its answer.
+func (s *Server) ask(pid *actor.PID, msg any) (any, error) {
+	return s.root.RequestFuture(pid, msg, s.opts.ActorTimeout).Result()
+}
