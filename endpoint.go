@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agenthost/mcpruntime/transport"
 	"github.com/agenthost/mcpruntime/internal/replica"
+	"github.com/agenthost/mcpruntime/transport"
 )
 
 // MCPOptions configure the MCP endpoint (SPEC §5). Zero values mean the

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
 	ht "github.com/agenthost/mcpruntime/transport/transporttest"
-	"github.com/agenthost/mcpruntime/memdb"
 )
 
 // dispatchBodies are the messages a held POST carries: every kind the

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 	"github.com/agenthost/mcpruntime/memdb"
+	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 )
 
 // The runtime's revocations and expiries as the MCP endpoint shows them:

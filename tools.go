@@ -12,8 +12,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agenthost/mcpruntime/actors/thread"
-	"github.com/agenthost/mcpruntime/transport"
 	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/transport"
 )
 
 // Access is the access class of a tool, a resource or a prompt (SPEC §4,

@@ -12,8 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/transport"
 	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/transport"
 )
 
 // schema2020 is the conformance suite's 2020-12 schema (SCENARIOS.md §2).

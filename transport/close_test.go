@@ -10,9 +10,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/transport"
 	ht "github.com/agenthost/mcpruntime/transport/transporttest"
-	"github.com/agenthost/mcpruntime/internal/names"
 )
 
 // closeOnEviction is an Observer that closes the endpoint when a session is

@@ -19,10 +19,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agenthost/mcpruntime/transport"
-	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/transport"
+	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 )
 
 var update = flag.Bool("update", false, "rewrite the server frames of testdata/conformance/*.txtar with the endpoint's answers")

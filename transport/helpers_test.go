@@ -16,11 +16,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/mcpruntime/internal/actortest"
-	"github.com/agenthost/mcpruntime/transport"
-	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/transport"
+	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 )
 
 // fake is the endpoint's backend in this package's tests: its tokens are
@@ -35,10 +35,10 @@ type fake struct {
 
 	mu        sync.Mutex // guards the fields below
 	tools     []fakeTool
-	resources map[string]fakeResource          // by URI
-	caps      *mcp.ServerCapabilities          // nil: everything
+	resources map[string]fakeResource            // by URI
+	caps      *mcp.ServerCapabilities            // nil: everything
 	headers   map[string][]transport.ParamHeader // x-mcp-header markings by tool
-	n         int                              // credentials minted
+	n         int                                // credentials minted
 }
 
 // toolFunc is the body of one of the fake's tools: it gets the caller, the

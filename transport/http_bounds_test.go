@@ -13,10 +13,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agenthost/mcpruntime/transport"
-	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/transport"
+	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 )
 
 // TestHTTPBoundsRequestsPerNamespace: of concurrent POSTs whose bodies are

@@ -10,9 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/transport"
 	ht "github.com/agenthost/mcpruntime/transport/transporttest"
-	"github.com/agenthost/mcpruntime/internal/principal"
 )
 
 // ctxTool registers a tool that hands its context to the test when it

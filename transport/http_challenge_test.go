@@ -4,9 +4,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
 	ht "github.com/agenthost/mcpruntime/transport/transporttest"
-	"github.com/agenthost/mcpruntime/memdb"
 )
 
 const metadataURL = "https://rt.example/.well-known/oauth-protected-resource/mcp"

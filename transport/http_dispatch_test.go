@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
 	ht "github.com/agenthost/mcpruntime/transport/transporttest"
-	"github.com/agenthost/mcpruntime/memdb"
 )
 
 // dispatchBodies are the messages a held POST carries: every kind the

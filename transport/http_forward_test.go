@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agenthost/mcpruntime/transport"
-	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/transport"
+	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 )
 
 // nodePair is two endpoints, each over a fake backend of its own whose

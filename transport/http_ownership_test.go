@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
 	ht "github.com/agenthost/mcpruntime/transport/transporttest"
-	"github.com/agenthost/mcpruntime/memdb"
 )
 
 // sessionRequests are the requests that name a session.

@@ -11,10 +11,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/agenthost/mcpruntime/transport"
-	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/transport"
+	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 )
 
 // TestHTTPProtocolUnknownPathsJSON: paths other than the endpoint answer a

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
 	ht "github.com/agenthost/mcpruntime/transport/transporttest"
-	"github.com/agenthost/mcpruntime/memdb"
 )
 
 // statusRow is one request of the status-code matrix: a well-formed

@@ -12,9 +12,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/transport"
 	ht "github.com/agenthost/mcpruntime/transport/transporttest"
-	"github.com/agenthost/mcpruntime/internal/principal"
 )
 
 func subscribeBody(id, method, uri string) string {

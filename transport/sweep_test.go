@@ -7,8 +7,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/agenthost/mcpruntime/transport"
 	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/transport"
 )
 
 // TestIdleSweepBeforeAnyRequest: the idle sweep's timer may fire before
