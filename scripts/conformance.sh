@@ -3,7 +3,7 @@
 #
 # Installs the pinned suite and Node from conformance/package-lock.json when
 # conformance/node_modules is missing or stale, builds the bearer proxy
-# (internal/conformance/authproxy), then for each run: starts a fresh server
+# (conformance/authproxy), then for each run: starts a fresh server
 # under test on a free loopback port, reads the one JSON line it prints,
 # starts the proxy in front of it with the line's token, runs the suite
 # against the proxy, prints the suite's summary and ours, and stops the
@@ -112,7 +112,7 @@ SUITE_2026=$CONF/node_modules/conformance-2026-07-28/dist/index.js
 REQ_2026=$CONF/node_modules/conformance-2026-07-28/requirements/2026-07-28.yaml
 
 mkdir -p "$WORK/bin"
-go build -o "$WORK/bin/authproxy" ./internal/conformance/authproxy || die "building the proxy failed"
+go build -o "$WORK/bin/authproxy" ./conformance/authproxy || die "building the proxy failed"
 read -r -a server_cmd <<<"$SERVER"
 echo "node $node_version; server: $SERVER; results: $OUT"
 
