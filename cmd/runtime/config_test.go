@@ -349,8 +349,8 @@ func TestREADMEListsEveryMakeTarget(t *testing.T) {
 	}
 }
 
-// TestREADMECreatesEachInstanceOnce: the command blocks of the README and
-// docs/providers.md, run in
+// TestREADMECreatesEachInstanceOnce: the command blocks of the README,
+// docs/server.md and docs/providers.md, run in
 // order against one server, never create an instance id twice (issue 11:
 // the exec section re-created the quick start's codex, got 409, and then
 // opened an inproc session).
@@ -359,11 +359,13 @@ func TestREADMECreatesEachInstanceOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	providers, err := os.ReadFile("../../docs/providers.md")
-	if err != nil {
-		t.Fatal(err)
+	for _, page := range []string{"../../docs/server.md", "../../docs/providers.md"} {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readme = append(readme, text...)
 	}
-	readme = append(readme, providers...)
 	created := map[string]int{}
 	for _, m := range regexp.MustCompile(`(?m)^bin/runtime admin instance create ([A-Za-z0-9._:@-]+)`).FindAllStringSubmatch(string(readme), -1) {
 		created[m[1]]++

@@ -40,8 +40,8 @@ sits in an argv or a shared file:
 
 | env | meaning |
 | --- | --- |
-| ` + "`RUNTIME_ADMIN_TOKEN`" + ` | the admin bearer token, for the server and the CLI; without it ` + "`serve`" + ` generates one and writes it to ` + "`--admin-token-file`" + ` |
-| ` + "`RUNTIME_ETCD_PASSWORD`" + ` | the password of ` + "`--etcd-username`" + ` |
+| ` + "`RUNTIME_ADMIN_TOKEN`" + ` | the admin bearer token, for the server and the CLI; without it ` + "`serve`" + ` generates one and writes it to the admin token file |
+| ` + "`RUNTIME_ETCD_PASSWORD`" + ` | the password of the etcd user |
 
 The embedding API's ` + "`Config`" + ` and ` + "`MCPOptions`" + ` fields are in [embedding.md](embedding.md).
 `
@@ -96,7 +96,7 @@ func configurationDoc() (string, error) {
 func configDocRow(f *kong.Flag) string {
 	flag := "`--" + f.Name + "`"
 	if f.Tag.Negatable != "" {
-		flag = "`--[no-]" + f.Name + "`"
+		flag = "`--" + f.Name + "`, `--no-" + f.Name + "`"
 	}
 	if f.Short != 0 {
 		flag = fmt.Sprintf("`-%c`, %s", f.Short, flag)
