@@ -3,6 +3,7 @@ package mcpruntime_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"log/slog"
 	"os"
 	"regexp"
@@ -14,10 +15,34 @@ import (
 	mcpruntime "github.com/agenthost/mcpruntime"
 )
 
-// The README's worked example of the typed API (section "Tools, resources,
-// prompts and asking the client"): the regions between "readme:start" and
-// "readme:end" are copied into it verbatim, and TestREADMEExamples keeps
-// the two the same.
+// The worked examples of the README and of docs/embedding.md: each region
+// between "readme:start NAME" and "readme:end" is copied verbatim into the
+// page that readmeRegions names, and TestREADMEExamples keeps the two the
+// same.
+
+// readme:start embed
+func Example_embedding() {
+	ctx := context.Background()
+	rt, err := mcpruntime.New(mcpruntime.Config{}) // the zero Config: one node, in memory
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rt.Close()                                      // revokes every credential
+	endpoint, _ := rt.MCPHandler(mcpruntime.MCPOptions{}) // an http.Handler: serve it at /mcp
+	defer endpoint.Close()
+
+	// The agent the host starts on thread t1 gets the credential of (t1, codex), shown once.
+	rt.RegisterInstance(ctx, "codex", mcpruntime.InstanceSpec{Driver: "inproc"})
+	rt.CreateThread(ctx, "t1", mcpruntime.ThreadOptions{Instance: "codex"})
+	agent, _ := rt.OpenProviderSession(ctx, "t1", "codex")
+	// A plain MCP client (an IDE, the MCP Inspector) gets a client token.
+	ide, _ := rt.IssueClient(ctx, "my-ide", "read-only")
+
+	fmt.Println(agent.Authorization[:13], "Bearer "+ide.Token[:6])
+	// Output: Bearer mcprt_ Bearer mcprc_
+}
+
+// readme:end
 
 // readme:start tool
 type weatherIn struct {
@@ -162,20 +187,34 @@ func Example_features() {
 	// cannot ask; kept old
 }
 
-// TestREADMEExamples: the README's code of the typed API is this file's,
-// verbatim.
+// readmeRegions names the page that shows each region of this file.
+var readmeRegions = map[string]string{
+	"embed":       "README.md",
+	"tool":        "docs/embedding.md",
+	"resource":    "docs/embedding.md",
+	"prompt":      "docs/embedding.md",
+	"elicitation": "docs/embedding.md",
+}
+
+// TestREADMEExamples: the code of the README and of docs/embedding.md is
+// this file's, verbatim.
 func TestREADMEExamples(t *testing.T) {
 	src, err := os.ReadFile("example_features_test.go")
 	noErr(t, err)
-	readme, err := os.ReadFile("README.md")
-	noErr(t, err)
 	regions := regexp.MustCompile(`(?s)// readme:start (\w+)\n(.*?)\n// readme:end`).FindAllSubmatch(src, -1)
-	if len(regions) != 4 {
-		t.Fatalf("%d README regions, want 4", len(regions))
+	if len(regions) != len(readmeRegions) {
+		t.Fatalf("%d regions, want %d", len(regions), len(readmeRegions))
 	}
 	for _, r := range regions {
-		if !strings.Contains(string(readme), string(r[2])) {
-			t.Errorf("README does not show region %s of example_features_test.go as it is", r[1])
+		page, ok := readmeRegions[string(r[1])]
+		if !ok {
+			t.Errorf("region %s names no page", r[1])
+			continue
+		}
+		text, err := os.ReadFile(page)
+		noErr(t, err)
+		if !strings.Contains(string(text), string(r[2])) {
+			t.Errorf("%s does not show region %s of example_features_test.go as it is", page, r[1])
 		}
 	}
 }

@@ -349,7 +349,8 @@ func TestREADMEListsEveryMakeTarget(t *testing.T) {
 	}
 }
 
-// TestREADMECreatesEachInstanceOnce: the README's command blocks, run in
+// TestREADMECreatesEachInstanceOnce: the command blocks of the README,
+// docs/server.md and docs/providers.md, run in
 // order against one server, never create an instance id twice (issue 11:
 // the exec section re-created the quick start's codex, got 409, and then
 // opened an inproc session).
@@ -357,6 +358,13 @@ func TestREADMECreatesEachInstanceOnce(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, page := range []string{"../../docs/server.md", "../../docs/providers.md"} {
+		text, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readme = append(readme, text...)
 	}
 	created := map[string]int{}
 	for _, m := range regexp.MustCompile(`(?m)^bin/runtime admin instance create ([A-Za-z0-9._:@-]+)`).FindAllStringSubmatch(string(readme), -1) {
@@ -372,22 +380,14 @@ func TestREADMECreatesEachInstanceOnce(t *testing.T) {
 	}
 }
 
-// TestREADMEDocumentsEverySetting keeps the README's Configuration table
+// TestREADMEDocumentsEverySetting keeps docs/configuration.md's tables
 // in step with the flags: every setting appears with its flag, env and key.
 func TestREADMEDocumentsEverySetting(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	section := string(readme)
-	start := strings.Index(section, "\n## Configuration\n")
-	if start < 0 {
-		t.Fatal("README has no ## Configuration section")
-	}
-	section = section[start+1:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
+	section := string(doc)
 	var c cli
 	parser, err := kong.New(&c, kong.Vars{"default_token_file": "x"})
 	if err != nil {
