@@ -18,8 +18,8 @@ type shutdownHookKey struct{}
 //  2. No new MCP sessions, and every stream closes.
 //  3. The MCP listener stops accepting, calls in flight finish, and the
 //     MCP sessions end (cancelling what is left).
-//  4. The runtime closes: it revokes every credential and token,
-//  5. then closes the provider sessions, whose agents get SIGKILL when
+//  4. The runtime closes: first it revokes every credential and token.
+//  5. Then it closes the provider sessions, whose agents get SIGKILL when
 //     the deadline comes. The internal listener (several nodes) serves
 //     the other nodes' confirmations until the runtime has left the
 //     cluster, and closes then.
