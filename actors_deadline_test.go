@@ -71,10 +71,7 @@ func receive(t *testing.T, what string, c <-chan struct{}) {
 // TestOpenArchivedMidwayStopsAtItsDeadline: an open whose thread is
 // archived while the driver opens has its session aborted; the abort waits
 // for the driver, but never past the open's deadline — once the caller has
-// given up, nothing of the open waits on its behalf (issue 12: the thread
-// actor used to wait up to OpenTimeout+ActorTimeout for the driver's
-// answer and then up to as long again for the abort, after its caller's
-// OpenTimeout+2·ActorTimeout had run out). The budgets are an hour each,
+// given up, nothing of the open waits on its behalf. The budgets are an hour each,
 // so only the deadline can end the waits.
 func TestOpenArchivedMidwayStopsAtItsDeadline(t *testing.T) {
 	d := newGateDriver()

@@ -7,8 +7,8 @@ import (
 )
 
 // TestProcessRegistryResized: a runtime's actor system has the small
-// registry (issue 16: protoactor's 32 768 maps cost an idle session 425 B
-// at 10 000 sessions), and the processes the system registered before the
+// registry (protoactor's default of 32 768 maps costs an idle session
+// 425 B at 10 000 sessions), and the processes the system registered before the
 // resize are still found in it.
 func TestProcessRegistryResized(t *testing.T) {
 	rt, err := mcpruntime.New(mcpruntime.Config{})

@@ -15,7 +15,7 @@ import (
 // harness's churn row runs it),
 // with the default 24 h credential window and with expiry off, and reports
 // the live heap after a GC before and after the b.N cycles, and the actors
-// left: what a server keeps of the sessions that ended (issue 11, item 5).
+// left: what a server keeps of the sessions that ended.
 // Measure with a fixed count, e.g. -bench HTTPSessionChurn -benchtime 60000x.
 func BenchmarkHTTPSessionChurn(b *testing.B) {
 	for _, window := range []struct {

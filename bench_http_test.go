@@ -101,7 +101,7 @@ func BenchmarkHTTPPing(b *testing.B) {
 }
 
 // BenchmarkServeToolCall is one tools/call (thread_read) through the
-// backend's Serve alone, as the issue 13 transport calls it: params
+// backend's Serve alone, as the transport calls it: params
 // decoded, the checks, schema validation, the tool, the result value (not
 // encoded).
 func BenchmarkServeToolCall(b *testing.B) {

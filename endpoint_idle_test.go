@@ -14,7 +14,7 @@ import (
 )
 
 // TestIdleSessionHeap: an idle 2025-era session holds at most 2 KiB of
-// live heap (issue 16's target; bench/'s idle mode measures 1.5 KB at
+// live heap (bench/'s idle mode measures 1.5 KB at
 // 10 000 and 100 000), measured the same way: a warm endpoint (its first
 // sessions opened and deleted), then the live heap after a collection
 // before and after opening idleHeapSessions over a few client grants.

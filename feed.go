@@ -11,7 +11,7 @@ const (
 	listResources = "resources"
 )
 
-// changeFeed is the endpoint's side of the change feed: the issue 13
+// changeFeed is the endpoint's side of the change feed: the
 // transport's (*transport.Server).ListChanged and ResourceUpdated. Neither
 // blocks.
 type changeFeed interface {

@@ -52,7 +52,7 @@ func (c *logCapture) index(msg, key, value, line string) int {
 // host, or as idle — revokes its credential before the driver's Close
 // begins, so while an agent that ignores SIGTERM is given its grace its
 // token is already refused; the release answers once the process is gone,
-// and "provider session closed" is logged only then (issue 11, item 2).
+// and "provider session closed" is logged only then.
 func TestReleaseRevokesBeforeClose(t *testing.T) {
 	for _, how := range []string{"release", "idle"} {
 		t.Run(how, func(t *testing.T) {
@@ -127,7 +127,7 @@ func TestReleaseRevokesBeforeClose(t *testing.T) {
 // TestShutdownDeadlineKills: Shutdown gives a provider session its driver's
 // close budget only until ctx is done; then the exec agent that ignores
 // SIGTERM (grace: an hour) is killed, and Shutdown returns with every
-// token revoked (issue 11, item 7).
+// token revoked.
 func TestShutdownDeadlineKills(t *testing.T) {
 	ctx := context.Background()
 	logs := &logCapture{}

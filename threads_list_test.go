@@ -124,10 +124,11 @@ func (e *listingEnv) threadList(tb testing.TB, args string) []byte {
 	return body
 }
 
-// BenchmarkListings100k measures the issue's case (issue 11, item 6): with
-// 100 000 threads (the cap raised), the bytes of one thread_list answer (to
-// a read-only client, over HTTP) and of one GET /admin/v1/threads. Before
-// the listings were paged: 10 200 139 and 10 888 924 bytes.
+// BenchmarkListings100k measures, with 100 000 threads (the cap raised),
+// the bytes of one thread_list answer (to a read-only client, over HTTP)
+// and of one GET /admin/v1/threads: one page each, bounded whatever the
+// number of threads (unpaged, the whole list would be 10 200 139 and
+// 10 888 924 bytes).
 func BenchmarkListings100k(b *testing.B) {
 	e := newListingEnv(b, 100_000)
 	var toolBytes, adminBytes int
@@ -174,7 +175,7 @@ func decodeToolPage(t *testing.T, body []byte) (page threadListPage, isError boo
 // TestThreadListPaged: thread_list answers at most DefaultPageSize threads
 // with a nextCursor; following it lists every thread once, in order, in
 // answers bounded in bytes whatever the number of threads; a cursor no
-// listing returned is an invalid_arguments refusal (issue 11, item 6).
+// listing returned is an invalid_arguments refusal.
 func TestThreadListPaged(t *testing.T) {
 	const n = 2*mcpruntime.DefaultPageSize + 17
 	e := newListingEnv(t, n)
@@ -277,7 +278,7 @@ func TestListThreads(t *testing.T) {
 
 // TestMaxThreads: past Config.MaxThreads, CreateThread fails with
 // ErrTooManyThreads — exactly, under concurrent creates; archived threads
-// count, a deleted one makes room (issue 11, item 6).
+// count, a deleted one makes room.
 func TestMaxThreads(t *testing.T) {
 	ctx := context.Background()
 	rt := quietRuntime(t, mcpruntime.Config{MaxThreads: 5})

@@ -16,7 +16,7 @@ import (
 	"github.com/agenthost/mcpruntime/transport"
 )
 
-// schema2020 is the conformance suite's 2020-12 schema (SCENARIOS.md §2).
+// schema2020 is the conformance suite's 2020-12 schema (conformance/SCENARIOS.md §2).
 const schema2020 = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object",` +
 	`"$defs":{"address":{"$anchor":"addressDef","type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"}}}},` +
 	`"properties":{"name":{"type":"string"},"address":{"$ref":"#/$defs/address"},` +

@@ -239,12 +239,9 @@ func TestRegisterToolAccepts(t *testing.T) {
 // object (MCP: tools/call arguments and a tool's inputSchema are of type
 // "object"). A schema that leaves "type" out must either be refused at
 // registration or still refuse non-object arguments with invalid_arguments.
-//
-// Fails today: RegisterTool accepts `{"properties":{}}` (tools.go:185 only
-// rejects a type other than "object", not a missing one, although its error
-// says the schema must be of type "object"), tools/list then advertises an
-// inputSchema without type "object", and CallTool hands 5, "x" or [1] to
-// the handler.
+// RegisterTool refuses it (prepareTool in tools.go wants type "object"):
+// accepted, tools/list would advertise an inputSchema without type
+// "object" and CallTool would hand 5, "x" or [1] to the handler.
 func TestToolArgumentsAlwaysObject(t *testing.T) {
 	rt := quietRuntime(t, mcpruntime.Config{})
 	_, p := issueClient(t, rt, "ro", memdb.AccessReadOnly)

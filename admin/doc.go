@@ -1,5 +1,5 @@
 // Package admin is the runtime's admin API: JSON over HTTP, for a host that
-// drives the runtime as a sidecar from any language (issue 4).
+// drives the runtime as a sidecar from any language.
 //
 // # Authentication
 //

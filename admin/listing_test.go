@@ -13,7 +13,7 @@ import (
 
 // TestListThreadsPaged: GET /admin/v1/threads answers pages of ?limit=
 // (default 100, at most 1000) threads with a nextCursor; following it
-// lists every thread once; a bad limit or cursor is 400 (issue 11, item 6).
+// lists every thread once; a bad limit or cursor is 400.
 func TestListThreadsPaged(t *testing.T) {
 	const n = mcpruntime.MaxPageSize + 30
 	e := newEnv(t, envOptions{maxThreads: n})

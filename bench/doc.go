@@ -1,4 +1,4 @@
-// Package bench is the peer benchmark harness of the runtime (issue 7). It
+// Package bench is the peer benchmark harness of the runtime. It
 // is its own module so the runtime never depends on the peers it is
 // measured against: the official MCP Go SDK and mcp-go.
 //

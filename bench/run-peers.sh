@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-peers.sh — the peer benchmark of issues 7, 14 and 16 (`make bench-peers`).
+# run-peers.sh — the peer benchmark (`make bench-peers`).
 #
 # Builds cmd/server, cmd/load and cmd/report, then runs every server
 # (runtime, gosdk, mcpgo, floor) through the same load generator, one fresh

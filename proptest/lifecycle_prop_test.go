@@ -547,7 +547,7 @@ func (s *lifecycleMachine) KillProviderSession(t *rapid.T) {
 	if wasOpen {
 		// Wait for the death's close event, then for the driver's Close: the
 		// runtime revokes a closing session's credentials first and calls
-		// Close once they no longer authenticate (issue 11). Then round-trip
+		// Close once they no longer authenticate. Then round-trip
 		// through every thread actor, so that every earlier message of
 		// theirs was handled.
 		deadline := time.Now().Add(waitTimeout)

@@ -47,11 +47,10 @@ func newRegressRuntime(t *testing.T) (*mcpruntime.Runtime, *actortest.Clock, *pr
 // (T, I) whose driver fails — SPEC §3 "open fails: revoke the credential
 // only if this open minted it" — and the failed open must not choose T's
 // current instance ("set ... by the first provider session opened on it").
-// The runtime as first committed (2b0c029) revoked the old credential
-// ("replaced") and chose the current instance before the driver was asked,
-// so a failed open left the pair with no live credential; it also answered
-// a failed open only after the open timeout, because the failed session
-// actor stopped itself before its failure reached the instance actor.
+// Revoking the old credential ("replaced") or choosing the current
+// instance before the driver is asked would leave the pair with no live
+// credential after a failed open; and a failed open is answered when its
+// driver fails, not at the open timeout.
 func TestFailedOpenKeepsPairCredential(t *testing.T) {
 	ctx := context.Background()
 	rt, _, in := newRegressRuntime(t)
@@ -146,16 +145,14 @@ func TestReopenAfterExpiryRebindsAttachedSession(t *testing.T) {
 
 // TestConcurrentRevokeClientIsUnknownNotDeadLetter: of two RevokeClient
 // calls racing on one grant, one revokes it and the other must answer
-// ErrUnknownClient, as it would in either sequential order. The concurrent
-// machine found that the loser can instead get the actor system's raw
-// "request *client.Revoke to client/<id>: future: dead letter", or wait the
-// whole ActorTimeout (5 s) and get "future: timeout": RevokeClient
-// (runtime.go:705-711) looks the grant's actor up in r.clients, then asks
-// it; the winner stops that actor (and only deletes it from r.clients after
-// its answer, runtime.go:716-720) in between, and the ask's failure is
-// returned as is instead of ErrUnknownClient.
-// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.
-// RevokeClient is in clients.go now, its ask in actors.go's call helper.)
+// ErrUnknownClient, as it would in either sequential order — never the
+// actor system's raw "request *client.Revoke to client/<id>: future: dead
+// letter", nor "future: timeout" after the whole ActorTimeout (5 s). The
+// concurrent machine found this race: a revoke that looks the grant's
+// actor up, then asks it, while the winner stops that actor in between.
+// RevokeClient (clients.go) claims the grant before it asks, and its ask
+// (actors.go's call helper) answers a stopped grant actor as
+// ErrUnknownClient.
 func TestConcurrentRevokeClientIsUnknownNotDeadLetter(t *testing.T) {
 	ctx := context.Background()
 	rt, _, _ := newRegressRuntime(t)
@@ -194,17 +191,12 @@ func TestConcurrentRevokeClientIsUnknownNotDeadLetter(t *testing.T) {
 
 // TestCallRacingDeleteIsNotFoundNotBusy: a tools/call racing a DELETE of
 // its session must be answered as if it came before the DELETE (200) or
-// after it (404: "the id answers 404 forever after", SPEC §5). The
-// concurrent machine found it can get 503 "session busy" instead: the call
-// passes the owner check (transport/server.go:350-357), the DELETE stops
-// the session actor, and the call's Begin ask (transport/handlers.go:250)
-// fails with a dead letter, which handlers.go:251-254 answers as 503; GET
-// (handlers.go:380-384) and DELETE (handlers.go:432-436) map the same
-// failure the same way.
-// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3.
-// transport/ is transport now: the call is handlePost's and
-// BeginCall's in transport/handlers.go, its session's calls table
-// in actors/session/calls.go.)
+// after it (404: "the id answers 404 forever after", SPEC §5), never 503
+// "session busy". The concurrent machine found this race: the call passes
+// the owner check, the DELETE ends the session, and the call's begin finds
+// it gone; GET and DELETE meet the same race. The call is handlePost's
+// (transport/handlers.go) and transport/call.go's, its session's calls
+// table in actors/session/calls.go.
 func TestCallRacingDeleteIsNotFoundNotBusy(t *testing.T) {
 	ctx := context.Background()
 	rt, _, _ := newRegressRuntime(t)
@@ -257,18 +249,14 @@ func TestCallRacingDeleteIsNotFoundNotBusy(t *testing.T) {
 // OpenProviderSession(T, I) at the same time must behave as one of the two
 // sequential orders, and in both the open reuses that session (rotate
 // first: the session was re-bound to the rotated credential, which the
-// open re-attaches). The concurrent machine found that the open can
-// instead mint a third credential and start a second driver session for
-// the pair, revoking the credential the rotate had just handed to the
-// first session. In actors/thread/actor.go the rotate commits the new
-// credential (:581-592), then re-binds the holding session through the
-// instance actor without blocking the thread actor (:597-617, a.gather);
-// unlike an open (:427) it marks nothing pending, so an open handled in
-// that window (:324) finds a live credential that no session holds yet and
-// replaces it.
-// (Lines as of 1c9e8b0, where the machine found it; fixed in aa818c3. The
-// open and the rotation are in actors/thread/open.go now, as flights of
-// kind open and rotate; the instance actor decides reuse and attach.)
+// open re-attaches). The open never mints a third credential and starts
+// a second driver session for the pair, revoking the credential the
+// rotate just handed to the first session (a race the concurrent machine
+// found): between the rotate's commit of the new credential and
+// the holding session's re-bind, that credential is live and no session
+// holds it yet. The open and the rotation are in actors/thread/open.go,
+// as flights of kind open and rotate; the instance actor decides reuse
+// and attach.
 func TestOpenRacingRotateReusesTheRebindingSession(t *testing.T) {
 	ctx := context.Background()
 	rt, _, _ := newRegressRuntime(t)

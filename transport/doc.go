@@ -46,7 +46,7 @@
 //     `Bearer error="invalid_token"` when it does not authenticate. The
 //     endpoint's credential generation is read first (see Invariants).
 //     A POST with MCP-Protocol-Version: 2026-07-28 leaves here for the
-//     stateless era's own ladder (modern.go, ladder.go; SPEC §5a.2): no
+//     stateless era's own ladder (modern.go, modern_ladder.go; SPEC §5a.2): no
 //     session is looked up; GET and DELETE with it are 405.
 //  3. Mcp-Session-Id, if present, looked up with the caller's namespace
 //     (step 3): unknown, ended and foreign are one nil, one 404 of the same

@@ -11,8 +11,8 @@ import (
 // failure names one answer the endpoint gives instead of a result: a
 // request refused before dispatch (SPEC §5 steps 0–5), or the JSON-RPC
 // error of a dispatched one. Call sites name the failure; its status,
-// JSON-RPC code, message and headers are in [failures], the one table
-// (STYLE §4), so a change of mapping is one line.
+// JSON-RPC code, message and headers are in [failures], the one table,
+// so a change of mapping is one line.
 type failure uint8
 
 const (

@@ -54,8 +54,7 @@ type modernError struct {
 // TestHTTPModernLadder: SPEC §5a.2 — a modern request is checked in one
 // order, each failure with its status and code and the request's id
 // echoed; nothing creates, ends or echoes a session, a stale session id
-// included. It replaces issue 11's stopgap (every 2026-07-28 request was
-// -32022): what it answers now is the era served.
+// included: a 2026-07-28 request is served in its own era.
 func TestHTTPModernLadder(t *testing.T) {
 	f, tok, other := twoCredentials(t)
 	f.tool("whoami", func(_ context.Context, p principal.Principal, _ json.RawMessage, _ transport.Output) (*mcp.CallToolResult, error) {

@@ -81,7 +81,7 @@ func (d budgetDriver) CloseBudget() time.Duration { return d.budget }
 // idle, or dead has its record removed and its thread's actor asked to
 // revoke its credentials before the driver's Close; CloseSession answers
 // after both, with the revocation's failure. Shutdown and an aborted open
-// do not ask (issue 11, item 2).
+// do not ask.
 func TestReleaseBeforeClose(t *testing.T) {
 	revokeFailed := fault.New(fault.Internal, "revoke failed")
 	tests := []struct {
@@ -219,8 +219,7 @@ func TestCloseAnsweredAfterDriverClose(t *testing.T) {
 
 // TestCloseBudget: a driver's CloseBudget, longer than the bound on driver
 // calls, is the bound on its sessions' Close; without one, Close gets the
-// bound on driver calls (issue 11, item 2: the exec grace was cut at
-// OpenTimeout).
+// bound on driver calls.
 func TestCloseBudget(t *testing.T) {
 	for _, budget := range []time.Duration{0, time.Hour} {
 		e := newEnv(t)
@@ -278,8 +277,7 @@ func TestReleaseKeepsCredentialsHeldElsewhere(t *testing.T) {
 // (asked, or on the timer, or both), dead, dead while its release runs,
 // released again meanwhile — each thread it served is asked exactly once,
 // by the instance that closed it, to release the session's credentials of
-// that thread (issue 12: one path; the runtime also released, a second
-// time, what the instance's close had released).
+// that thread: the instance's close is the one release path.
 func TestReleaseAsksEachThreadOnce(t *testing.T) {
 	tests := []struct {
 		name string

@@ -62,7 +62,7 @@
 // # Memory
 //
 // An endpoint may hold 100 000 idle sessions, so what each keeps is
-// counted (issue 16; `bench/`'s idle mode measures it): the Entry is one
+// counted (`bench/`'s idle mode measures it): the Entry is one
 // 160-byte object, its streams, asks and subscriptions made at their first
 // use; the actor keeps no copy of Start; the actor has its own mailbox
 // (mailbox.go: protoactor's semantics, its queues made only while messages

@@ -17,7 +17,7 @@ var ErrTooManySubscriptions = errors.New("too many subscriptions")
 type subscriptions struct {
 	mu sync.Mutex // guards the fields below
 	// bySession are the URIs each session subscribed: a session that never
-	// subscribed pays nothing for them (issue 16). Nil while none.
+	// subscribed pays nothing for them. Nil while none.
 	bySession map[*Entry]map[string]struct{}
 	byURI     map[string]map[*Entry]struct{} // nil while nothing is subscribed
 }

@@ -33,10 +33,9 @@ type adminCmd struct {
 	MCPSessions     mcpSessionsCmd      `cmd:"" name:"mcp-sessions" help:"List live MCP sessions (GET /admin/v1/sessions)."`
 	OAuth           oauthCmds           `cmd:"" name:"oauth" help:"OAuth sign-in of MCP clients."`
 
-	// The names before issue 12, kept hidden for one release: "session"
-	// said nothing of which session (the provider's), "sessions" nothing
-	// of which sessions (MCP). TODO(issue 12): remove after the next
-	// release.
+	// Hidden aliases of the old names of provider-session and mcp-sessions:
+	// "session" says nothing of which session (the provider's), "sessions"
+	// nothing of which sessions (MCP), so help does not offer them.
 	Session  providerSessionCmds `cmd:"" hidden:"" help:"Old name of provider-session."`
 	Sessions mcpSessionsCmd      `cmd:"" hidden:"" help:"Old name of mcp-sessions."`
 }

@@ -105,7 +105,7 @@ func TestAdminCLIRequests(t *testing.T) {
 		{"thread delete t1", "DELETE", "/admin/v1/threads/t1", nil, 200, `{"id":"t1","status":"deleted"}`},
 		{"provider-session open t1 codex", "POST", "/admin/v1/threads/t1/provider-sessions", obj("instance", "codex"), 201, `{"providerSessionId":"ps_1"}`},
 		{"provider-session release ps_1", "DELETE", "/admin/v1/provider-sessions/ps_1", nil, 200, `{"providerSessionId":"ps_1","status":"released"}`},
-		// The old name, a hidden alias for one release (issue 12).
+		// The old name, a hidden alias of provider-session.
 		{"session open t1 codex", "POST", "/admin/v1/threads/t1/provider-sessions", obj("instance", "codex"), 201, `{"providerSessionId":"ps_1"}`},
 		{"session release ps_1", "DELETE", "/admin/v1/provider-sessions/ps_1", nil, 200, `{"providerSessionId":"ps_1","status":"released"}`},
 		{"run start t1 codex", "POST", "/admin/v1/threads/t1/runs", obj("instance", "codex"), 201, `{"runId":"run_1"}`},
@@ -264,7 +264,7 @@ func TestAdminCLIToken(t *testing.T) {
 
 // TestAdminCLIThreadListFollowsCursor: `thread list` follows nextCursor
 // and prints every thread as one answer; with --limit it prints one page
-// as the API answered it (issue 11, item 6).
+// as the API answered it.
 func TestAdminCLIThreadListFollowsCursor(t *testing.T) {
 	var (
 		mu   sync.Mutex // guards seen

@@ -272,8 +272,8 @@ func TestHelpEverywhere(t *testing.T) {
 }
 
 // TestAdminHelpNamesTheSessions: the admin commands say which session they
-// mean — "mcp-sessions", "provider-session" — and the old names (kept as
-// hidden aliases for one release) are not offered (issue 12).
+// mean — "mcp-sessions", "provider-session" — and the hidden aliases of
+// the old names ("sessions", "session") are not offered.
 func TestAdminHelpNamesTheSessions(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"admin", "--help"}} {
 		_, stdout, _ := runCLI(context.Background(), nil, args...)
@@ -292,7 +292,7 @@ func TestAdminHelpNamesTheSessions(t *testing.T) {
 
 // TestTopLevelHelpListsEverySetting: `runtime --help` lists every setting
 // with its environment variable, as the README says, not only `serve
-// --help` (issue 11, item 11).
+// --help`.
 func TestTopLevelHelpListsEverySetting(t *testing.T) {
 	code, stdout, _ := runCLI(context.Background(), nil, "--help")
 	if code != 0 {
@@ -323,8 +323,7 @@ func TestTopLevelHelpListsEverySetting(t *testing.T) {
 }
 
 // TestREADMEListsEveryMakeTarget keeps the README's Development table in
-// step with the Makefile's documented targets (issue 11: race and check
-// were missing).
+// step with the Makefile's documented targets.
 func TestREADMEListsEveryMakeTarget(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -350,10 +349,9 @@ func TestREADMEListsEveryMakeTarget(t *testing.T) {
 }
 
 // TestREADMECreatesEachInstanceOnce: the command blocks of the README,
-// docs/server.md and docs/providers.md, run in
-// order against one server, never create an instance id twice (issue 11:
-// the exec section re-created the quick start's codex, got 409, and then
-// opened an inproc session).
+// docs/server.md and docs/providers.md, run in order against one server,
+// never create an instance id twice: a section that re-created an earlier
+// one's instance would get 409 and go on with the wrong one.
 func TestREADMECreatesEachInstanceOnce(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {

@@ -351,8 +351,8 @@ func TestServeDemoAndEnvToken(t *testing.T) {
 
 // TestServeHasNoDemoByDefault: a server started without --demo mints
 // nothing: no demo thread, no credential file, nothing in the ready line —
-// a production server must not hold a live credential nobody asked for
-// (issue 12). `make run` passes --demo.
+// a production server must not hold a live credential nobody asked for.
+// `make run` passes --demo.
 func TestServeHasNoDemoByDefault(t *testing.T) {
 	dir := t.TempDir()
 	env := map[string]string{"RUNTIME_ADMIN_TOKEN": "env-admin-token-0123456789abcdef0123456789", "RUNTIME_ADMIN_TOKEN_FILE": filepath.Join(dir, "admin-token")}

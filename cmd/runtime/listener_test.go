@@ -48,7 +48,7 @@ func rawGet(t *testing.T, addr, method, path string, header map[string]string) (
 // TestAdminListener: the admin listener answers every path as sent — no
 // cleaning, no redirect, 404 JSON without a token for what names no route —
 // and the Host/Origin guard covers /healthz, /readyz, /metrics and
-// /admin/… (issue 11, items 10 and 13).
+// /admin/….
 func TestAdminListener(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "admin-token")

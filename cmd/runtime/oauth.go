@@ -12,7 +12,7 @@ import (
 )
 
 // oauthFlags are the settings of OAuth sign-in for MCP clients the host did
-// not launch (issue 15, SPEC §5c): on by default, on the MCP listener.
+// not launch (SPEC §5c): on by default, on the MCP listener.
 type oauthFlags struct {
 	OAuth           bool     `config:"" name:"oauth" default:"true" negatable:"" help:"Serve OAuth sign-in for MCP clients on the MCP listener: discovery in 401s, registration, a consent page approved with a pairing code (runtime admin oauth pair), tokens."`
 	PublicOrigin    string   `config:"" name:"public-origin" placeholder:"URL" help:"Where MCP clients reach the MCP listener, scheme://host[:port]; every OAuth URL (issuer, endpoints, the resource) derives from it. Default: http://<listen address>."`

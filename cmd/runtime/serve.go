@@ -52,19 +52,19 @@ type serveCmd struct {
 	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, the deadline of the whole shutdown: calls and requests in flight, then provider sessions (an agent still running then is killed); /readyz answers 503 meanwhile."`
 	Demo                 bool     `config:"" default:"false" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its live Authorization value to a 0600 file: for trying the server out (make run passes it), never for production."`
 
-	// The admin listener's guard and the bound on threads (issue 11).
+	// The admin listener's guard and the bound on threads.
 	AdminAllowedHosts []string `config:"" placeholder:"HOST" help:"Host header values the admin listener (admin API, /healthz, /readyz, /metrics) accepts besides loopback ones and, when --admin-listen is beyond loopback, its own host."`
 	MaxThreads        int      `config:"" default:"10000" placeholder:"N" help:"Threads in all (active and archived); past it creating one fails (admin API: 409 too_many_threads)."`
 
-	// The MCP lists (issue 13).
+	// The MCP lists.
 	ListPageSize int `config:"" default:"100" placeholder:"N" help:"Entries of one page of an MCP list (tools, resources, resource templates, prompts); the rest follows with nextCursor."`
 
-	// The MCP session's streams and subscriptions (issue 13).
+	// The MCP session's streams and subscriptions.
 	ReplayEvents     int      `config:"" default:"256" placeholder:"N" help:"SSE events one MCP session keeps for its client to resume a lost stream (Last-Event-ID) and for its standalone stream's notifications; past it the oldest goes."`
 	ReplayBytes      byteSize `config:"" default:"1MiB" placeholder:"SIZE" help:"Bytes of those events one MCP session keeps; past it the oldest goes."`
 	MaxSubscriptions int      `config:"" default:"256" placeholder:"N" help:"Resources one MCP session may subscribe (resources/subscribe); the next is refused."`
 
-	// The 2026-07-28 era (issue 14).
+	// The 2026-07-28 era.
 	ModernRequestsPerNamespace int      `config:"" default:"64" placeholder:"N" help:"2026-07-28 (stateless) MCP requests of one namespace in flight at once, listen streams not counted; the next gets 429."`
 	ListenPerNamespace         int      `config:"" default:"8" placeholder:"N" help:"Open subscriptions/listen streams of one namespace; the next gets 429."`
 	MaxListen                  int      `config:"" default:"10000" placeholder:"N" help:"Open subscriptions/listen streams in all; the next gets 503."`
@@ -72,7 +72,7 @@ type serveCmd struct {
 
 	oauthFlags `embed:""`
 
-	// Several nodes on etcd (issue 17).
+	// Several nodes on etcd.
 	clusterFlags `embed:""`
 }
 
@@ -165,11 +165,6 @@ func runtimeDuration(d duration) time.Duration {
 // once the server is ready. Tests use it to learn the ports of :0.
 type readyHookKey struct{}
 
-// shutdownHookKey is a context key: a func(ctx) ctx that is given the
-// shutdown's deadline context and returns the one to use. For testing: a
-// test ends the shutdown's grace when it has seen what it waits for.
-type shutdownHookKey struct{}
-
 // health is the state /readyz reports. serving, when set, is asked while
 // ready: a node of several that cannot prove its replica current serves
 // nothing, so it is not ready either (its load balancer sends elsewhere).
@@ -215,74 +210,94 @@ func (s *serveCmd) Run(d *deps) error {
 	if err := s.validate(); err != nil {
 		return usageError{err}
 	}
-	log := d.logger
+	srv, err := s.start(d)
+	defer srv.release()
+	if err != nil {
+		return err
+	}
+	serveErr := srv.serve(d.ctx)
+	if err := srv.shutdown(d.ctx); err != nil && !errors.Is(serveErr, errLost) {
+		return err // a lost node's revokes may fail: it is still lost
+	}
+	if serveErr != nil {
+		return serveErr
+	}
+	d.logger.Info("shut down")
+	return nil
+}
 
+// server is a started runtime with its listeners: start builds it, serve
+// runs its listeners, shutdown stops it, and release frees what is left.
+type server struct {
+	s      *serveCmd
+	log    *slog.Logger
+	rt     *mcpruntime.Runtime
+	mcp    *mcpruntime.MCPEndpoint
+	health *health
+
+	mcpLn, adminLn, internalLn       net.Listener
+	mcpHTTP, adminHTTP, internalHTTP *http.Server
+	errc                             chan error // each server's Serve error
+
+	cluster  mcpruntime.ClusterConfig
+	endpoint string // the MCP URL handed to provider sessions
+	issuer   string // the OAuth issuer; "" when sign-in is off
+	demoFile string // the demo credential's file; "" without one
+
+	rtClosed bool     // shutdown has closed rt
+	undo     []func() // run by release, last first
+}
+
+// release undoes what start did and shutdown did not: it closes the
+// listeners and, after a failed start, the runtime, and removes the
+// secret files. srv may be nil.
+func (srv *server) release() {
+	if srv == nil {
+		return
+	}
+	for i := len(srv.undo) - 1; i >= 0; i-- {
+		srv.undo[i]()
+	}
+}
+
+// start binds the listeners and builds the runtime, its MCP endpoint,
+// the admin API and the metrics, and writes the admin token and demo
+// credential files. Only the internal listener (several nodes) serves
+// when it returns. On an error the server returned still needs release.
+func (s *serveCmd) start(d *deps) (*server, error) {
+	log := d.logger
+	srv := &server{s: s, log: log, health: &health{}, errc: make(chan error, 3)}
 	token, generated, err := adminToken(d.env, log)
 	if err != nil {
-		return err
+		return srv, err
 	}
 	if generated && s.AdminTokenFile == "" {
-		return usageError{errors.New("no place for the admin token file: set --admin-token-file or $RUNTIME_ADMIN_TOKEN (none of $XDG_RUNTIME_DIR, $XDG_CACHE_HOME, $HOME is set)")}
+		return srv, usageError{errors.New("no place for the admin token file: set --admin-token-file or $RUNTIME_ADMIN_TOKEN (none of $XDG_RUNTIME_DIR, $XDG_CACHE_HOME, $HOME is set)")}
 	}
-	clusterCfg, err := s.clusterConfig(d.env, d.given, log)
-	if err != nil {
-		return err
+	if srv.cluster, err = s.clusterConfig(d.env, d.given, log); err != nil {
+		return srv, err
 	}
-
-	// Listen first: a second server on the same ports fails here, before
-	// it touches the first one's token file.
-	mcpLn, err := net.Listen("tcp", s.Listen)
-	if err != nil {
-		return fmt.Errorf("MCP listener: %w", err)
+	if err := srv.listen(); err != nil {
+		return srv, err
 	}
-	defer mcpLn.Close()
-	adminLn, err := net.Listen("tcp", s.AdminListen)
-	if err != nil {
-		return fmt.Errorf("admin listener: %w", err)
-	}
-	defer adminLn.Close()
-	mcpAddr, adminAddr := mcpLn.Addr().String(), adminLn.Addr().String()
-	var internalLn net.Listener
-	if s.clustered() {
-		if internalLn, err = net.Listen("tcp", s.InternalListen); err != nil {
-			return fmt.Errorf("internal listener: %w", err)
-		}
-		defer internalLn.Close()
-		clusterCfg.URL = s.internalURL(internalLn.Addr().String())
-		if !loopback(s.InternalListen) {
-			log.Warn("internal listener is beyond loopback: keep it on a network only the nodes reach", "addr", internalLn.Addr().String())
-		}
-	}
-
-	allowed := append([]string(nil), s.AllowedHosts...)
-	if !loopback(s.Listen) {
-		own := ownHosts(s.Listen)
-		allowed = append(allowed, own...)
-		log.Warn("MCP listener is beyond loopback", "addr", mcpAddr)
-		log.Info("MCP Host check allows the listener's own host besides loopback", "hosts", own)
-	}
-	adminAllowed := append([]string(nil), s.AdminAllowedHosts...)
-	if !loopback(s.AdminListen) {
-		own := ownHosts(s.AdminListen)
-		adminAllowed = append(adminAllowed, own...)
-		log.Warn("admin listener is beyond loopback", "addr", adminAddr)
-		log.Info("admin Host check allows the listener's own host besides loopback", "hosts", own)
-	}
-	endpoint := s.Endpoint
-	if endpoint == "" {
-		endpoint = "http://" + urlHost(s.Listen, mcpAddr) + s.MCPPath
+	mcpAddr := srv.mcpLn.Addr().String()
+	allowed, adminAllowed := s.allowedHosts(mcpAddr, srv.adminLn.Addr().String(), log)
+	srv.endpoint = s.Endpoint
+	if srv.endpoint == "" {
+		srv.endpoint = "http://" + urlHost(s.Listen, mcpAddr) + s.MCPPath
 	}
 
 	var oauthCfg mcpruntime.OAuthConfig
 	if s.clustered() {
 		log.Info("OAuth sign-in is off on several nodes")
 	} else if oauthCfg, err = s.oauthFlags.config("http://"+urlHost(s.Listen, mcpAddr), s.MCPPath, allowed); err != nil {
-		return err
+		return srv, err
 	}
+	srv.issuer = oauthCfg.PublicOrigin
 	rt, err := mcpruntime.New(mcpruntime.Config{
-		Cluster:          clusterCfg,
+		Cluster:          srv.cluster,
 		OAuth:            oauthCfg,
-		Endpoint:         endpoint,
+		Endpoint:         srv.endpoint,
 		CredentialWindow: runtimeDuration(s.CredentialWindow),
 		ClientTokenTTL:   runtimeDuration(s.ClientTokenTTL),
 		ProviderIdle:     runtimeDuration(s.ProviderIdle),
@@ -290,33 +305,111 @@ func (s *serveCmd) Run(d *deps) error {
 		Logger:           log,
 	})
 	if errors.Is(err, mcpruntime.ErrInvalidArgument) {
-		return usageError{err} // a setting the runtime refuses, such as --node's shape
+		return srv, usageError{err} // a setting the runtime refuses, such as --node's shape
 	}
 	if err != nil {
-		return err
+		return srv, err
 	}
-	closed := false
-	defer func() {
-		if !closed {
+	srv.rt = rt
+	srv.undo = append(srv.undo, func() {
+		if !srv.rtClosed {
 			_ = rt.Close()
 		}
-	}()
+	})
 	// The internal listener serves from the moment the node is a member:
 	// the other nodes' revokes ask it to confirm (one that cannot ask waits
 	// out the fence instead).
-	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	headerTimeout := time.Duration(s.HeaderTimeout)
-	errc := make(chan error, 3)
-	var internalHTTP *http.Server
-	if internalLn != nil {
-		internalHTTP = &http.Server{Handler: rt.InternalHandler(), ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
-		defer internalHTTP.Close() // a start that fails from here on; after a shutdown, a no-op
-		go func() { errc <- fmt.Errorf("internal server: %w", internalHTTP.Serve(internalLn)) }()
+	if srv.internalLn != nil {
+		srv.internalHTTP = s.httpServer(rt.InternalHandler(), log)
+		srv.undo = append(srv.undo, func() { _ = srv.internalHTTP.Close() }) // after a shutdown, a no-op
+		go func() { srv.errc <- fmt.Errorf("internal server: %w", srv.internalHTTP.Serve(srv.internalLn)) }()
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	observer := metrics.New(reg, rt)
-	mcp, err := rt.MCPHandler(mcpruntime.MCPOptions{
+	if srv.mcp, err = rt.MCPHandler(s.mcpOptions(metrics.New(reg, rt), allowed, log)); err != nil {
+		return srv, err
+	}
+	adminAPI := admin.New(rt, admin.Options{Token: token, MCP: srv.mcp, Logger: log})
+	if err := srv.writeFiles(d.ctx, token, generated); err != nil {
+		return srv, err
+	}
+
+	if s.clustered() {
+		srv.health.serving = func() bool { return rt.Node().Serving }
+	}
+	srv.mcpHTTP = s.httpServer(srv.mcp, log)
+	srv.adminHTTP = s.httpServer(&adminListener{
+		guard:   httpguard.Guard{AllowedHosts: adminAllowed},
+		health:  srv.health,
+		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		api:     adminAPI,
+	}, log)
+	return srv, nil
+}
+
+// listen binds the MCP, admin and (several nodes) internal listeners.
+// Listening comes first: a second server on the same ports fails here,
+// before it touches the first one's token file.
+func (srv *server) listen() error {
+	s := srv.s
+	var err error
+	if srv.mcpLn, err = net.Listen("tcp", s.Listen); err != nil {
+		return fmt.Errorf("MCP listener: %w", err)
+	}
+	srv.undo = append(srv.undo, func() { srv.mcpLn.Close() })
+	if srv.adminLn, err = net.Listen("tcp", s.AdminListen); err != nil {
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	srv.undo = append(srv.undo, func() { srv.adminLn.Close() })
+	if !s.clustered() {
+		return nil
+	}
+	if srv.internalLn, err = net.Listen("tcp", s.InternalListen); err != nil {
+		return fmt.Errorf("internal listener: %w", err)
+	}
+	srv.undo = append(srv.undo, func() { srv.internalLn.Close() })
+	srv.cluster.URL = s.internalURL(srv.internalLn.Addr().String())
+	if !loopback(s.InternalListen) {
+		srv.log.Warn("internal listener is beyond loopback: keep it on a network only the nodes reach", "addr", srv.internalLn.Addr().String())
+	}
+	return nil
+}
+
+// allowedHosts are the Host header values the MCP and the admin listener
+// accept besides loopback ones: the configured ones and, for a listener
+// beyond loopback, its own host.
+func (s *serveCmd) allowedHosts(mcpAddr, adminAddr string, log *slog.Logger) (allowed, adminAllowed []string) {
+	allowed = append([]string(nil), s.AllowedHosts...)
+	if !loopback(s.Listen) {
+		own := ownHosts(s.Listen)
+		allowed = append(allowed, own...)
+		log.Warn("MCP listener is beyond loopback", "addr", mcpAddr)
+		log.Info("MCP Host check allows the listener's own host besides loopback", "hosts", own)
+	}
+	adminAllowed = append([]string(nil), s.AdminAllowedHosts...)
+	if !loopback(s.AdminListen) {
+		own := ownHosts(s.AdminListen)
+		adminAllowed = append(adminAllowed, own...)
+		log.Warn("admin listener is beyond loopback", "addr", adminAddr)
+		log.Info("admin Host check allows the listener's own host besides loopback", "hosts", own)
+	}
+	return allowed, adminAllowed
+}
+
+// httpServer is the http.Server of one listener, with the header timeout
+// and an error log at warning level.
+func (s *serveCmd) httpServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: time.Duration(s.HeaderTimeout),
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// mcpOptions are the MCP endpoint's settings.
+func (s *serveCmd) mcpOptions(observer *metrics.Metrics, allowed []string, log *slog.Logger) mcpruntime.MCPOptions {
+	return mcpruntime.MCPOptions{
 		Observer:                      observer,
 		Path:                          s.MCPPath,
 		AllowedHosts:                  allowed,
@@ -339,122 +432,77 @@ func (s *serveCmd) Run(d *deps) error {
 		MaxListenStreams:              s.MaxListen,
 		RequestStateTTL:               time.Duration(s.RequestStateTTL),
 		Logger:                        log,
-	})
-	if err != nil {
-		return err
 	}
-	adminAPI := admin.New(rt, admin.Options{Token: token, MCP: mcp, Logger: log})
+}
 
+// writeFiles writes a generated admin token to --admin-token-file and,
+// with --demo, sets the demo up and writes its credential beside it.
+// release removes both.
+func (srv *server) writeFiles(ctx context.Context, token string, generated bool) error {
+	s, log := srv.s, srv.log
 	if generated {
 		if err := writeSecretFile(s.AdminTokenFile, token); err != nil {
 			return fmt.Errorf("admin token file: %w", err)
 		}
-		defer removeSecretFile(s.AdminTokenFile, token)
+		srv.undo = append(srv.undo, func() { removeSecretFile(s.AdminTokenFile, token) })
 		log.Info("admin token written", "file", s.AdminTokenFile)
 	}
-	var demoFile string
-	var demoAuth string
-	if s.Demo {
-		if demoAuth, err = setupDemo(d.ctx, rt, log); err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
+	if !s.Demo {
+		return nil
 	}
-	if demoAuth != "" { // "": the demo thread lives on another node
-		path, remove, err := writeDemoCredential(s.AdminTokenFile, demoAuth)
-		if err != nil {
-			return fmt.Errorf("demo credential file: %w", err)
-		}
-		defer remove()
-		demoFile = path
-		log.Info("demo credential written", "file", path, "thread", "demo", "instance", "demo")
+	demoAuth, err := setupDemo(ctx, srv.rt, log)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
 	}
+	if demoAuth == "" { // the demo thread lives on another node
+		return nil
+	}
+	path, remove, err := writeDemoCredential(s.AdminTokenFile, demoAuth)
+	if err != nil {
+		return fmt.Errorf("demo credential file: %w", err)
+	}
+	srv.undo = append(srv.undo, remove)
+	srv.demoFile = path
+	log.Info("demo credential written", "file", path, "thread", "demo", "instance", "demo")
+	return nil
+}
 
-	var h health
-	if s.clustered() {
-		h.serving = func() bool { return rt.Node().Serving }
-	}
-	adminMux := &adminListener{
-		guard:   httpguard.Guard{AllowedHosts: adminAllowed},
-		health:  &h,
-		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		api:     adminAPI,
-	}
-	mcpHTTP := &http.Server{Handler: mcp, ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
-	adminHTTP := &http.Server{Handler: adminMux, ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
-	go func() { errc <- fmt.Errorf("MCP server: %w", mcpHTTP.Serve(mcpLn)) }()
-	go func() { errc <- fmt.Errorf("admin server: %w", adminHTTP.Serve(adminLn)) }()
-	h.state.Store(stateReady)
+// serve runs the MCP and admin listeners, reports ready, and waits for
+// ctx to end, a server to fail or the node to lose its cluster
+// membership. It returns nil for the first, otherwise what happened.
+func (srv *server) serve(ctx context.Context) error {
+	s, log := srv.s, srv.log
+	go func() { srv.errc <- fmt.Errorf("MCP server: %w", srv.mcpHTTP.Serve(srv.mcpLn)) }()
+	go func() { srv.errc <- fmt.Errorf("admin server: %w", srv.adminHTTP.Serve(srv.adminLn)) }()
+	srv.health.state.Store(stateReady)
+	mcpAddr, adminAddr := srv.mcpLn.Addr().String(), srv.adminLn.Addr().String()
 	readyAttrs := []any{"mcp", "http://" + urlHost(s.Listen, mcpAddr) + s.MCPPath,
-		"admin", "http://" + urlHost(s.AdminListen, adminAddr) + "/admin/v1/", "endpoint", endpoint}
-	if demoFile != "" {
-		readyAttrs = append(readyAttrs, "demo_credential", demoFile)
+		"admin", "http://" + urlHost(s.AdminListen, adminAddr) + "/admin/v1/", "endpoint", srv.endpoint}
+	if srv.demoFile != "" {
+		readyAttrs = append(readyAttrs, "demo_credential", srv.demoFile)
 	}
-	if oauthCfg.PublicOrigin != "" {
-		readyAttrs = append(readyAttrs, "oauth_issuer", oauthCfg.PublicOrigin)
+	if srv.issuer != "" {
+		readyAttrs = append(readyAttrs, "oauth_issuer", srv.issuer)
 	}
 	if s.clustered() {
-		readyAttrs = append(readyAttrs, "node", clusterCfg.Node, "internal", clusterCfg.URL)
+		readyAttrs = append(readyAttrs, "node", srv.cluster.Node, "internal", srv.cluster.URL)
 	}
 	log.Info("runtime ready", readyAttrs...)
-	if hook, ok := d.ctx.Value(readyHookKey{}).(func(mcpAddr, adminAddr string)); ok {
+	if hook, ok := ctx.Value(readyHookKey{}).(func(mcpAddr, adminAddr string)); ok {
 		hook(mcpAddr, adminAddr)
 	}
 
-	var serveErr error
 	select {
-	case <-d.ctx.Done():
+	case <-ctx.Done():
 		log.Info("shutting down", "grace", time.Duration(s.ShutdownGrace))
-	case serveErr = <-errc:
-		log.Error("server failed; shutting down", "err", serveErr)
-	case <-rt.Lost(): // nil, so never, on one node
-		serveErr = errLost
-		log.Error("node lost its cluster membership; shutting down to rejoin as a new member", "node", clusterCfg.Node, "exit_status", exitLost)
+		return nil
+	case err := <-srv.errc:
+		log.Error("server failed; shutting down", "err", err)
+		return err
+	case <-srv.rt.Lost(): // nil, so never, on one node
+		log.Error("node lost its cluster membership; shutting down to rejoin as a new member", "node", srv.cluster.Node, "exit_status", exitLost)
+		return errLost
 	}
-
-	// Graceful shutdown, within one deadline (--shutdown-grace) for all of
-	// it: not ready; no new MCP sessions and every stream closed; the MCP
-	// listener stops accepting and calls in flight finish; the sessions end
-	// (cancelling what is left); the runtime closes — revoking every
-	// credential and token, then closing provider sessions, whose agents
-	// get SIGKILL when the deadline comes. The internal listener (several
-	// nodes) serves the other nodes' confirmations until the runtime has
-	// left the cluster; the admin listener closes last: until then /readyz
-	// answers 503.
-	h.state.Store(stateShuttingDown)
-	mcp.CloseStreams()
-	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.ShutdownGrace))
-	defer cancel()
-	if hook, ok := d.ctx.Value(shutdownHookKey{}).(func(context.Context) context.Context); ok {
-		sctx = hook(sctx)
-	}
-	if err := mcpHTTP.Shutdown(sctx); err != nil {
-		log.Warn("shutdown deadline passed; closing connections", "server", "MCP", "err", err)
-		_ = mcpHTTP.Close()
-	}
-	mcp.Close()
-	closed = true
-	rtErr := rt.Shutdown(sctx)
-	if internalHTTP != nil {
-		if err := internalHTTP.Shutdown(sctx); err != nil {
-			log.Warn("shutdown deadline passed; closing connections", "server", "internal", "err", err)
-			_ = internalHTTP.Close()
-		}
-	}
-	if err := adminHTTP.Shutdown(sctx); err != nil {
-		log.Warn("shutdown deadline passed; closing connections", "server", "admin", "err", err)
-		_ = adminHTTP.Close()
-	}
-	if rtErr != nil {
-		log.Error("closing the runtime", "err", rtErr)
-		if !errors.Is(serveErr, errLost) { // a lost node's revokes may fail: it is still lost
-			return rtErr
-		}
-	}
-	if serveErr != nil {
-		return serveErr
-	}
-	log.Info("shut down")
-	return nil
 }
 
 // adminToken is $RUNTIME_ADMIN_TOKEN, or a new random one (generated).

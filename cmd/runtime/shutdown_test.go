@@ -75,8 +75,7 @@ func stubbornConfig(t *testing.T) string {
 // TestShutdownOneDeadline: on SIGTERM the whole shutdown runs within
 // --shutdown-grace. An exec agent that ignores SIGTERM (grace: an hour) is
 // killed when the shutdown's deadline comes, and until the listeners close
-// /readyz answers 503 JSON — the admin listener closes last (issue 11,
-// item 7). The test ends the deadline itself (through the shutdown hook)
+// /readyz answers 503 JSON — the admin listener closes last. The test ends the deadline itself (through the shutdown hook)
 // once it has seen the tail: the agent given SIGTERM and /readyz 503.
 func TestShutdownOneDeadline(t *testing.T) {
 	dir := t.TempDir()

@@ -11,7 +11,7 @@ import (
 	"github.com/agenthost/mcpruntime"
 )
 
-// The multi-round-trip fixtures of SEP-2322 (SCENARIOS.md §5.3). Each is
+// The multi-round-trip fixtures of SEP-2322 (conformance/SCENARIOS.md §5.3). Each is
 // one handler for both eras: it reads the answers it has (Input) and its
 // own state (State), and returns InputRequired for what it still needs.
 

@@ -308,7 +308,8 @@ func TestManyWatchersOneKey(t *testing.T) {
 // TestEndedWatchesLeaveNoEntry churns watches as sessions do (initialize →
 // DELETE: a watch of the owner namespace, then its stop) with expiries a day
 // away: once they have stopped, the monitor holds as many keys and timer
-// entries as before (issue 11: each cycle left a heap entry until expiry).
+// entries as before the churn: no cycle leaves a heap entry until its
+// expiry.
 func TestEndedWatchesLeaveNoEntry(t *testing.T) {
 	e := newEnv(t)
 	far := t0.Add(24 * time.Hour)

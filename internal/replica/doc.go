@@ -22,7 +22,7 @@
 // ([memdb.Store.OnCredentialsChanged], and through them the liveness
 // monitor that closes streams) run for it; only then does the applied
 // revision advance. A progress notification advances it to its header
-// revision: etcd (3.5.13 and later, see design/multinode.md §3.3)
+// revision: etcd (3.5.13 and later)
 // promises that every event up to that revision was delivered. So a
 // waiter of [Node.WaitApplied](R) returns only after the hooks of every
 // write ≤ R have run on this node.

@@ -39,7 +39,7 @@ const (
 )
 
 // TestHookStarted, when set, is called with every node Start starts,
-// before it serves: the multi-node tests (cluster/) reach the replica of
+// before it serves: the multi-node tests (tests/cluster) reach the replica of
 // a runtime's node through it, to pause or stall it. For testing.
 var TestHookStarted func(*Node)
 

@@ -13,7 +13,7 @@ import (
 	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 )
 
-// TestProcesses is the multi-process end-to-end run (issue 17): one
+// TestProcesses is the multi-process end-to-end run: one
 // embedded etcd, three `runtime serve --etcd` processes on loopback, each
 // with its own admin token and the shared secret file.
 //

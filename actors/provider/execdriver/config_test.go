@@ -182,7 +182,7 @@ func TestDurationJSON(t *testing.T) {
 
 // TestCloseBudget: the driver's close budget covers the whole grace, so a
 // grace longer than the runtime's bound on driver calls (OpenTimeout,
-// 30 s by default) is honoured rather than cut short (issue 11, item 2).
+// 30 s by default) is honoured rather than cut short.
 func TestCloseBudget(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {

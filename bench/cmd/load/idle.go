@@ -61,7 +61,7 @@ func runIdle(ctx context.Context, cfg config) (result.Result, error) {
 // server's initialize path exists before the baseline is read, as they do
 // whether the server then holds 100 sessions or 100 000. Without it those
 // ~0.75 MB of the runtime's were divided among the sessions held: ~75 B
-// per session at 10 000, ~8 at 100 000 (issue 16).
+// per session at 10 000, ~8 at 100 000.
 func warmUp(ctx context.Context, cfg config, c *mcpclient.Client, tokens []string, errs *errorCount) {
 	n := min(cfg.conns, cfg.sessions)
 	for _, s := range openSessions(ctx, c, tokens, n, n, cfg.timeout, errs) {

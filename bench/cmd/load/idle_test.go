@@ -16,7 +16,7 @@ import (
 // TestIdleBaselineIsWarm: idle reads the server's baseline only after its
 // warm-up — one session per connection opened and deleted — so what does
 // not grow with the sessions held (the connections, the server's first-use
-// state) is not counted as their cost (issue 16), and the sessions held
+// state) is not counted as their cost, and the sessions held
 // are all counted, none of the warm-up's.
 func TestIdleBaselineIsWarm(t *testing.T) {
 	srv, err := servers.New(servers.Runtime, servers.Options{
