@@ -79,6 +79,13 @@ var (
 	// ErrUnauthenticated is matched by every authentication failure; see
 	// AuthError for the reason.
 	ErrUnauthenticated = fault.ErrUnauthenticated
+	// ErrOAuthDisabled is returned by NewPairingCode when the runtime has no
+	// authorization server (OAuthConfig.PublicOrigin is empty, or an
+	// external issuer is configured).
+	ErrOAuthDisabled = fault.ErrOAuthDisabled
+	// ErrTooManyPairingCodes is returned by NewPairingCode while 100 pairing
+	// codes are outstanding.
+	ErrTooManyPairingCodes = fault.ErrTooManyPairingCodes
 )
 
 // Authentication failure reasons, in AuthError.Reason.

@@ -25,15 +25,6 @@ const (
 	DefaultRefreshTokenTTL = 30 * 24 * time.Hour
 )
 
-// ErrOAuthDisabled is returned by NewPairingCode when the runtime has no
-// authorization server (OAuthConfig.PublicOrigin is empty, or an external
-// issuer is configured).
-var ErrOAuthDisabled = errors.New("oauth sign-in is not configured")
-
-// ErrTooManyPairingCodes is returned by NewPairingCode while 100 pairing
-// codes are outstanding.
-var ErrTooManyPairingCodes = oauth.ErrTooManyPairingCodes
-
 // OAuthConfig configures sign-in for MCP clients the runtime did not
 // launch (SPEC §5c). The zero value turns it off: no authorization server,
 // no OAuth discovery in 401s.
