@@ -96,6 +96,8 @@ const (
 	AuthExpired   = credential.AuthExpired
 )
 
-// AuthError is returned by Authenticate. It matches ErrUnauthenticated;
-// AuthReason returns its reason, for the endpoint's metrics.
+// AuthError is returned by Authenticate. Its one field, Reason string, is
+// why: AuthMalformed, AuthUnknown, AuthRevoked or AuthExpired. It matches
+// ErrUnauthenticated with errors.Is; AuthReason returns Reason, for the
+// endpoint's metrics; its text is "unauthenticated: <Reason> token".
 type AuthError = credential.AuthError

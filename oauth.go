@@ -99,7 +99,15 @@ func (c OAuthConfig) withDefaults() OAuthConfig {
 }
 
 // PairingCode is a single-use code approving one OAuth sign-in with its
-// access level, to show the host's user once.
+// access level, to show the host's user once. Its fields:
+//
+//   - Code string: the code, XXXXX-XXXXX, that the user types into the
+//     consent form.
+//   - Access string: the access level the sign-in grants, "read-only" or
+//     "read-write".
+//   - ExpiresAt time.Time: past it the code is refused.
+//
+// JSON names: code, access, expiresAt.
 type PairingCode = oauth.PairingCode
 
 // newOAuth builds the authorization server or the JWT verifier of cfg,

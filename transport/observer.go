@@ -26,9 +26,9 @@ type Observer interface {
 	// naming it: "requests_per_namespace", "requests", "body_bytes",
 	// "sessions_per_namespace", "sessions", "modern_requests_per_namespace",
 	// "listen_per_namespace", "listen", or "unavailable" (the node does not
-	// serve: Options.Available).
+	// serve: Host.Available).
 	Refused(bound string)
-	// Forward is called once for every request Options.Route sent away
+	// Forward is called once for every request Host.Route sent away
 	// from this node, with its outcome: "proxied" (the home node answered;
 	// its answer went to the client), "home_gone" (Route said the home node
 	// is gone or unknown), "proxy_error" (the home node could not be
