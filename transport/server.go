@@ -16,6 +16,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/agenthost/mcpruntime/actors/session"
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/internal/liveness"
 	"github.com/agenthost/mcpruntime/internal/principal"
@@ -553,31 +554,23 @@ func (s *Server) recheck(w http.ResponseWriter, p caller, e *session.Entry) bool
 func (s *Server) credentialsChanged(rows []*memdb.Credential) {
 	s.credGen.Add(1)
 	s.flights.changed(rows, func(id string) bool {
-		c, err := s.store.Read().Credential(id)
-		return err != nil || !c.LiveAt(s.opts.Now())
+		live, _ := credential.Live(s.store.Read(), id, s.opts.Now())
+		return !live
 	})
 }
 
 // deadSince returns why p's credential no longer authenticates ("unknown":
 // removed, "revoked", "expired"), or "" while it does. The token is not
 // hashed again: when no credential changed since p was authenticated and
-// its expiry has not come, nothing can have killed it; otherwise its row is
-// read by id, one lock-free store read.
+// its expiry has not come, nothing can have killed it; otherwise the
+// ledger judges its row, read by id (credential.Dead, one lock-free store
+// read).
 func (s *Server) deadSince(p caller) string {
 	now := s.opts.Now()
 	if s.credGen.Load() == p.credGen && (p.Expires.IsZero() || now.Before(p.Expires)) {
 		return ""
 	}
-	c, err := s.store.Read().Credential(p.CredentialID)
-	switch {
-	case err != nil:
-		return "unknown"
-	case c.State != memdb.StateLive:
-		return "revoked"
-	case !c.LiveAt(now):
-		return "expired"
-	}
-	return ""
+	return credential.Dead(s.store.Read(), p.CredentialID, now)
 }
 
 // accepts reports whether the Accept header admits every media type in
