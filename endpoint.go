@@ -18,10 +18,9 @@ import (
 // from here.
 type MCPOptions = transport.Options
 
-// Observer receives the MCP endpoint's events (the metrics package
-// implements it): transport.Observer, where each method is documented.
-// Methods are called from request goroutines and MCP session actors: they
-// must be quick and safe for concurrent use.
+// Observer receives the MCP endpoint's events, for metrics (the metrics
+// package implements it): transport.Observer, where each method and its
+// concurrency rule are documented (go doc transport.Observer).
 type Observer = transport.Observer
 
 // MCPSessionInfo describes one live MCP session, for operators: its ID,
