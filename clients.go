@@ -126,7 +126,24 @@ func (r *Runtime) RevokeClient(ctx context.Context, clientID string) error {
 // CredentialEvent is one record of the audit trail of client grants
 // (SPEC §5c): issued, refreshed, rotated, revoked (with its reason),
 // audience refused, pairing and authorization failures. It carries no
-// token, code or hash.
+// token, code or hash. Its fields:
+//
+//   - Kind string: one of the Event* constants below.
+//   - Client string: the grant's id, when one is concerned.
+//   - Credential string: the id of the credential row concerned (never
+//     its token).
+//   - Access string: the grant's "read-only" or "read-write", when known.
+//   - Via string: how the grant came: "admin", "oauth" (the runtime's own
+//     authorization server) or "jwt" (an external issuer's tokens).
+//   - Reason string: why, for a revocation or a refusal: a stable
+//     snake_case word ("admin", "refresh_reused", "pkce_mismatch",
+//     "code_reused", …).
+//   - ClientName string: the OAuth client's registered name, as it gave it.
+//   - At time.Time: when it happened.
+//
+// Log(logger) writes it as one structured record, "credential event"
+// (refusals as warnings). JSON names: kind, client, credential, access,
+// via, reason, clientName, at.
 type CredentialEvent = credential.Event
 
 // Credential event kinds (CredentialEvent.Kind).

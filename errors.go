@@ -79,6 +79,13 @@ var (
 	// ErrUnauthenticated is matched by every authentication failure; see
 	// AuthError for the reason.
 	ErrUnauthenticated = fault.ErrUnauthenticated
+	// ErrOAuthDisabled is returned by NewPairingCode when the runtime has no
+	// authorization server (OAuthConfig.PublicOrigin is empty, or an
+	// external issuer is configured).
+	ErrOAuthDisabled = fault.ErrOAuthDisabled
+	// ErrTooManyPairingCodes is returned by NewPairingCode while 100 pairing
+	// codes are outstanding.
+	ErrTooManyPairingCodes = fault.ErrTooManyPairingCodes
 )
 
 // Authentication failure reasons, in AuthError.Reason.
@@ -89,6 +96,8 @@ const (
 	AuthExpired   = credential.AuthExpired
 )
 
-// AuthError is returned by Authenticate. It matches ErrUnauthenticated;
-// AuthReason returns its reason, for the endpoint's metrics.
+// AuthError is returned by Authenticate. Its one field, Reason string, is
+// why: AuthMalformed, AuthUnknown, AuthRevoked or AuthExpired. It matches
+// ErrUnauthenticated with errors.Is; AuthReason returns Reason, for the
+// endpoint's metrics; its text is "unauthenticated: <Reason> token".
 type AuthError = credential.AuthError

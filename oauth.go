@@ -25,15 +25,6 @@ const (
 	DefaultRefreshTokenTTL = 30 * 24 * time.Hour
 )
 
-// ErrOAuthDisabled is returned by NewPairingCode when the runtime has no
-// authorization server (OAuthConfig.PublicOrigin is empty, or an external
-// issuer is configured).
-var ErrOAuthDisabled = errors.New("oauth sign-in is not configured")
-
-// ErrTooManyPairingCodes is returned by NewPairingCode while 100 pairing
-// codes are outstanding.
-var ErrTooManyPairingCodes = oauth.ErrTooManyPairingCodes
-
 // OAuthConfig configures sign-in for MCP clients the runtime did not
 // launch (SPEC §5c). The zero value turns it off: no authorization server,
 // no OAuth discovery in 401s.
@@ -108,7 +99,15 @@ func (c OAuthConfig) withDefaults() OAuthConfig {
 }
 
 // PairingCode is a single-use code approving one OAuth sign-in with its
-// access level, to show the host's user once.
+// access level, to show the host's user once. Its fields:
+//
+//   - Code string: the code, XXXXX-XXXXX, that the user types into the
+//     consent form.
+//   - Access string: the access level the sign-in grants, "read-only" or
+//     "read-write".
+//   - ExpiresAt time.Time: past it the code is refused.
+//
+// JSON names: code, access, expiresAt.
 type PairingCode = oauth.PairingCode
 
 // newOAuth builds the authorization server or the JWT verifier of cfg,

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/actors/thread"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -232,7 +233,7 @@ func (r *Runtime) DeleteThread(ctx context.Context, threadID string) error {
 func (r *Runtime) Post(ctx context.Context, caller Principal, threadID, text string) (Message, error) {
 	m, err := Mutate[memdb.Message](ctx, r, caller, threadID, thread.AppendMessage{Text: text})
 	if err != nil {
-		if errors.Is(err, thread.ErrInvalidMessage) {
+		if errors.Is(err, fault.ErrInvalidMessage) {
 			return Message{}, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 		}
 		return Message{}, err

@@ -88,7 +88,29 @@ type ClientToken struct {
 
 // Principal is who a token authenticates as (SPEC §2): built from the
 // credential row the token resolved to, never from what a request claims.
-// It is the one principal type of every layer (internal/principal).
+// It is the one principal type of every layer (internal/principal). A
+// handler reads its fields:
+//
+//   - Kind string: "provider" (a provider credential, scoped to a thread
+//     and an instance) or "client" (a client grant's token).
+//   - Namespace string: "cred:<CredentialID>" or "client:<Client>"; what
+//     the caller owns (MCP sessions, listings) is keyed by it.
+//   - CredentialID string: the credential row the token resolved to.
+//   - Thread, Instance string: the provider credential's scope; "" for a
+//     client.
+//   - Client string: the client grant's id; "" for a provider.
+//   - Access string: a client grant's "read-only" or "read-write"; "" for
+//     a provider.
+//   - Audience string: the resource an OAuth-issued token is bound to
+//     (RFC 8707); "" for any.
+//   - Capabilities []string: fixed when the credential was minted
+//     (InstanceSpec.Capabilities for a provider).
+//   - Expires time.Time: when the token stops authenticating; zero for
+//     never.
+//
+// Provider() reports whether Kind is "provider". JSON names: kind,
+// namespace, credentialId, thread, instance, client, access, audience,
+// capabilities, expires.
 type Principal = principal.Principal
 
 func threadFromRecord(t *memdb.Thread) Thread {

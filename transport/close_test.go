@@ -60,8 +60,8 @@ func TestInitializeCommittingAfterCloseEndsItsSession(t *testing.T) {
 	sys := actortest.NewSystem(t)
 	obs := &closeOnEviction{}
 	srv := transport.New(f, f.store, sys, transport.Options{
-		MaxSessionsPerNamespace: 1, Now: f.clock.Now, Observer: obs, Logger: slog.New(slog.DiscardHandler),
-	})
+		MaxSessionsPerNamespace: 1, Observer: obs, Logger: slog.New(slog.DiscardHandler),
+	}, transport.Host{Now: f.clock.Now})
 	obs.srv = srv
 	c := ht.New(t, srv)
 	first := c.Initialize(tok)

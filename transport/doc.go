@@ -8,9 +8,9 @@
 //	net/http ──▶ Server.ServeHTTP ──▶ httprouter: POST / GET / DELETE on Options.Path
 //	               │ statusWriter (the status, for the Observer)
 //	               ├─ httpguard.Guard        Origin and Host (step 1)
-//	               ├─ Options.Available      the node serves, or 503 (node.go)
+//	               ├─ Host.Available         the node serves, or 503 (node.go)
 //	               ├─ Backend.Authenticate   the bearer token → principal.Principal (step 2)
-//	               ├─ Options.Route          the principal's home node: ReverseProxy there (node.go)
+//	               ├─ Host.Route             the principal's home node: ReverseProxy there (node.go)
 //	               ├─ session.Table          the MCP session by id and owner (step 3), the caps
 //	               ├─ limits                 requests and body bytes in flight (step 4)
 //	               ├─ decodeMessage          one JSON-RPC message, validated in place (step 5)
@@ -128,7 +128,7 @@
 //
 // # Several nodes
 //
-// node.go (docs/cluster.md). Options.Available is asked after the
+// node.go (docs/cluster.md). Host.Available is asked after the
 // Origin/Host guard and before authentication — a node whose credential
 // replica is not proven current cannot authenticate — and again at
 // dispatch (recheck) and wherever a stream or a 2026-07-28 call registers
@@ -136,7 +136,7 @@
 // through the liveness monitor (each stream watches its credential, so
 // ending every credential watch ends them all, by a revocation's path) and
 // cancels the 2026-07-28 calls (flights); the sessions, watched by
-// namespace, stay. Options.Route is asked right after authentication, in
+// namespace, stay. Host.Route is asked right after authentication, in
 // front, for every request of both eras: a home node elsewhere gets the
 // whole request through httputil.ReverseProxy, the body unread, answers
 // streamed (FlushInterval -1); a home node gone or unreachable is the
@@ -148,7 +148,7 @@
 //
 //   - Nothing reaches a session, its actor or a tool before steps 1–3 passed
 //     for the request's own token, and step 0 passed at dispatch.
-//   - Nothing is authenticated while Options.Available says no; nothing
+//   - Nothing is authenticated while Host.Available says no; nothing
 //     forwarded was not authenticated here first, and its home node
 //     authenticates and checks the owner again.
 //   - A foreign and an unknown session id get the same bytes; a foreign

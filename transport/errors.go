@@ -19,8 +19,8 @@ const (
 	_ failure = iota
 	// Before dispatch: no id is known, none is echoed.
 	failForbidden            // Origin or Host not allowed (step 1)
-	failUnavailable          // the node does not serve (Options.Available; before step 2, and at step 0)
-	failHomeGone             // the request's home node is gone or unreachable, and it names no session (Options.Route)
+	failUnavailable          // the node does not serve (Host.Available; before step 2, and at step 0)
+	failHomeGone             // the request's home node is gone or unreachable, and it names no session (Host.Route)
 	failNoToken              // no Authorization header (step 2); OAuth discovery added (failAuth)
 	failBadToken             // malformed header; unknown, revoked or expired token (steps 2, 0); OAuth discovery added unless provider-shaped (failAuth)
 	failUnknownSession       // unknown, ended or foreign session (steps 3, 0): the same bytes either way

@@ -140,7 +140,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 		actor.WithDeadLetterThrottleInterval(100*time.Millisecond),
 		actor.WithDeadLetterRequestLogging(false),
 	)
-	srv := transport.New(f, f.store, system, transport.Options{MaxBodyBytes: 64 << 10, Now: f.clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	srv := transport.New(f, f.store, system, transport.Options{MaxBodyBytes: 64 << 10, Logger: slog.New(slog.DiscardHandler)}, transport.Host{Now: f.clock.Now})
 	tb.Cleanup(func() {
 		srv.Close()
 		system.Shutdown()

@@ -326,19 +326,26 @@ type mcpEnv struct {
 // actor system.
 func newMCPEnv(t *testing.T, f *fake, opts transport.Options) *mcpEnv {
 	t.Helper()
+	return newMCPEnvHost(t, f, opts, transport.Host{})
+}
+
+// newMCPEnvHost is newMCPEnv with what a host wires in (the fake's clock
+// when host has none).
+func newMCPEnvHost(t *testing.T, f *fake, opts transport.Options, host transport.Host) *mcpEnv {
+	t.Helper()
 	system := actor.NewActorSystem(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
 		actor.WithDeadLetterThrottleInterval(100*time.Millisecond),
 		actor.WithDeadLetterRequestLogging(false),
 	)
 	t.Cleanup(system.Shutdown)
-	if opts.Now == nil {
-		opts.Now = f.clock.Now
+	if host.Now == nil {
+		host.Now = f.clock.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	srv := transport.New(f, f.store, system, opts)
+	srv := transport.New(f, f.store, system, opts, host)
 	return &mcpEnv{Client: ht.New(t, srv), f: f, srv: srv}
 }
 

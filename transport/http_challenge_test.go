@@ -22,7 +22,7 @@ func TestHTTPChallengeOAuthDiscovery(t *testing.T) {
 	cli, cliID := f.client("g", memdb.AccessReadOnly, 0)
 	f.revoke(provID)
 	f.revoke(cliID)
-	e := newMCPEnv(t, f, transport.Options{ResourceMetadata: metadataURL, ChallengeScope: "mcp"})
+	e := newMCPEnvHost(t, f, transport.Options{}, transport.Host{ResourceMetadata: metadataURL, ChallengeScope: "mcp"})
 	const (
 		discover = `Bearer resource_metadata="` + metadataURL + `", scope="mcp"`
 		invalid  = `Bearer error="invalid_token", resource_metadata="` + metadataURL + `", scope="mcp"`

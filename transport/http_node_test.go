@@ -76,7 +76,7 @@ func wantUnavailable(t *testing.T, what string, res *ht.Result) {
 	}
 }
 
-// TestHTTPUnavailable: while Options.Available says no, every request of
+// TestHTTPUnavailable: while Host.Available says no, every request of
 // both eras — whatever its method, good token, bad token or none — is 503
 // + Retry-After, after the Origin/Host check and before authentication (no
 // 401, no authentication failure counted), each counted as refused by the
@@ -87,7 +87,7 @@ func TestHTTPUnavailable(t *testing.T) {
 	var serving atomic.Bool
 	serving.Store(true)
 	obs := newCountObserver()
-	e := newMCPEnv(t, f, transport.Options{Available: serving.Load, Observer: obs})
+	e := newMCPEnvHost(t, f, transport.Options{Observer: obs}, transport.Host{Available: serving.Load})
 	sid := e.Initialize(tok)
 	serving.Store(false)
 
@@ -149,7 +149,7 @@ func TestHTTPUnavailableAtDispatch(t *testing.T) {
 			})
 			var serving atomic.Bool
 			serving.Store(true)
-			e := newMCPEnv(t, f, transport.Options{Available: serving.Load})
+			e := newMCPEnvHost(t, f, transport.Options{}, transport.Host{Available: serving.Load})
 			sid, h := "", ht.Headers(tok, "")
 			if msg.OnSession {
 				sid = e.Initialize(tok)
@@ -187,7 +187,7 @@ func TestHTTPCloseStreamsUnavailable(t *testing.T) {
 	modernCall := f.blocking("block", false)
 	var serving atomic.Bool
 	serving.Store(true)
-	e := newMCPEnv(t, f, transport.Options{Available: serving.Load})
+	e := newMCPEnvHost(t, f, transport.Options{}, transport.Host{Available: serving.Load})
 	sid := e.Initialize(tok)
 
 	get := e.Stream(tok, sid)
@@ -234,7 +234,7 @@ func TestHTTPCloseStreamsUnavailable(t *testing.T) {
 	})
 }
 
-// stopAfter is an Options.Available that answers true until armed, then
+// stopAfter is an Host.Available that answers true until armed, then
 // true n more times, then false: the node stops serving at a chosen check.
 // A request asks it once at admission (front), once at dispatch (recheck),
 // then once where a stream or a 2026-07-28 call registers to be ended by
@@ -258,7 +258,7 @@ func gatedEnv(t *testing.T) (*mcpEnv, string, *stopAfter) {
 	f := newFake(t)
 	_, tok := openMinted(t, f, "T", "A")
 	gate := &stopAfter{}
-	return newMCPEnv(t, f, transport.Options{Available: gate.available}), tok, gate
+	return newMCPEnvHost(t, f, transport.Options{}, transport.Host{Available: gate.available}), tok, gate
 }
 
 // wantStreamNoResponse requires that a call's stream, ended, carried its

@@ -89,7 +89,7 @@ func FuzzModernToolResultEncoding(f *testing.F) {
 			}
 			r.StructuredContent = v
 		}
-		s := &Server{opts: Options{ServerName: "fuzz <srv>", ServerVersion: "1.0"}}
+		s := &Server{opts: settings{Options: Options{ServerName: "fuzz <srv>", ServerVersion: "1.0"}}}
 		s.serverInfo, _ = json.Marshal(serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion})
 		res, err := s.modernResult(r, "complete", cache{})
 		if err != nil {

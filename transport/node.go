@@ -13,16 +13,16 @@ import (
 )
 
 // One node of several (docs/cluster.md): the endpoint serves only while
-// its node may (Options.Available), closes its streams when the node
+// its node may (Host.Available), closes its streams when the node
 // stops (CloseStreamsUnavailable), and sends each authenticated request to
-// its principal's home node (Options.Route), which serves it through
+// its principal's home node (Host.Route), which serves it through
 // ServeForwarded and repeats every check itself.
 
 // errUnavailable cancels the 2026-07-28 calls in flight when the node
 // stops serving (CloseStreamsUnavailable).
 var errUnavailable = errors.New("node unavailable")
 
-// available reports whether the node serves (Options.Available).
+// available reports whether the node serves (Host.Available).
 func (s *Server) available() bool { return s.opts.Available == nil || s.opts.Available() }
 
 // CloseStreamsUnavailable is for a node that stopped serving: every open

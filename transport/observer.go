@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// Observer receives the endpoint's events. Methods are called from
-// request goroutines and session actors: they must be quick and safe for
-// concurrent use.
+// Observer receives the endpoint's events, for metrics (the metrics
+// package implements it; the module root's Observer is this type). Methods
+// are called from request goroutines and MCP session actors: they must be
+// quick and safe for concurrent use.
 type Observer interface {
 	// Request is called once per request with its protocol era ("modern":
 	// its MCP-Protocol-Version header is 2026-07-28; "session" otherwise),
@@ -16,19 +17,22 @@ type Observer interface {
 	// ended).
 	Request(era, method string, status int, d time.Duration)
 	// AuthFailure is called for every 401, with a reason: "missing",
-	// "malformed_header", or the backend's (see AuthReasoner).
+	// "malformed_header", or the backend's error's (AuthReasoner; the
+	// module root's: an AuthError's Reason), "invalid" for an error that
+	// gives none.
 	AuthFailure(reason string)
-	// SessionOpened and SessionClosed bracket every session; the close
-	// reason is one of the session package's Reason constants.
+	// SessionOpened and SessionClosed bracket every MCP session; the close
+	// reason is one of the session package's Reason constants: "delete",
+	// "idle", "cap", "revoke" or "shutdown".
 	SessionOpened()
 	SessionClosed(reason string)
 	// Refused is called for every request a bound refused (429, 503),
 	// naming it: "requests_per_namespace", "requests", "body_bytes",
 	// "sessions_per_namespace", "sessions", "modern_requests_per_namespace",
-	// "listen_per_namespace", "listen", or "unavailable" (the node does not
-	// serve: Options.Available).
+	// "listen_per_namespace", "listen", or "unavailable" (a node of several
+	// that does not serve: Host.Available; SPEC §5d.2).
 	Refused(bound string)
-	// Forward is called once for every request Options.Route sent away
+	// Forward is called once for every request Host.Route sent away
 	// from this node, with its outcome: "proxied" (the home node answered;
 	// its answer went to the client), "home_gone" (Route said the home node
 	// is gone or unknown), "proxy_error" (the home node could not be

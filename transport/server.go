@@ -16,6 +16,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/agenthost/mcpruntime/actors/session"
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/internal/liveness"
 	"github.com/agenthost/mcpruntime/internal/principal"
@@ -31,8 +32,10 @@ type caller struct {
 	credGen uint64
 }
 
-// Options are the endpoint's settings. Zero values mean the defaults
-// given on each field.
+// Options are the endpoint's settings that an embedder chooses; the module
+// root's MCPOptions is this type. Zero values mean the defaults given on
+// each field. What the program hosting the endpoint wires in itself (its
+// clock, its node's place among several, its OAuth discovery) is Host.
 type Options struct {
 	// Path of the MCP endpoint. Zero: "/mcp".
 	Path string
@@ -48,7 +51,7 @@ type Options struct {
 	// DisableHostCheck turns the Host check off (a server bound beyond
 	// loopback behind a proxy that checks it).
 	DisableHostCheck bool
-	// MaxBodyBytes bounds a POST body. Zero: 4 MiB.
+	// MaxBodyBytes bounds a POST body (413). Zero: 4 MiB.
 	MaxBodyBytes int64
 	// BodyTimeout bounds how long a POST body may take to arrive once its
 	// headers were admitted: the endpoint sets the connection's read
@@ -74,7 +77,7 @@ type Options struct {
 	// length chunk by chunk as it grows. A body that does not fit gets 503
 	// + Retry-After. Zero: 64 MiB; raised to MaxBodyBytes if lower.
 	MaxBodyBytesInFlight int64
-	// IdleTimeout ends a session with nothing in flight for this long.
+	// IdleTimeout ends an MCP session with nothing in flight for this long.
 	// Zero: 30 min; negative: never.
 	IdleTimeout time.Duration
 	// MaxSessionsPerNamespace: the next initialize evicts the namespace's
@@ -84,24 +87,26 @@ type Options struct {
 	MaxSessions int
 	// KeepAlive is the interval of SSE keep-alive comments. Zero: 25 s.
 	KeepAlive time.Duration
-	// ReplayEvents bounds the SSE events a session keeps for its clients
-	// to resume their streams (GET with Last-Event-ID): the events of
-	// streams not delivered to completion, in all of the session's
-	// streams; past it the oldest goes (the newest always stays). The
-	// standalone stream's notifications wait there too. Zero: 256.
+	// ReplayEvents bounds the SSE events an MCP session keeps for its
+	// client to resume its streams (GET with Last-Event-ID; 2025-11-25
+	// resumable streams): the events of streams not delivered to
+	// completion, in all of the session's streams; past it the oldest goes
+	// (the newest always stays). The notifications waiting for the
+	// standalone stream (list changes, resource updates) wait there too.
+	// Zero: 256.
 	ReplayEvents int
 	// ReplayBytes bounds the bytes of those events the same way. Zero:
 	// 1 MiB.
 	ReplayBytes int
-	// MaxSubscriptions bounds the resources one session may subscribe
+	// MaxSubscriptions bounds the resources one MCP session may subscribe
 	// (resources/subscribe); past it a subscribe is refused. Zero: 256.
 	MaxSubscriptions int
-
 	// AskTimeout bounds how long a request waits for its client's answers
-	// to one round of the runtime's requests to it (elicitation/create,
-	// sampling/createMessage, roots/list; 2025 sessions): past it the
-	// unanswered ones are cancelled (notifications/cancelled) and the
-	// request fails (a tools/call with an isError result). Zero: 60 s.
+	// to one round of the runtime's requests to it — a handler's
+	// InputRequired asked over a 2025 session's stream (elicitation/create,
+	// sampling/createMessage, roots/list): past it the unanswered ones are
+	// cancelled (notifications/cancelled to the client) and the request
+	// fails (a tools/call with an isError result). Zero: 60 s.
 	AskTimeout time.Duration
 	// MaxModernRequestsPerNamespace bounds the 2026-07-28 requests of one
 	// namespace in flight at once (listen streams not counted), within
@@ -114,23 +119,37 @@ type Options struct {
 	// MaxListenStreams bounds the open listen streams in all; the next gets
 	// 503 + Retry-After. Zero: 10 000.
 	MaxListenStreams int
-	// RequestStateTTL is how long a requestState of an input_required
-	// result stays good for its retry. Zero: 5 min.
+	// RequestStateTTL is how long the requestState of a 2026-07-28
+	// input_required result stays good for its retry. Zero: 5 min.
 	RequestStateTTL time.Duration
 	// RetryAfter is the Retry-After of 429 and 503 answers. Zero: 1 s.
 	RetryAfter time.Duration
-	// ActorTimeout bounds each request to a session actor. Zero: 5 s.
+	// ActorTimeout bounds each request to an MCP session actor. Zero: 5 s.
 	ActorTimeout time.Duration
-	// ServerName and ServerVersion go into the initialize result.
+	// ServerName and ServerVersion go into the initialize result (and the
+	// serverInfo of every 2026-07-28 result). Zero: "mcpruntime", "0.1.0".
 	ServerName    string
 	ServerVersion string
+	// ListPageSize is the number of entries of one page of tools/list,
+	// resources/list, resources/templates/list and prompts/list; the rest
+	// follows with nextCursor. The Backend pages its lists, so it is the
+	// Backend that reads it (the module root's does). Zero: 100.
+	ListPageSize int
+	// Logger receives the endpoint's logs. Nil: slog.Default(); the module
+	// root's MCPHandler: the runtime's Config.Logger.
+	Logger *slog.Logger
+	// Observer is told about requests, authentication failures, MCP
+	// sessions and the bounds' refusals, for metrics. Nil: nobody.
+	Observer Observer
+}
+
+// Host is what the program hosting the endpoint wires into it itself, never
+// an embedder's choice: the module root's MCPHandler fills it from the
+// runtime's Config. The zero Host is one node with the real clock and no
+// OAuth discovery.
+type Host struct {
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
-	// Logger. Nil: slog.Default().
-	Logger *slog.Logger
-	// Observer is told about requests, authentication failures and session
-	// lifecycles, for metrics. Nil: nobody.
-	Observer Observer
 	// ResourceMetadata is the URL of the endpoint's OAuth protected-resource
 	// metadata (RFC 9728). Set, a 401 about a request without a token or
 	// with one that is not provider-shaped carries it in WWW-Authenticate
@@ -163,7 +182,13 @@ type Options struct {
 	ForwardHeader http.Header
 }
 
-func (o Options) withDefaults() Options {
+// settings are an endpoint's Options and Host, defaults filled in.
+type settings struct {
+	Options
+	Host
+}
+
+func (o settings) withDefaults() settings {
 	if o.Path == "" {
 		o.Path = "/mcp"
 	}
@@ -251,7 +276,7 @@ func (o Options) withDefaults() Options {
 
 // Server is the MCP Streamable HTTP endpoint. It is an http.Handler.
 type Server struct {
-	opts    Options
+	opts    settings
 	backend Backend
 	store   *memdb.Store
 	root    *actor.RootContext
@@ -261,7 +286,7 @@ type Server struct {
 	// originHost is the DNS-rebinding guard built from opts.
 	originHost httpguard.Guard
 	// challenge is the OAuth discovery a 401 adds to WWW-Authenticate
-	// (Options.ResourceMetadata); "" for none.
+	// (Host.ResourceMetadata); "" for none.
 	challenge string
 	limits    limits
 	live      *liveness.Monitor // session owners and stream credentials
@@ -287,15 +312,15 @@ type Server struct {
 	initResults atomic.Pointer[initResults]
 	listeners   listeners
 	sealer      *sealer
-	// proxy forwards requests to their home node (Options.Route); nil
+	// proxy forwards requests to their home node (Host.Route); nil
 	// without a Route.
 	proxy *forwarder
 }
 
 // New returns the endpoint. Sessions are actors of system; their records
 // live in store.
-func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options) *Server {
-	s := &Server{opts: opts.withDefaults(), backend: b, store: store, root: system.Root}
+func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options, host Host) *Server {
+	s := &Server{opts: settings{Options: opts, Host: host}.withDefaults(), backend: b, store: store, root: system.Root}
 	if s.opts.ResourceMetadata != "" {
 		s.challenge = `resource_metadata="` + s.opts.ResourceMetadata + `"`
 		if s.opts.ChallengeScope != "" {
@@ -457,12 +482,8 @@ func (s *Server) Sessions() int { return s.sessions.Count() }
 // answered (listen streams not included: ListenStreams counts those).
 func (s *Server) ModernCallsInFlight() int { return s.flights.count() }
 
-// SessionInfo describes one live MCP session, for operators. It carries no
-// token and no credential secret.
-type SessionInfo = session.Summary
-
 // SessionInfos lists the live sessions, ordered by id.
-func (s *Server) SessionInfos() []SessionInfo { return s.sessions.Summaries() }
+func (s *Server) SessionInfos() []session.Summary { return s.sessions.Summaries() }
 
 // guard is SPEC §5 step 1: Origin and Host, by the guard the admin
 // listener shares.
@@ -533,31 +554,23 @@ func (s *Server) recheck(w http.ResponseWriter, p caller, e *session.Entry) bool
 func (s *Server) credentialsChanged(rows []*memdb.Credential) {
 	s.credGen.Add(1)
 	s.flights.changed(rows, func(id string) bool {
-		c, err := s.store.Read().Credential(id)
-		return err != nil || !c.LiveAt(s.opts.Now())
+		live, _ := credential.Live(s.store.Read(), id, s.opts.Now())
+		return !live
 	})
 }
 
 // deadSince returns why p's credential no longer authenticates ("unknown":
 // removed, "revoked", "expired"), or "" while it does. The token is not
 // hashed again: when no credential changed since p was authenticated and
-// its expiry has not come, nothing can have killed it; otherwise its row is
-// read by id, one lock-free store read.
+// its expiry has not come, nothing can have killed it; otherwise the
+// ledger judges its row, read by id (credential.Dead, one lock-free store
+// read).
 func (s *Server) deadSince(p caller) string {
 	now := s.opts.Now()
 	if s.credGen.Load() == p.credGen && (p.Expires.IsZero() || now.Before(p.Expires)) {
 		return ""
 	}
-	c, err := s.store.Read().Credential(p.CredentialID)
-	switch {
-	case err != nil:
-		return "unknown"
-	case c.State != memdb.StateLive:
-		return "revoked"
-	case !c.LiveAt(now):
-		return "expired"
-	}
-	return ""
+	return credential.Dead(s.store.Read(), p.CredentialID, now)
 }
 
 // accepts reports whether the Accept header admits every media type in

@@ -35,7 +35,7 @@ func TestIdleSweepBeforeAnyRequest(t *testing.T) {
 		}
 		return time.Now()
 	}
-	srv := transport.New(nil, store, sys, transport.Options{IdleTimeout: time.Millisecond, Now: now, Logger: discard})
+	srv := transport.New(nil, store, sys, transport.Options{IdleTimeout: time.Millisecond, Logger: discard}, transport.Host{Now: now})
 	defer srv.Close()
 	for len(ticks) > 0 { // clock reads of New itself, if any
 		<-ticks

@@ -123,7 +123,7 @@ func (a *grantActor) live(ctx actor.Context) {
 }
 
 // stop ends the actor once its grant is revoked. Poison, not Stop:
-// messages already queued are answered (with ErrNotFound) before the actor
+// messages already queued are answered (with fault.ErrUnknownClient) before the actor
 // goes.
 func (a *grantActor) stop(ctx actor.Context) {
 	a.behavior.Become(a.revoked)
@@ -143,7 +143,7 @@ func (a *grantActor) event(kind, credentialID, reason string) {
 // revoked is the grant's behaviour once revoked, until the actor is gone.
 func (a *grantActor) revoked(ctx actor.Context) {
 	if msg, ok := ctx.Message().(Message); ok {
-		ctx.Respond(msg.fail(fault.New(fault.UnknownClient, "client %s: %v", a.cfg.ID, ErrNotFound)))
+		ctx.Respond(msg.fail(fault.New(fault.UnknownClient, "client %s: %v", a.cfg.ID, fault.ErrUnknownClient)))
 	}
 }
 

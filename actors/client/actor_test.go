@@ -13,6 +13,7 @@ import (
 
 	"github.com/agenthost/mcpruntime/actors/client"
 	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -184,8 +185,8 @@ func TestRevoke(t *testing.T) {
 }
 
 // TestRevokeAnswersQueuedMessages: messages already queued behind a Revoke
-// get ErrNotFound (client.ErrNotFound: "its actor answers this until it has
-// stopped"), not silence until the caller's timeout.
+// get fault.ErrUnknownClient (its actor answers it until it has
+// stopped), not silence until the caller's timeout.
 func TestRevokeAnswersQueuedMessages(t *testing.T) {
 	e := newEnv(t)
 	pid := e.spawn("g1", grantOpts{ttl: time.Hour})
@@ -206,11 +207,11 @@ func TestRevokeAnswersQueuedMessages(t *testing.T) {
 	for i, f := range fs {
 		res, err := f.Result()
 		if err != nil {
-			t.Errorf("%T queued behind Revoke: %v, want a reply carrying ErrNotFound", queued[i], err)
+			t.Errorf("%T queued behind Revoke: %v, want a reply carrying ErrUnknownClient", queued[i], err)
 			continue
 		}
-		if got := errOf(res); !errors.Is(got, client.ErrNotFound) {
-			t.Errorf("%T queued behind Revoke = %v, want ErrNotFound", queued[i], got)
+		if got := errOf(res); !errors.Is(got, fault.ErrUnknownClient) {
+			t.Errorf("%T queued behind Revoke = %v, want ErrUnknownClient", queued[i], got)
 		}
 	}
 	// Nothing was issued after the revocation.

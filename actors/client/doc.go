@@ -18,7 +18,7 @@
 //
 // Every request carries its deadline and every reply its outcome as a
 // fault.Fault (plain data). The grant's phases are behaviours: live, then
-// revoked, when every request is answered ErrNotFound until the actor is
+// revoked, when every request is answered fault.ErrUnknownClient until the actor is
 // gone.
 //
 // Tokens expire a fixed TTL after issue; a refresh does not extend older

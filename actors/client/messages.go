@@ -8,10 +8,6 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// ErrNotFound is returned once a grant is revoked (its actor answers this
-// until it has stopped).
-var ErrNotFound = fault.ErrUnknownClient
-
 // Message is the client-grant actor's protocol. Every message is a request
 // that carries its deadline and is answered by one reply whose outcome is
 // a fault.Fault; fail builds the reply that reports f.

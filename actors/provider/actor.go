@@ -171,7 +171,7 @@ func (a *instanceActor) running(ctx actor.Context) {
 // stopping is the instance's behaviour once CloseAll came: nothing opens
 // any more; everything else is handled as before.
 func (a *instanceActor) stopping(ctx actor.Context) {
-	stop := fault.New(fault.InstanceStopping, "provider instance %s: %v", a.cfg.Instance.ID, ErrStopping)
+	stop := fault.New(fault.InstanceStopping, "provider instance %s: %v", a.cfg.Instance.ID, fault.ErrInstanceStopping)
 	switch ctx.Message().(type) {
 	case *AcquireSession:
 		ctx.Respond(&SessionAcquired{Fault: stop})

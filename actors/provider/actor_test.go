@@ -345,8 +345,8 @@ func TestCloseSession(t *testing.T) {
 	}
 
 	again := actortest.Ask[*provider.CloseSessionResult](t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
-	if !errors.Is(again.Err(), provider.ErrUnknownSession) {
-		t.Errorf("second CloseSession(ps_1) = %v, want ErrUnknownSession", again.Err())
+	if !errors.Is(again.Err(), fault.ErrUnknownProviderSession) {
+		t.Errorf("second CloseSession(ps_1) = %v, want ErrUnknownProviderSession", again.Err())
 	}
 }
 
@@ -493,8 +493,8 @@ func TestCloseAll(t *testing.T) {
 	if n := len(e.waitEvents(3)); n != 3 {
 		t.Errorf("%d SessionClosed events, want 3", n)
 	}
-	if r := e.open(pid, "ps_4", binding("t4", "c4")); !errors.Is(r.Err(), provider.ErrStopping) {
-		t.Errorf("OpenSession after CloseAll = %v, want ErrStopping", r.Err())
+	if r := e.open(pid, "ps_4", binding("t4", "c4")); !errors.Is(r.Err(), fault.ErrInstanceStopping) {
+		t.Errorf("OpenSession after CloseAll = %v, want ErrInstanceStopping", r.Err())
 	}
 	// Nothing left: answered at once.
 	if r := actortest.Ask[*provider.CloseAllResult](t, e.root, pid, &provider.CloseAll{Reason: provider.ReasonShutdown}); len(r.Sessions) != 0 {
@@ -606,7 +606,7 @@ func TestOpenBoundedByOpTimeout(t *testing.T) {
 
 // TestCloseSessionWhileOpening: a session closed before its open finished
 // is closed once it has opened, and its open is answered with
-// ErrUnknownSession.
+// ErrUnknownProviderSession.
 func TestCloseSessionWhileOpening(t *testing.T) {
 	e := newEnv(t)
 	inner, err := e.inproc.Factory()("a", nil)
@@ -638,8 +638,8 @@ func TestCloseSessionWhileOpening(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenSession: %v", err)
 	}
-	if r := res.(*provider.OpenSessionResult); !errors.Is(r.Err(), provider.ErrUnknownSession) {
-		t.Errorf("OpenSession of an aborted session = %+v, want ErrUnknownSession", r)
+	if r := res.(*provider.OpenSessionResult); !errors.Is(r.Err(), fault.ErrUnknownProviderSession) {
+		t.Errorf("OpenSession of an aborted session = %+v, want ErrUnknownProviderSession", r)
 	}
 	res, err = fClose.Result()
 	if err != nil {

@@ -33,7 +33,7 @@ type childWait struct {
 func (a *instanceActor) closeSession(ctx actor.Context, msg *CloseSession) {
 	c := a.children[msg.SessionID]
 	if c == nil || c.phase == closing || c.phase == failed {
-		ctx.Respond(&CloseSessionResult{Fault: fault.New(fault.UnknownProviderSession, "close %s: %v", msg.SessionID, ErrUnknownSession)})
+		ctx.Respond(&CloseSessionResult{Fault: fault.New(fault.UnknownProviderSession, "close %s: %v", msg.SessionID, fault.ErrUnknownProviderSession)})
 		return
 	}
 	reply := ctx.Sender()

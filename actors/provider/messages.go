@@ -6,19 +6,6 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// Errors returned in the provider actor's replies, defined once in
-// internal/fault.
-var (
-	// ErrUnknownSession is returned for a provider session id that is not
-	// open on this instance.
-	ErrUnknownSession = fault.ErrUnknownProviderSession
-	// ErrExclusive is returned when a thread is attached to an exclusive
-	// session that already serves another thread.
-	ErrExclusive = fault.ErrExclusiveSession
-	// ErrStopping is returned once the instance is shutting down.
-	ErrStopping = fault.ErrInstanceStopping
-)
-
 // Close reasons, in SessionClosed events and memdb.ProviderSession.CloseReason.
 const (
 	ReasonReleased = "released" // the host released it

@@ -180,7 +180,7 @@ func (a *instanceActor) attached(ctx actor.Context, seq uint64, id string, f fau
 	delete(a.attaches, seq)
 	c := a.children[id]
 	if f.OK() && (c == nil || c.phase != open) {
-		f = fault.New(fault.UnknownProviderSession, "attach to %s: %v: closed meanwhile", id, ErrUnknownSession)
+		f = fault.New(fault.UnknownProviderSession, "attach to %s: %v: closed meanwhile", id, fault.ErrUnknownProviderSession)
 	}
 	if f.OK() {
 		r, b := &c.record, op.binding
@@ -250,5 +250,5 @@ func (c *child) closedWhileOpening() fault.Fault {
 	if !c.openFault.OK() {
 		return c.openFault
 	}
-	return fault.New(fault.UnknownProviderSession, "open %s: %v: closed while opening", c.id, ErrUnknownSession)
+	return fault.New(fault.UnknownProviderSession, "open %s: %v: closed while opening", c.id, fault.ErrUnknownProviderSession)
 }

@@ -290,8 +290,8 @@ func TestReleaseAsksEachThreadOnce(t *testing.T) {
 		{name: "released twice", hold: true, end: func(e *env, pid *actor.PID, answer func()) {
 			first := e.root.RequestFuture(pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased}, actortest.Timeout)
 			again := actortest.Ask[*provider.CloseSessionResult](e.t, e.root, pid, &provider.CloseSession{SessionID: "ps_1", Reason: provider.ReasonReleased})
-			if !errors.Is(again.Err(), provider.ErrUnknownSession) {
-				e.t.Errorf("second release = %v, want ErrUnknownSession", again.Err())
+			if !errors.Is(again.Err(), fault.ErrUnknownProviderSession) {
+				e.t.Errorf("second release = %v, want ErrUnknownProviderSession", again.Err())
 			}
 			answer()
 			if _, err := first.Result(); err != nil {

@@ -86,8 +86,6 @@ func (a *mcpSessionActor) live(ctx actor.Context) {
 		ctx.Respond(&Started{})
 	case *CloseStream:
 		a.e.closeStream()
-	case *GetInfo:
-		ctx.Respond(a.info())
 	case *Delete:
 		a.end(ctx, msg.Reason)
 		ctx.Respond(&Deleted{})
@@ -124,17 +122,7 @@ func (a *mcpSessionActor) refuse(ctx actor.Context) {
 		ctx.Respond(&Started{Ended: true})
 	case *Delete:
 		ctx.Respond(&Deleted{AlreadyEnded: true})
-	case *GetInfo:
-		ctx.Respond(&Info{ID: a.id(), Ended: true})
 	}
-}
-
-// id is the session's id; "" before Start found its Entry.
-func (a *mcpSessionActor) id() string {
-	if a.e == nil {
-		return ""
-	}
-	return a.e.id
 }
 
 func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
@@ -155,19 +143,6 @@ func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
 	if a.cfg.WatchOwner != nil {
 		root, self := ctx.ActorSystem().Root, ctx.Self()
 		a.stopWatch = a.cfg.WatchOwner(owner.Namespace, func() { root.Send(self, &ownerDead{}) })
-	}
-}
-
-func (a *mcpSessionActor) info() *Info {
-	return &Info{
-		ID:              a.e.id,
-		Owner:           a.e.Owner(),
-		ProtocolVersion: a.e.version,
-		Initialized:     a.e.Initialized(),
-		InFlight:        a.e.InFlight(),
-		StreamOpen:      a.e.StreamOpen(),
-		Created:         a.e.Created(),
-		LastActive:      a.e.Last(),
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // list's node each, ~170 B with the mailbox); this one holds its queues
 // only while messages wait: 56 bytes, one 64-byte object, between them.
 //
-// A session's messages are few (Start, Initialized, GetInfo, its end), so
+// A session's messages are few (Start, CloseStream, IdleCheck, its end), so
 // one mutex for both queues costs nothing that matters.
 type mailbox struct {
 	status    atomic.Int32 // idle or running: scheduled on the dispatcher

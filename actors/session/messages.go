@@ -1,9 +1,6 @@
 package session
 
-import (
-	"errors"
-	"time"
-)
+import "errors"
 
 // ErrClosed is the answer of a session that is ending or has ended; the
 // endpoint answers 404, as for an unknown session.
@@ -68,22 +65,6 @@ type Delete struct{ Reason string }
 // Deleted answers Delete. AlreadyEnded: the session had ended before it.
 type Deleted struct{ AlreadyEnded bool }
 
-// GetInfo asks for the session's state. Answered by *Info.
-type GetInfo struct{}
-
-// Info answers GetInfo. Ended: the session has ended (only ID is set).
-type Info struct {
-	ID              string
-	Owner           Owner
-	ProtocolVersion string
-	Initialized     bool
-	InFlight        int
-	StreamOpen      bool
-	Created         time.Time
-	LastActive      time.Time
-	Ended           bool
-}
-
 // ownerDead is sent by the watcher when the owner namespace has no live
 // credential left.
 type ownerDead struct{}
@@ -93,5 +74,4 @@ func (*Started) sessionMessage()     {}
 func (*IdleCheck) sessionMessage()   {}
 func (*CloseStream) sessionMessage() {}
 func (*Delete) sessionMessage()      {}
-func (*GetInfo) sessionMessage()     {}
 func (*ownerDead) sessionMessage()   {}

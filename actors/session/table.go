@@ -329,14 +329,16 @@ func (t *Table) CloseAll() []*Entry {
 	return out
 }
 
-// Summary describes one live MCP session, for operators. It carries no
-// token and no credential secret.
+// Summary describes one live MCP session, for operators: the one view of
+// a live session, built by Summaries from its Entry. It carries no token
+// and no credential secret. The module root serves it as MCPSessionInfo,
+// in the admin API's JSON too.
 type Summary struct {
-	ID         string
-	Owner      string // namespace
-	Created    time.Time
-	LastActive time.Time
-	Busy       bool // a call in flight or a stream open
+	ID         string    `json:"id"`
+	Owner      string    `json:"owner"` // namespace
+	Created    time.Time `json:"created,omitzero"`
+	LastActive time.Time `json:"lastActive,omitzero"`
+	Busy       bool      `json:"busy"` // a call in flight or a stream open
 }
 
 // Summaries lists the live sessions, ordered by id.

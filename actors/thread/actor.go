@@ -117,7 +117,7 @@ func (a *threadActor) active(ctx actor.Context) {
 // deleted is the thread's behaviour once Delete removed it, until the
 // actor is gone: every request is answered "unknown thread".
 func (a *threadActor) deleted(ctx actor.Context) {
-	gone := fault.New(fault.UnknownThread, "thread %s: %v", a.cfg.ID, ErrNotFound)
+	gone := fault.New(fault.UnknownThread, "thread %s: %v", a.cfg.ID, fault.ErrUnknownThread)
 	switch msg := ctx.Message().(type) {
 	case Message:
 		ctx.Respond(msg.fail(gone))
@@ -152,7 +152,7 @@ func (a *threadActor) load() (*memdb.Thread, error) {
 func loadThread(r *memdb.Reader, id string) (*memdb.Thread, error) {
 	t, err := r.Thread(id)
 	if errors.Is(err, memdb.ErrNotFound) {
-		return nil, fmt.Errorf("thread %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("thread %s: %w", id, fault.ErrUnknownThread)
 	}
 	return t, err
 }
@@ -164,7 +164,7 @@ func (a *threadActor) loadActive(w *memdb.Writer) (*memdb.Thread, error) {
 		return nil, err
 	}
 	if t.Status != memdb.ThreadActive {
-		return nil, fmt.Errorf("thread %s: %w", a.cfg.ID, ErrArchived)
+		return nil, fmt.Errorf("thread %s: %w", a.cfg.ID, fault.ErrArchivedThread)
 	}
 	return t, nil
 }
@@ -172,7 +172,7 @@ func (a *threadActor) loadActive(w *memdb.Writer) (*memdb.Thread, error) {
 func (a *threadActor) instance(r *memdb.Reader, id string) (*memdb.Instance, error) {
 	inst, err := r.Instance(id)
 	if errors.Is(err, memdb.ErrNotFound) {
-		return nil, fmt.Errorf("instance %q: %w", id, ErrUnknownInstance)
+		return nil, fmt.Errorf("instance %q: %w", id, fault.ErrUnknownInstance)
 	}
 	return inst, err
 }

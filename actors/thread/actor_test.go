@@ -17,6 +17,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/internal/token"
@@ -318,8 +319,8 @@ func TestOpenProviderSessionRefused(t *testing.T) {
 		archive  bool
 		wantErr  error
 	}{
-		{name: "archived thread", instance: "a", archive: true, wantErr: thread.ErrArchived},
-		{name: "unknown instance", instance: "nope", wantErr: thread.ErrUnknownInstance},
+		{name: "archived thread", instance: "a", archive: true, wantErr: fault.ErrArchivedThread},
+		{name: "unknown instance", instance: "nope", wantErr: fault.ErrUnknownInstance},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
@@ -419,7 +420,7 @@ func TestSwitchProvider(t *testing.T) {
 
 	// An unknown instance changes nothing.
 	res = actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "nope"})
-	if !errors.Is(res.Err(), thread.ErrUnknownInstance) {
+	if !errors.Is(res.Err(), fault.ErrUnknownInstance) {
 		t.Errorf("SwitchProvider(nope) = %v, want ErrUnknownInstance", res.Err())
 	}
 	if th := e.thread(pid); th.Instance != "b" || th.Run == nil {
@@ -473,7 +474,7 @@ func TestRotate(t *testing.T) {
 		t.Errorf("open after rotate = %+v, want reuse of %s with %s", again, ra.SessionID, res.CredentialID)
 	}
 
-	if r := actortest.Ask[*thread.RotateResult](t, e.root, pid, &thread.Rotate{Instance: "nope"}); !errors.Is(r.Err(), thread.ErrUnknownInstance) {
+	if r := actortest.Ask[*thread.RotateResult](t, e.root, pid, &thread.Rotate{Instance: "nope"}); !errors.Is(r.Err(), fault.ErrUnknownInstance) {
 		t.Errorf("Rotate(nope) = %v, want ErrUnknownInstance", r.Err())
 	}
 }
@@ -491,14 +492,14 @@ func TestStartRunEndRun(t *testing.T) {
 		wantErr error
 		wantRun bool // the thread has an active run afterwards
 	}{
-		{name: "no current instance", msg: &thread.StartRun{Instance: "a"}, wantErr: thread.ErrNotCurrent},
+		{name: "no current instance", msg: &thread.StartRun{Instance: "a"}, wantErr: fault.ErrNotCurrentInstance},
 		{name: "switch to a", msg: &thread.SwitchProvider{Instance: "a"}},
-		{name: "not the current instance", msg: &thread.StartRun{Instance: "b"}, wantErr: thread.ErrNotCurrent},
+		{name: "not the current instance", msg: &thread.StartRun{Instance: "b"}, wantErr: fault.ErrNotCurrentInstance},
 		{name: "start", msg: &thread.StartRun{Instance: "a"}, wantRun: true},
-		{name: "start while active", msg: &thread.StartRun{Instance: "a"}, wantErr: thread.ErrRunActive, wantRun: true},
-		{name: "end another run", msg: &thread.EndRun{RunID: "run_other"}, wantErr: thread.ErrNoRun, wantRun: true},
+		{name: "start while active", msg: &thread.StartRun{Instance: "a"}, wantErr: fault.ErrRunActive, wantRun: true},
+		{name: "end another run", msg: &thread.EndRun{RunID: "run_other"}, wantErr: fault.ErrNoRun, wantRun: true},
 		{name: "end it by id", msg: &thread.EndRun{RunID: "$last"}},
-		{name: "end with none active", msg: &thread.EndRun{}, wantErr: thread.ErrNoRun},
+		{name: "end with none active", msg: &thread.EndRun{}, wantErr: fault.ErrNoRun},
 		{name: "start again", msg: &thread.StartRun{Instance: "a"}, wantRun: true},
 		{name: "end whichever", msg: &thread.EndRun{}},
 	}
@@ -571,7 +572,7 @@ func TestTouchAndExpiry(t *testing.T) {
 
 	caller := principal.Principal{Kind: memdb.KindProvider, CredentialID: first.CredentialID, Namespace: "cred:" + first.CredentialID, Thread: "T", Instance: "a"}
 	r := actortest.Ask[*thread.MutateResult](t, e.root, pid, &thread.Mutate{Caller: caller, Effect: &thread.AppendMessage{Text: "late"}})
-	if !errors.Is(r.Err(), thread.ErrNotLive) {
+	if !errors.Is(r.Err(), fault.ErrNotLive) {
 		t.Errorf("Mutate with an expired credential during run %s = %v, want ErrNotLive", run, r.Err())
 	}
 
@@ -650,16 +651,16 @@ func TestMutate(t *testing.T) {
 	}{
 		{name: "live caller on its own thread", target: pid, caller: live, text: "hello"},
 		{name: "live caller on another thread", target: other, caller: live, text: "over there"},
-		{name: "caller of another instance", target: pid, caller: providerCaller(rb.CredentialID, "b"), text: "x", wantErr: thread.ErrNotLive},
-		{name: "caller claiming the run's instance", target: pid, caller: providerCaller(rb.CredentialID, "a"), text: "x", wantErr: thread.ErrNotLive},
-		{name: "read-only client", target: pid, caller: clientCaller("ro", memdb.AccessReadOnly), text: "x", wantErr: thread.ErrReadOnly},
-		{name: "read-only client claiming read-write", target: pid, caller: clientCaller("ro", memdb.AccessReadWrite), text: "x", wantErr: thread.ErrReadOnly},
+		{name: "caller of another instance", target: pid, caller: providerCaller(rb.CredentialID, "b"), text: "x", wantErr: fault.ErrNotLive},
+		{name: "caller claiming the run's instance", target: pid, caller: providerCaller(rb.CredentialID, "a"), text: "x", wantErr: fault.ErrNotLive},
+		{name: "read-only client", target: pid, caller: clientCaller("ro", memdb.AccessReadOnly), text: "x", wantErr: fault.ErrReadOnly},
+		{name: "read-only client claiming read-write", target: pid, caller: clientCaller("ro", memdb.AccessReadWrite), text: "x", wantErr: fault.ErrReadOnly},
 		{name: "read-write client", target: pid, caller: clientCaller("rw", memdb.AccessReadWrite), text: "from a client"},
-		{name: "unknown credential", target: pid, caller: providerCaller("cred_nope", "a"), text: "x", wantErr: thread.ErrNotLive},
-		{name: "revoked credential", target: pid, caller: providerCaller("cred_revoked", "a"), text: "x", wantErr: thread.ErrNotLive},
-		{name: "empty text", target: pid, caller: live, text: "", wantErr: thread.ErrInvalidMessage},
-		{name: "invalid UTF-8", target: pid, caller: live, text: "\xff\xfe", wantErr: thread.ErrInvalidMessage},
-		{name: "oversized text", target: pid, caller: live, text: strings.Repeat("x", thread.MaxMessageBytes+1), wantErr: thread.ErrInvalidMessage},
+		{name: "unknown credential", target: pid, caller: providerCaller("cred_nope", "a"), text: "x", wantErr: fault.ErrNotLive},
+		{name: "revoked credential", target: pid, caller: providerCaller("cred_revoked", "a"), text: "x", wantErr: fault.ErrNotLive},
+		{name: "empty text", target: pid, caller: live, text: "", wantErr: fault.ErrInvalidMessage},
+		{name: "invalid UTF-8", target: pid, caller: live, text: "\xff\xfe", wantErr: fault.ErrInvalidMessage},
+		{name: "oversized text", target: pid, caller: live, text: strings.Repeat("x", thread.MaxMessageBytes+1), wantErr: fault.ErrInvalidMessage},
 		{name: "largest text", target: pid, caller: live, text: strings.Repeat("x", thread.MaxMessageBytes)},
 	}
 	for _, test := range tests {
@@ -695,10 +696,10 @@ func TestMutate(t *testing.T) {
 		if r := actortest.Ask[*thread.EndRunResult](t, e.root, pid, &thread.EndRun{}); r.Err() != nil {
 			t.Fatal(r.Err())
 		}
-		if err := post(pid, live); !errors.Is(err, thread.ErrNotLive) {
+		if err := post(pid, live); !errors.Is(err, fault.ErrNotLive) {
 			t.Errorf("Mutate after the run ended = %v, want ErrNotLive", err)
 		}
-		if err := post(other, live); !errors.Is(err, thread.ErrNotLive) {
+		if err := post(other, live); !errors.Is(err, fault.ErrNotLive) {
 			t.Errorf("Mutate on another thread after the run ended = %v, want ErrNotLive", err)
 		}
 	})
@@ -707,7 +708,7 @@ func TestMutate(t *testing.T) {
 		if r := actortest.Ask[*thread.SwitchProviderResult](t, e.root, pid, &thread.SwitchProvider{Instance: "b"}); r.Err() != nil {
 			t.Fatal(r.Err())
 		}
-		if err := post(pid, live); !errors.Is(err, thread.ErrNotLive) {
+		if err := post(pid, live); !errors.Is(err, fault.ErrNotLive) {
 			t.Errorf("Mutate by a after switching to b = %v, want ErrNotLive", err)
 		}
 		e.startRun(pid, "b")
@@ -719,7 +720,7 @@ func TestMutate(t *testing.T) {
 		if r := actortest.Ask[*thread.ArchiveResult](t, e.root, other, &thread.Archive{}); r.Err() != nil {
 			t.Fatal(r.Err())
 		}
-		if err := post(other, providerCaller(rb.CredentialID, "b")); !errors.Is(err, thread.ErrArchived) {
+		if err := post(other, providerCaller(rb.CredentialID, "b")); !errors.Is(err, fault.ErrArchivedThread) {
 			t.Errorf("Mutate on an archived thread = %v, want ErrArchived", err)
 		}
 	})
@@ -828,7 +829,7 @@ func TestArchive(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%T: %v", msg, err)
 		}
-		if got := errOf(res); !errors.Is(got, thread.ErrArchived) {
+		if got := errOf(res); !errors.Is(got, fault.ErrArchivedThread) {
 			t.Errorf("%T on an archived thread = %v, want ErrArchived", msg, got)
 		}
 	}
@@ -952,7 +953,7 @@ func (h *holdingProvider) Receive(ctx actor.Context) {
 
 // TestDeleteAnswersNotFoundWhileFinishing: between Delete and its answer
 // (while the thread is being detached from its provider sessions), every
-// message is answered with ErrNotFound.
+// message is answered with ErrUnknownThread.
 func TestDeleteAnswersNotFoundWhileFinishing(t *testing.T) {
 	e := newEnv(t)
 	e.addInproc("a", "")
@@ -981,8 +982,8 @@ func TestDeleteAnswersNotFoundWhileFinishing(t *testing.T) {
 			t.Errorf("%T while deleting: %v", msg, err)
 			continue
 		}
-		if got := errOf(res); !errors.Is(got, thread.ErrNotFound) {
-			t.Errorf("%T while deleting = %v, want ErrNotFound", msg, got)
+		if got := errOf(res); !errors.Is(got, fault.ErrUnknownThread) {
+			t.Errorf("%T while deleting = %v, want ErrUnknownThread", msg, got)
 		}
 	}
 	e.root.Send(fake, &releaseDetach{})
@@ -996,7 +997,7 @@ func TestDeleteAnswersNotFoundWhileFinishing(t *testing.T) {
 }
 
 // TestDeleteAnswersQueuedMessages: messages already queued behind a Delete
-// get an answer (ErrNotFound), not silence until the caller's timeout.
+// get an answer (ErrUnknownThread), not silence until the caller's timeout.
 func TestDeleteAnswersQueuedMessages(t *testing.T) {
 	e := newEnv(t)
 	pid := e.spawnThread("T", "")
@@ -1016,11 +1017,11 @@ func TestDeleteAnswersQueuedMessages(t *testing.T) {
 	for i, f := range fs {
 		res, err := f.Result()
 		if err != nil {
-			t.Errorf("%T queued behind Delete: %v, want a reply carrying ErrNotFound", queued[i], err)
+			t.Errorf("%T queued behind Delete: %v, want a reply carrying ErrUnknownThread", queued[i], err)
 			continue
 		}
-		if got := errOf(res); !errors.Is(got, thread.ErrNotFound) {
-			t.Errorf("%T queued behind Delete = %v, want ErrNotFound", queued[i], got)
+		if got := errOf(res); !errors.Is(got, fault.ErrUnknownThread) {
+			t.Errorf("%T queued behind Delete = %v, want ErrUnknownThread", queued[i], got)
 		}
 	}
 }

@@ -41,11 +41,11 @@
 // open or a rotation in flight for a pair is a flight (kind open or
 // rotate): opens of the pair that arrive meanwhile wait for it and share
 // its answer, rotations queue behind a rotation, a rotation during an open
-// is ErrBusy. The races of the instance's decisions (a session closing
+// is fault.ErrBusy. The races of the instance's decisions (a session closing
 // under an attach) are retried by the instance, never here.
 //
 // Phases are behaviours: active, then deleted once Delete removed the
-// thread, when every request is answered ErrNotFound until the actor is
+// thread, when every request is answered fault.ErrUnknownThread until the actor is
 // gone (Poison, so that what is queued is answered).
 //
 // The deadline. An open whose thread is archived while the driver opens

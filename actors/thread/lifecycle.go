@@ -127,7 +127,7 @@ func (a *threadActor) delete(ctx actor.Context, dl time.Time) {
 	// rotates still in flight end now: their sessions are aborted, their
 	// askers told the thread is gone.
 	a.behavior.Become(a.deleted)
-	gone := fault.New(fault.UnknownThread, "thread %s: %v", a.cfg.ID, ErrNotFound)
+	gone := fault.New(fault.UnknownThread, "thread %s: %v", a.cfg.ID, fault.ErrUnknownThread)
 	for inst, f := range a.flights {
 		if f.kind == flightOpen {
 			a.abort(ctx, f)
@@ -144,7 +144,7 @@ func (a *threadActor) delete(ctx actor.Context, dl time.Time) {
 	a.detachAll(ctx, dl, func([]string) {
 		ctx.Send(reply, &DeleteResult{Revoked: n})
 		// Poison, not Stop: messages already queued are answered (with
-		// ErrNotFound) before the actor goes.
+		// fault.ErrUnknownThread) before the actor goes.
 		ctx.Poison(ctx.Self())
 	})
 }

@@ -9,39 +9,6 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-// Errors carried by the thread actor's replies, defined once in
-// internal/fault. Each says when it is returned; callers branch on them
-// with errors.Is.
-var (
-	// ErrNotFound: the thread does not exist (never created, or deleted).
-	ErrNotFound = fault.ErrUnknownThread
-	// ErrArchived: the thread is archived; it can be read, not changed.
-	ErrArchived = fault.ErrArchivedThread
-	// ErrUnknownInstance: the provider instance is not registered.
-	ErrUnknownInstance = fault.ErrUnknownInstance
-	// ErrNotCurrent: a run was started for an instance that is not the
-	// thread's current one.
-	ErrNotCurrent = fault.ErrNotCurrentInstance
-	// ErrRunActive: a run was started while another is active.
-	ErrRunActive = fault.ErrRunActive
-	// ErrNoRun: the thread has no active run (or not the one named).
-	ErrNoRun = fault.ErrNoRun
-	// ErrBusy: a provider session for the same (thread, instance) is being
-	// opened; retry once it has.
-	ErrBusy = fault.ErrBusy
-	// ErrNotLive: the caller is not a live caller of the thread: its
-	// credential is not live, or its instance does not own the thread's
-	// active run (SPEC §4, code parent_not_active).
-	ErrNotLive = fault.ErrNotLive
-	// ErrReadOnly: a read-only client grant attempted a mutation.
-	ErrReadOnly = fault.ErrReadOnly
-	// ErrCredentialRequired: the operation needs a provider credential with a
-	// thread scope, and the caller has none (code thread_credential_required).
-	ErrCredentialRequired = fault.ErrCredentialRequired
-	// ErrInvalidMessage: an empty, non-UTF-8 or oversized message text.
-	ErrInvalidMessage = fault.ErrInvalidMessage
-)
-
 // Message is the thread actor's protocol. Every message is a request that
 // carries its deadline (deadline.Request) and is answered by one reply,
 // which carries its outcome as a fault.Fault; fail builds the reply that

@@ -43,7 +43,7 @@ type waiter struct {
 // flight is an open or a rotation of one pair in flight. Opens of the pair
 // that arrive meanwhile wait in opens (an open's first waiter is its
 // asker); rotations that arrive during a rotation wait in rotates, and run
-// after it; a rotation during an open is ErrBusy.
+// after it; a rotation during an open is fault.ErrBusy.
 type flight struct {
 	kind     flightKind
 	instance string
@@ -95,7 +95,7 @@ func (a *threadActor) openSession(ctx actor.Context, instance string, dl time.Ti
 		return
 	}
 	if t.Status != memdb.ThreadActive {
-		fail(fmt.Errorf("open provider session on %s: %w", a.cfg.ID, ErrArchived))
+		fail(fmt.Errorf("open provider session on %s: %w", a.cfg.ID, fault.ErrArchivedThread))
 		return
 	}
 	inst, err := a.instance(r, instance)
@@ -189,7 +189,7 @@ func answer[R interface{ Err() error }](ctx actor.Context, a *threadActor, f *fl
 	r, ok := res.(R)
 	switch {
 	case errors.Is(err, actor.ErrDeadLetter):
-		a.failOpen(ctx, f, fmt.Errorf("%s of %s for %s: instance gone: %w", what, f.instance, a.cfg.ID, ErrUnknownInstance))
+		a.failOpen(ctx, f, fmt.Errorf("%s of %s for %s: instance gone: %w", what, f.instance, a.cfg.ID, fault.ErrUnknownInstance))
 	case err != nil:
 		a.abort(ctx, f)
 		a.failOpen(ctx, f, fmt.Errorf("%s of %s for %s: %v: %w", what, f.instance, a.cfg.ID, err, fault.ErrTimeout))
@@ -211,7 +211,7 @@ func (a *threadActor) finishOpen(ctx actor.Context, f *flight) {
 		// Archived while the open ran: the session must not keep the
 		// thread. The open answers once that is undone, but never after its
 		// deadline: nothing of it waits past the point its asker gave up.
-		err := fmt.Errorf("open provider session on %s: %w", a.cfg.ID, ErrArchived)
+		err := fmt.Errorf("open provider session on %s: %w", a.cfg.ID, fault.ErrArchivedThread)
 		if deadline.Passed(f.deadline) {
 			a.abort(ctx, f)
 			a.failOpen(ctx, f, err)
@@ -301,7 +301,7 @@ func (a *threadActor) rotate(ctx actor.Context, instance string, dl time.Time) {
 			f.rotates = append(f.rotates, waiter{pid: ctx.Sender(), deadline: dl})
 			return
 		}
-		ctx.Respond(&RotateResult{Fault: fault.From(fmt.Errorf("rotate (%s, %s): %w", a.cfg.ID, instance, ErrBusy))})
+		ctx.Respond(&RotateResult{Fault: fault.From(fmt.Errorf("rotate (%s, %s): %w", a.cfg.ID, instance, fault.ErrBusy))})
 		return
 	}
 	if deadline.Passed(dl) {

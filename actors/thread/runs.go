@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -42,10 +43,10 @@ func (a *threadActor) startRun(instance string) (string, error) {
 			return err
 		}
 		if t.Instance != instance {
-			return fmt.Errorf("start run for %q on %s (current %q): %w", instance, a.cfg.ID, t.Instance, ErrNotCurrent)
+			return fmt.Errorf("start run for %q on %s (current %q): %w", instance, a.cfg.ID, t.Instance, fault.ErrNotCurrentInstance)
 		}
 		if t.Run != nil {
-			return fmt.Errorf("start run on %s: %w", a.cfg.ID, ErrRunActive)
+			return fmt.Errorf("start run on %s: %w", a.cfg.ID, fault.ErrRunActive)
 		}
 		id = token.NewID("run_")
 		t.Run = &memdb.Run{ID: id, Instance: instance, Started: now}
@@ -66,7 +67,7 @@ func (a *threadActor) endRun(runID string) (string, error) {
 			return err
 		}
 		if t.Run == nil || (runID != "" && t.Run.ID != runID) {
-			return fmt.Errorf("end run %q on %s: %w", runID, a.cfg.ID, ErrNoRun)
+			return fmt.Errorf("end run %q on %s: %w", runID, a.cfg.ID, fault.ErrNoRun)
 		}
 		id, t.Run = t.Run.ID, nil
 		t.LastTurn = a.cfg.Now()
@@ -153,7 +154,7 @@ func (x txn) Caller() principal.Principal { return x.caller }
 // Apply appends the message to the thread's log.
 func (m AppendMessage) Apply(tx Txn) (any, error) {
 	if m.Text == "" || len(m.Text) > MaxMessageBytes || !utf8.ValidString(m.Text) {
-		return nil, fmt.Errorf("message of %d bytes: %w", len(m.Text), ErrInvalidMessage)
+		return nil, fmt.Errorf("message of %d bytes: %w", len(m.Text), fault.ErrInvalidMessage)
 	}
 	t, c := tx.Thread(), tx.Caller()
 	msg := memdb.Message{Seq: t.NextSeq, Text: m.Text, Author: c.Namespace, Instance: c.Instance, At: tx.Now()}

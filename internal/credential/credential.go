@@ -373,19 +373,41 @@ func Authenticate(r *memdb.Reader, tok string, now time.Time) (principal.Princip
 // resource-server mode).
 func AuthenticateHash(r *memdb.Reader, hash string, now time.Time) (principal.Principal, error) {
 	c, err := r.CredentialByTokenHash(hash)
-	if err != nil || c.Kind == memdb.KindRefresh {
-		return principal.Principal{}, &AuthError{Reason: AuthUnknown}
+	if err != nil {
+		c = nil
 	}
-	if c.State != memdb.StateLive {
-		if c.RevokeReason == ReasonExpired {
-			return principal.Principal{}, &AuthError{Reason: AuthExpired}
-		}
-		return principal.Principal{}, &AuthError{Reason: AuthRevoked}
-	}
-	if !c.LiveAt(now) {
-		return principal.Principal{}, &AuthError{Reason: AuthExpired}
+	if reason := deadReason(c, now); reason != "" {
+		return principal.Principal{}, &AuthError{Reason: reason}
 	}
 	return Principal(c), nil
+}
+
+// Dead returns why the credential with id no longer authenticates at now
+// (AuthUnknown: removed; AuthRevoked; AuthExpired), or "" while it does:
+// Authenticate's judgement of a row, for a principal authenticated before.
+func Dead(r *memdb.Reader, id string, now time.Time) string {
+	c, err := r.Credential(id)
+	if err != nil {
+		c = nil
+	}
+	return deadReason(c, now)
+}
+
+// deadReason is the one judgement of whether row c authenticates at now:
+// "" if it does, else the AuthError reason. A nil row is unknown; a
+// refresh token never authenticates a request.
+func deadReason(c *memdb.Credential, now time.Time) string {
+	switch {
+	case c == nil || c.Kind == memdb.KindRefresh:
+		return AuthUnknown
+	case c.State != memdb.StateLive && c.RevokeReason == ReasonExpired:
+		return AuthExpired
+	case c.State != memdb.StateLive:
+		return AuthRevoked
+	case !c.LiveAt(now):
+		return AuthExpired
+	}
+	return ""
 }
 
 // Principal is the principal row c authenticates as.

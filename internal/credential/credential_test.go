@@ -459,3 +459,49 @@ func TestAuthenticate(t *testing.T) {
 		})
 	}
 }
+
+// TestDead: a principal's row judged again by id gives the reason
+// Authenticate gives its token, at the same instant.
+func TestDead(t *testing.T) {
+	l := newLedger(t)
+	live, liveTok := l.mint("T", "A", t0, time.Hour)
+	expired, expiredTok := l.mint("T", "B", t0.Add(-2*time.Hour), time.Hour)
+	rotated, rotatedTok := l.mint("T", "C", t0, time.Hour)
+	lapsed, lapsedTok := l.mint("T", "D", t0.Add(-2*time.Hour), time.Hour)
+	cl, clTok := l.issue("g", memdb.AccessReadOnly, t0, time.Hour)
+	l.write(func(w *memdb.Writer) error {
+		if _, err := credential.Revoke(w, l.row(rotated.ID), credential.ReasonRotated, t0); err != nil {
+			return err
+		}
+		_, err := credential.Revoke(w, l.row(lapsed.ID), credential.ReasonArchived, t0) // records expired
+		return err
+	})
+	tests := []struct {
+		name, id, tok, want string
+	}{
+		{name: "live provider", id: live.ID, tok: liveTok},
+		{name: "live client", id: cl.ID, tok: clTok},
+		{name: "revoked", id: rotated.ID, tok: rotatedTok, want: credential.AuthRevoked},
+		{name: "revoked after it expired", id: lapsed.ID, tok: lapsedTok, want: credential.AuthExpired},
+		{name: "expired", id: expired.ID, tok: expiredTok, want: credential.AuthExpired},
+		{name: "removed", id: "cred_nope", want: credential.AuthUnknown},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			if got := credential.Dead(l.store.Read(), test.id, t0); got != test.want {
+				t.Errorf("Dead(%s) = %q, want %q", test.id, got, test.want)
+			}
+			if test.tok == "" {
+				return
+			}
+			reason := ""
+			if _, err := credential.Authenticate(l.store.Read(), test.tok, t0); err != nil {
+				ae, _ := errors.AsType[*credential.AuthError](err)
+				reason = ae.Reason
+			}
+			if reason != test.want {
+				t.Errorf("Authenticate of its token: reason %q, Dead %q: the two judgements differ", reason, test.want)
+			}
+		})
+	}
+}

@@ -6,8 +6,10 @@
 // and the receiver turns it back into an error with [Fault.Err] that still
 // matches the sentinel.
 //
-// The actor packages and the module root re-export these sentinels under
-// their own names (mcpruntime.ErrUnknownThread is [ErrUnknownThread]).
+// Every package uses these sentinels by their names here. The module root
+// re-exports each once, in its errors.go (mcpruntime.ErrUnknownThread is
+// [ErrUnknownThread]), and actors/provider the three a driver author
+// returns (provider.ErrOpenFailed is [ErrProviderOpenFailed]).
 package fault
 
 import (
@@ -52,6 +54,8 @@ const (
 	Unauthenticated
 	InvalidGrant
 	RefreshReused
+	OAuthDisabled
+	TooManyPairingCodes
 	codeCount // keep last
 )
 
@@ -128,6 +132,12 @@ var (
 	// ErrRefreshReused: a refresh token already spent was presented again;
 	// its grant has been revoked.
 	ErrRefreshReused = errors.New("refresh token reused: grant revoked")
+	// ErrOAuthDisabled: a pairing code was asked of a runtime that has no
+	// authorization server of its own.
+	ErrOAuthDisabled = errors.New("oauth sign-in is not configured")
+	// ErrTooManyPairingCodes: a pairing code was asked while the most that
+	// may be outstanding are.
+	ErrTooManyPairingCodes = errors.New("too many pairing codes outstanding")
 )
 
 var sentinels = [codeCount]error{
@@ -162,6 +172,8 @@ var sentinels = [codeCount]error{
 	Unauthenticated:        ErrUnauthenticated,
 	InvalidGrant:           ErrInvalidGrant,
 	RefreshReused:          ErrRefreshReused,
+	OAuthDisabled:          ErrOAuthDisabled,
+	TooManyPairingCodes:    ErrTooManyPairingCodes,
 }
 
 // Sentinel returns the sentinel of c; nil for OK, ErrInternal for a code

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agenthost/mcpruntime/internal/fault"
 )
 
 // SPEC §5c: the metadata documents, every URL from the configured issuer,
@@ -425,7 +427,7 @@ func TestBounds(t *testing.T) {
 	t.Run("pairing codes", func(t *testing.T) {
 		e := newEnv(t, func(c *Config) { c.MaxPairingCodes = 1 })
 		e.pair(AccessReadOnly)
-		if _, err := e.srv.NewPairingCode(AccessReadOnly); err != ErrTooManyPairingCodes {
+		if _, err := e.srv.NewPairingCode(AccessReadOnly); err != fault.ErrTooManyPairingCodes {
 			t.Errorf("a second code = %v, want ErrTooManyPairingCodes", err)
 		}
 		if _, err := e.srv.NewPairingCode("admin"); err != ErrInvalidAccess {

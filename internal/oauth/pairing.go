@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agenthost/mcpruntime/internal/fault"
 )
 
 // Audit kinds of the refusals this package records.
@@ -30,9 +32,6 @@ const pairingAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 // XXXXX-XXXXX. With the failure budget (FailuresPerMinute, 20 by default)
 // a guess succeeds with odds of about 2^-50 per try.
 const pairingChars = 10
-
-// ErrTooManyPairingCodes: MaxPairingCodes codes are outstanding.
-var ErrTooManyPairingCodes = errors.New("too many pairing codes outstanding")
 
 // ErrInvalidAccess: an access level other than read-only or read-write.
 var ErrInvalidAccess = errors.New(`access must be "read-only" or "read-write"`)
@@ -80,7 +79,7 @@ func (s *Server) NewPairingCode(access string) (PairingCode, error) {
 			}
 		}
 		if len(ps.byHash) >= ps.max {
-			return PairingCode{}, ErrTooManyPairingCodes
+			return PairingCode{}, fault.ErrTooManyPairingCodes // MaxPairingCodes are outstanding
 		}
 	}
 	ps.byHash[pairingHash(code)] = p
