@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agenthost/mcpruntime/internal/replica"
+	"github.com/agenthost/mcpruntime/internal/membership"
 	"github.com/agenthost/mcpruntime/transport"
 )
 
@@ -264,7 +264,7 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 			u.Path, u.RawPath = path, "" // the home's internal listener serves the same path
 			return &u, nil
 		}
-		o.ForwardHeader = http.Header{replica.NodeAuthHeader: {r.cluster.cfg.Secret}}
+		o.ForwardHeader = http.Header{membership.NodeAuthHeader: {r.cluster.Secret()}}
 	}
 	if opts.Observer != nil {
 		o.Observer = opts.Observer

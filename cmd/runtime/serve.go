@@ -280,7 +280,7 @@ func (s *serveCmd) Run(d *deps) error {
 		return err
 	}
 	rt, err := mcpruntime.New(mcpruntime.Config{
-		Cluster:          clusterCfg,
+		Cluster:          clusterOf(clusterCfg),
 		OAuth:            oauthCfg,
 		Endpoint:         endpoint,
 		CredentialWindow: runtimeDuration(s.CredentialWindow),
