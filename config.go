@@ -66,9 +66,10 @@ type Config struct {
 	// (SPEC §5c): its own authorization server, or the resource-server
 	// mode for an external issuer. Zero: off.
 	OAuth OAuthConfig
-	// Cluster makes the runtime one node of several on etcd (SPEC §5d).
-	// Zero: one node, in memory.
-	Cluster ClusterConfig
+	// Cluster makes the runtime one node of several (SPEC §5d): a
+	// cluster.Config (package github.com/agenthost/mcpruntime/cluster), on
+	// etcd. Nil: one node, in memory.
+	Cluster Cluster
 	// Drivers adds provider kinds to the built-in "inproc" and "exec", by kind name. A
 	// name given here replaces a built-in one.
 	Drivers map[string]provider.Factory

@@ -28,9 +28,11 @@
 //
 // # Several nodes
 //
-// [Config.Cluster] makes the runtime one node of several on an etcd
-// cluster: threads, credentials and client grants live in etcd, every node
-// keeps a replica and authenticates every token locally, a revoke that
+// [Config.Cluster], set to a cluster.Config of the package
+// [github.com/agenthost/mcpruntime/cluster], makes the runtime one node of
+// several on an etcd cluster (only that import links etcd's client):
+// threads, credentials and client grants live in etcd, every node keeps a
+// replica and authenticates every token locally, a revoke that
 // returned holds on every node, a thread lives on one node (its home, see
 // [NotHomeError]) and the MCP endpoint forwards a request to its
 // principal's home. Serve [Runtime.InternalHandler] on the address the other

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/agenthost/mcpruntime/actors/session"
-	"github.com/agenthost/mcpruntime/internal/replica"
+	"github.com/agenthost/mcpruntime/internal/membership"
 	"github.com/agenthost/mcpruntime/transport"
 )
 
@@ -108,7 +108,7 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 			u.Path, u.RawPath = path, "" // the home's internal listener serves the same path
 			return &u, nil
 		}
-		host.ForwardHeader = http.Header{replica.NodeAuthHeader: {r.cluster.cfg.Secret}}
+		host.ForwardHeader = http.Header{membership.NodeAuthHeader: {r.cluster.Secret()}}
 	}
 	var resource string
 	host.ResourceMetadata, host.ChallengeScope, resource = r.challenge(opts.Path)

@@ -57,12 +57,12 @@ func New(cfg Config) (*Runtime, error) {
 	cfg = cfg.withDefaults()
 	var cluster *clusterNode
 	var store *memdb.Store
-	if cfg.Cluster.Enabled() {
+	if cfg.Cluster != nil {
 		c, err := joinCluster(cfg.Cluster, cfg)
 		if err != nil {
 			return nil, err
 		}
-		cluster, store = c, c.rep.Store()
+		cluster, store = c, c.Store()
 	} else {
 		s, err := memdb.New()
 		if err != nil {
@@ -197,7 +197,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 	r.system.Shutdown()
 	if r.cluster != nil {
-		if err := r.cluster.close(); err != nil {
+		if err := r.cluster.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}

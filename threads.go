@@ -84,7 +84,7 @@ func (r *Runtime) CreateThread(ctx context.Context, id string, opts ThreadOption
 		// Another node created it first (its row won the commit).
 		err = fmt.Errorf("thread %s: %w", id, ErrThreadExists)
 	}
-	if errors.Is(err, ErrUnknownThread) && r.cluster != nil && r.cluster.threadExists(ctx, id) {
+	if errors.Is(err, ErrUnknownThread) && r.cluster != nil && r.cluster.ThreadExists(ctx, id) {
 		// Another node created it first, and this replica has not applied
 		// that row yet: the actor's write was refused, and it found none.
 		err = fmt.Errorf("thread %s: %w", id, ErrThreadExists)

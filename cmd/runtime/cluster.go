@@ -15,6 +15,7 @@ import (
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/cluster"
 )
 
 // envEtcdPassword is etcd's password for --etcd-username: env only, never a
@@ -122,30 +123,30 @@ func unspecifiedHost(addr string) bool {
 	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
-// clusterConfig is the runtime's ClusterConfig of the settings (already
+// clusterConfig is the runtime's cluster.Config of the settings (already
 // validated), without its URL, which needs the bound port
 // (internalURL). given holds the settings set explicitly (flag,
 // environment or file). It reads the secret and the TLS files; the secret
 // is never logged nor put in an error.
-func (s *serveCmd) clusterConfig(env map[string]string, given map[string]bool, log *slog.Logger) (mcpruntime.ClusterConfig, error) {
+func (s *serveCmd) clusterConfig(env map[string]string, given map[string]bool, log *slog.Logger) (cluster.Config, error) {
 	c := &s.clusterFlags
 	if !c.clustered() {
 		if env[envEtcdPassword] != "" {
-			return mcpruntime.ClusterConfig{}, usageError{errors.New("$" + envEtcdPassword + " needs --etcd")}
+			return cluster.Config{}, usageError{errors.New("$" + envEtcdPassword + " needs --etcd")}
 		}
-		return mcpruntime.ClusterConfig{}, nil
+		return cluster.Config{}, nil
 	}
 	// OAuth sign-in keeps its state (registrations, codes) on one node:
 	// with --etcd it is off, and asking for it is an error, not a surprise.
 	for _, name := range []string{"public-origin", "oauth-issuer", "oauth-secret-file"} {
 		if given[name] {
-			return mcpruntime.ClusterConfig{}, usageError{fmt.Errorf("--%s: OAuth sign-in is not available with --etcd (several nodes) yet; drop it", name)}
+			return cluster.Config{}, usageError{fmt.Errorf("--%s: OAuth sign-in is not available with --etcd (several nodes) yet; drop it", name)}
 		}
 	}
 	if given["oauth"] && s.OAuth {
-		return mcpruntime.ClusterConfig{}, usageError{errors.New("--oauth: OAuth sign-in is not available with --etcd (several nodes) yet; with --etcd it is off unless asked for, so drop --oauth")}
+		return cluster.Config{}, usageError{errors.New("--oauth: OAuth sign-in is not available with --etcd (several nodes) yet; with --etcd it is off unless asked for, so drop --oauth")}
 	}
-	cfg := mcpruntime.ClusterConfig{
+	cfg := cluster.Config{
 		Etcd: c.Etcd, Node: c.Node, Fence: time.Duration(c.Fence),
 		EtcdUsername: c.EtcdUsername, EtcdPassword: env[envEtcdPassword],
 	}
@@ -171,6 +172,15 @@ func (s *serveCmd) clusterConfig(env map[string]string, given map[string]bool, l
 	return cfg, nil
 }
 
+// clusterOf is the runtime's Config.Cluster of c: nil (one node) without
+// etcd endpoints.
+func clusterOf(c cluster.Config) mcpruntime.Cluster {
+	if len(c.Etcd) == 0 {
+		return nil
+	}
+	return c
+}
+
 // internalURL is the internal listener's URL for the other nodes: the
 // setting, or http:// and the listener's configured host with the port it
 // bound.
@@ -182,7 +192,7 @@ func (c *clusterFlags) internalURL(bound string) string {
 }
 
 // readClusterSecret reads the node-to-node secret: the file's bytes
-// without a trailing newline, at least MinClusterSecret of them. A file
+// without a trailing newline, at least cluster.MinSecret of them. A file
 // others may read is warned about (its path only).
 func readClusterSecret(path string, log *slog.Logger) (string, error) {
 	fi, err := os.Stat(path)
@@ -197,8 +207,8 @@ func readClusterSecret(path string, log *slog.Logger) (string, error) {
 		return "", fmt.Errorf("--cluster-secret-file: %w", err)
 	}
 	b = bytes.TrimRight(b, "\r\n")
-	if len(b) < mcpruntime.MinClusterSecret {
-		return "", usageError{fmt.Errorf("--cluster-secret-file %s: want at least %d bytes, e.g. head -c 32 /dev/urandom | base64 > FILE", path, mcpruntime.MinClusterSecret)}
+	if len(b) < cluster.MinSecret {
+		return "", usageError{fmt.Errorf("--cluster-secret-file %s: want at least %d bytes, e.g. head -c 32 /dev/urandom | base64 > FILE", path, cluster.MinSecret)}
 	}
 	return string(b), nil
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/cluster"
 )
 
 // testClusterSecret is 40 bytes: a valid node-to-node secret.
@@ -79,7 +79,7 @@ func certFiles(t *testing.T) (certFile, keyFile string) {
 }
 
 // TestClusterSettings: valid cluster settings become the runtime's
-// ClusterConfig — endpoints, node, the secret read from its file without
+// cluster.Config — endpoints, node, the secret read from its file without
 // its newline, the password from the environment only, the fence, TLS
 // from the files — and the internal URL defaults to the internal
 // listener's address with the port it bound.
@@ -100,11 +100,11 @@ func TestClusterSettings(t *testing.T) {
 	if err != nil {
 		t.Fatalf("clusterConfig: %v", err)
 	}
-	want := mcpruntime.ClusterConfig{
+	want := cluster.Config{
 		Etcd: []string{"127.0.0.1:2379", "https://etcd.example:2379"}, Node: "n1", Secret: testClusterSecret,
 		EtcdUsername: "rt", EtcdPassword: "etcd-pw", Fence: 300 * time.Millisecond,
 	}
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(mcpruntime.ClusterConfig{}, "EtcdTLS")); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(cluster.Config{}, "EtcdTLS")); diff != "" {
 		t.Errorf("clusterConfig (-want +got):\n%s", diff)
 	}
 	if got.EtcdTLS == nil || got.EtcdTLS.RootCAs == nil || len(got.EtcdTLS.Certificates) != 1 {
@@ -133,7 +133,7 @@ func TestClusterSettings(t *testing.T) {
 
 	// Without --etcd: one node, no cluster.
 	c, given = parsedGiven(t, nil, nil)
-	if got, err := c.Serve.clusterConfig(nil, given, slog.New(slog.DiscardHandler)); err != nil || got.Enabled() {
+	if got, err := c.Serve.clusterConfig(nil, given, slog.New(slog.DiscardHandler)); err != nil || clusterOf(got) != nil {
 		t.Errorf("clusterConfig without --etcd = %+v, %v; want one node", got, err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/admin"
+	"github.com/agenthost/mcpruntime/cluster"
 	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/metrics"
 )
@@ -239,7 +240,7 @@ type server struct {
 	mcpHTTP, adminHTTP, internalHTTP *http.Server
 	errc                             chan error // each server's Serve error
 
-	cluster  mcpruntime.ClusterConfig
+	cluster  cluster.Config
 	endpoint string // the MCP URL handed to provider sessions
 	issuer   string // the OAuth issuer; "" when sign-in is off
 	demoFile string // the demo credential's file; "" without one
@@ -295,7 +296,7 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 	}
 	srv.issuer = oauthCfg.PublicOrigin
 	rt, err := mcpruntime.New(mcpruntime.Config{
-		Cluster:          srv.cluster,
+		Cluster:          clusterOf(srv.cluster),
 		OAuth:            oauthCfg,
 		Endpoint:         srv.endpoint,
 		CredentialWindow: runtimeDuration(s.CredentialWindow),

@@ -5,7 +5,7 @@
 // store's [memdb.Log]) — optimistically, fenced by the membership, and
 // for a credential across every serving node: once a write that revoked
 // a token returns, no serving node's replica authenticates it. The
-// runtime's Config.Cluster starts one; docs/cluster.md is the operator's
+// package cluster starts one (Config.Join); docs/cluster.md is the operator's
 // guide.
 //
 // # Layout in etcd

@@ -7,15 +7,17 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/agenthost/mcpruntime/internal/membership"
 )
 
 // Paths of the internal listener that belong to the replica.
 const (
 	// ConfirmPath answers a revoker's barrier: GET ConfirmPath?rev=R.
-	ConfirmPath = "/internal/confirm"
+	ConfirmPath = membership.ConfirmPath
 	// NodeAuthHeader carries the cluster's node-to-node secret on every
 	// request between nodes.
-	NodeAuthHeader = "Mcpruntime-Node-Auth"
+	NodeAuthHeader = membership.NodeAuthHeader
 )
 
 // NodeAuth admits only requests that carry secret in NodeAuthHeader

@@ -6,14 +6,13 @@ import (
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/agenthost/mcpruntime/internal/membership"
 )
 
-// Member is a node's registration, the value of its serving key: while
-// the key exists (its lease lives) the node is a member.
-type Member struct {
-	ID  string `json:"id"`
-	URL string `json:"url,omitempty"` // its internal listener; "" when it has none
-}
+// Member is a node's registration, the value of its serving key (its
+// JSON): while the key exists (its lease lives) the node is a member.
+type Member = membership.Member
 
 // applyMember applies a serving key's change to the member list. A value
 // that does not decode still makes the node a member, without a URL.

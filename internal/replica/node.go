@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/agenthost/mcpruntime/internal/membership"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -244,16 +245,7 @@ func (n *Node) Serving() bool {
 }
 
 // Status is a node's replica and fence, for operators' metrics.
-type Status struct {
-	Serving bool
-	Applied int64 // the revision the replica has applied
-	// Lag is how many revisions the replica was behind etcd at the
-	// latest fence read (0 when it had caught up by then).
-	Lag int64
-	// SinceConfirmed is the age of the latest proof that the replica is
-	// current; negative when there is none.
-	SinceConfirmed time.Duration
-}
+type Status = membership.Status
 
 // Status returns the node's status now.
 func (n *Node) Status() Status {

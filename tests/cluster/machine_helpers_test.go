@@ -10,6 +10,7 @@ import (
 
 	"github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	rtcluster "github.com/agenthost/mcpruntime/cluster"
 	"github.com/agenthost/mcpruntime/internal/replica"
 )
 
@@ -76,7 +77,7 @@ func startMachineNodes(t errorTB, endpoint string, n int, fence time.Duration, k
 		}
 		started = nil
 		mcpURL := "http://" + pub.Addr().String() + "/mcp"
-		rt, err := mcpruntime.New(mcpruntime.Config{Endpoint: mcpURL, Cluster: mcpruntime.ClusterConfig{
+		rt, err := mcpruntime.New(mcpruntime.Config{Endpoint: mcpURL, Cluster: rtcluster.Config{
 			Etcd: []string{endpoint}, Node: id, URL: "http://" + ln.Addr().String(),
 			Secret: testSecret, Fence: fence,
 		}})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	rtcluster "github.com/agenthost/mcpruntime/cluster"
 	"github.com/agenthost/mcpruntime/internal/replica"
 	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/metrics"
@@ -47,9 +48,9 @@ func startRuntimes(t testing.TB, endpoint string, n int, cfg mcpruntime.Config) 
 		internalLn := listen(t)
 		publicLn := listen(t)
 		c := cfg
-		c.Cluster = mcpruntime.ClusterConfig{
+		c.Cluster = rtcluster.Config{
 			Etcd: []string{endpoint}, Node: id, URL: "http://" + internalLn.Addr().String(),
-			Secret: testSecret, Fence: cfg.Cluster.Fence,
+			Secret: testSecret,
 		}
 		c.Endpoint = "http://" + publicLn.Addr().String() + "/mcp"
 		rt, err := mcpruntime.New(c)
@@ -285,7 +286,7 @@ func TestRuntimeNodeMetrics(t *testing.T) {
 	first.Pause()
 	defer first.Resume()
 	waitFor(t, "n1's gauge to say it does not serve", func() bool { return gauge("mcpruntime_node_serving") == 0 })
-	if got := gauge("mcpruntime_node_fence_age_seconds"); got*float64(time.Second) < float64(mcpruntime.DefaultFence) {
+	if got := gauge("mcpruntime_node_fence_age_seconds"); got*float64(time.Second) < float64(rtcluster.DefaultFence) {
 		t.Errorf("fence age of a node that stopped serving = %vs, want at least the fence", got)
 	}
 }

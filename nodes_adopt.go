@@ -19,7 +19,7 @@ var errMoved = errors.New("moved since read")
 // while nobody watched). It runs on the runtime's work group.
 func (r *Runtime) adoptLoop() {
 	defer r.work.Done()
-	gone := r.cluster.rep.MemberGone()
+	gone := r.cluster.MemberGone()
 	for {
 		select {
 		case <-r.base.Done():
@@ -39,7 +39,7 @@ func (r *Runtime) adoptLoop() {
 func (r *Runtime) adopt() {
 	self := r.node()
 	members := map[string]bool{self: true}
-	for _, m := range r.cluster.rep.Members() {
+	for _, m := range r.cluster.Members() {
 		members[m.ID] = true
 	}
 	rd := r.store.Read()

@@ -1,8 +1,6 @@
 package mcpruntime
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,11 +10,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
-	"github.com/agenthost/mcpruntime/internal/replica"
-	"github.com/agenthost/mcpruntime/memdb"
+	"github.com/agenthost/mcpruntime/internal/membership"
 )
 
 // ErrNotHome is returned for a thread or client grant whose actor runs on
@@ -41,117 +36,39 @@ func (e *NotHomeError) Error() string {
 // Is makes a *NotHomeError match ErrNotHome.
 func (e *NotHomeError) Is(target error) bool { return target == ErrNotHome }
 
-// Defaults of ClusterConfig.
-const (
-	DefaultEtcdDialTimeout = 5 * time.Second
-	// DefaultFence is ClusterConfig.Fence's default.
-	DefaultFence = replica.DefaultFence
-	// MinClusterSecret is the shortest node-to-node secret accepted.
-	MinClusterSecret = 32
-)
-
-// ClusterConfig makes the runtime one node of several that share an etcd
-// cluster (SPEC §5d). The zero value (no Etcd endpoints) is one node, in
-// memory.
-type ClusterConfig struct {
-	// Etcd are the etcd endpoints. Empty: one node (the default).
-	Etcd []string
-	// EtcdTLS, when set, is the TLS configuration for etcd (a CA, and a
-	// client certificate for etcd's client-certificate auth).
-	EtcdTLS *tls.Config
-	// EtcdUsername and EtcdPassword authenticate to etcd when its auth is
-	// on. Empty: none.
-	EtcdUsername, EtcdPassword string
-	// Node is this node's id, unique in the cluster: letters, digits, '.',
-	// '_' and '-', at most 64. Required.
-	Node string
-	// URL is where the other nodes reach this node's internal listener
-	// (Runtime.InternalHandler), scheme://host:port without a path, e.g.
-	// "http://10.0.0.5:7441". Required.
-	URL string
-	// Secret is the node-to-node secret, the same on every node, at least
-	// MinClusterSecret bytes. Every internal request carries it. Required.
-	Secret string
-	// Fence is F: how long one proof that the replica is current lets the
-	// node serve, and so how long a revoke waits at most for a node that
-	// does not answer. Below 1 s, so that streams close within 1 s. Zero:
-	// DefaultFence (500 ms).
-	Fence time.Duration
-	// DialTimeout bounds connecting to etcd at start. Zero:
-	// DefaultEtcdDialTimeout.
-	DialTimeout time.Duration
+// Cluster makes the runtime one node of several (SPEC §5d). The package
+// [github.com/agenthost/mcpruntime/cluster] implements it on etcd: set
+// Config.Cluster to a cluster.Config. Nil, the default, is one node, in
+// memory, and links no etcd client.
+type Cluster interface {
+	// Join starts this node's membership, whose store the runtime then
+	// uses. New calls it once, and closes the node when the runtime
+	// closes.
+	Join(membership.Options) (membership.Node, error)
 }
 
-// Enabled reports whether the configuration asks for several nodes.
-func (c ClusterConfig) Enabled() bool { return len(c.Etcd) > 0 }
-
-func (c ClusterConfig) validate() error {
-	if err := validID("node", c.Node); err != nil || len(c.Node) > 64 {
-		return fmt.Errorf("cluster: node id %q: letters, digits, '.', '_', '-', at most 64: %w", c.Node, ErrInvalidArgument)
-	}
-	for _, ch := range c.Node {
-		if ch == ':' || ch == '@' {
-			return fmt.Errorf("cluster: node id %q: letters, digits, '.', '_', '-': %w", c.Node, ErrInvalidArgument)
-		}
-	}
-	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return fmt.Errorf("cluster: URL %q: want the internal listener's scheme://host:port, no path: %w", c.URL, ErrInvalidArgument)
-	}
-	if len(c.Secret) < MinClusterSecret {
-		return fmt.Errorf("cluster: secret: at least %d bytes: %w", MinClusterSecret, ErrInvalidArgument)
-	}
-	if c.Fence < 0 || c.Fence >= time.Second {
-		return fmt.Errorf("cluster: fence %v: want below 1s: %w", c.Fence, ErrInvalidArgument)
-	}
-	return nil
-}
-
-// clusterNode is the runtime's membership of a cluster.
+// clusterNode is the runtime's membership of several nodes.
 type clusterNode struct {
-	cfg ClusterConfig
-	cli *clientv3.Client
-	rep *replica.Node
-	rt  atomic.Pointer[Runtime] // set once the runtime is built
+	membership.Node
+	rt atomic.Pointer[Runtime] // set once the runtime is built
 }
 
-// joinCluster connects to etcd and starts the node's replica, whose store
-// the runtime then uses.
-func joinCluster(c ClusterConfig, cfg Config) (*clusterNode, error) {
-	if err := c.validate(); err != nil {
-		return nil, err
-	}
+// joinCluster starts the node's membership of c.
+func joinCluster(c Cluster, cfg Config) (*clusterNode, error) {
 	if cfg.OAuth.PublicOrigin != "" {
 		return nil, fmt.Errorf("cluster: OAuth sign-in is not available on several nodes yet (SPEC §5d): %w", ErrInvalidArgument)
 	}
-	dial := c.DialTimeout
-	if dial <= 0 {
-		dial = DefaultEtcdDialTimeout
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: c.Etcd, TLS: c.EtcdTLS, Username: c.EtcdUsername, Password: c.EtcdPassword,
-		DialTimeout: dial, Logger: zap.NewNop(),
-	})
+	n := &clusterNode{}
+	m, err := c.Join(membership.Options{OnUnavailable: n.unavailable, Logger: cfg.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("cluster: connect to etcd: %w", err)
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), dial)
-	defer cancel()
-	n := &clusterNode{cfg: c, cli: cli}
-	rep, err := replica.Start(ctx, replica.Config{
-		Client: cli, Node: c.Node, Fence: c.Fence, URL: c.URL, Secret: c.Secret,
-		OnUnavailable: n.unavailable, Logger: cfg.Logger,
-	})
-	if err != nil {
-		cli.Close()
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	n.rep = rep
+	n.Node = m
 	return n, nil
 }
 
-// unavailable is the replica's OnUnavailable: every stream of the node's
-// endpoints closes (SPEC §5d.2); their sessions stay.
+// unavailable is the membership's OnUnavailable: every stream of the
+// node's endpoints closes (SPEC §5d.2); their sessions stay.
 func (n *clusterNode) unavailable() {
 	if r := n.rt.Load(); r != nil {
 		r.mu.Lock()
@@ -163,29 +80,16 @@ func (n *clusterNode) unavailable() {
 	}
 }
 
-func (n *clusterNode) close() error {
-	err := n.rep.Close()
-	return errors.Join(err, n.cli.Close())
-}
-
-// threadExists reports whether thread id's row is in etcd now (a
-// linearizable read): for a create whose write was refused before this
-// node's replica applied the row that refused it.
-func (n *clusterNode) threadExists(ctx context.Context, id string) bool {
-	resp, err := n.cli.Get(ctx, replica.TableKey(memdb.TableThreads, id), clientv3.WithCountOnly())
-	return err == nil && resp.Count > 0
-}
-
 // node is this node's id; "" on one node.
 func (r *Runtime) node() string {
 	if r.cluster == nil {
 		return ""
 	}
-	return r.cluster.cfg.Node
+	return r.cluster.ID()
 }
 
 // serving reports whether the node may serve: always on one node.
-func (r *Runtime) serving() bool { return r.cluster == nil || r.cluster.rep.Serving() }
+func (r *Runtime) serving() bool { return r.cluster == nil || r.cluster.Serving() }
 
 // notHome explains a thread without an actor here, on several nodes: a
 // *NotHomeError when it lives on another node, ErrUnavailable while this
@@ -254,7 +158,7 @@ func (r *Runtime) route(p Principal) (*url.URL, error) {
 	if home == "" || home == r.node() {
 		return nil, nil
 	}
-	m, ok := r.cluster.rep.Member(home)
+	m, ok := r.cluster.Member(home)
 	if !ok || m.URL == "" {
 		return nil, fmt.Errorf("node %s is not a member", home)
 	}
@@ -266,19 +170,19 @@ func (r *Runtime) route(p Principal) (*url.URL, error) {
 }
 
 // InternalHandler is the node's internal listener (several nodes, SPEC
-// §5d): the revokers' confirmations (replica.ConfirmPath) and the MCP
+// §5d): the revokers' confirmations (at /internal/confirm) and the MCP
 // requests other nodes forward here (at the MCP endpoint's path), both
 // only with the cluster's secret. Serve it on an
-// address the other nodes reach (ClusterConfig.URL) and no client does.
+// address the other nodes reach (cluster.Config.URL) and no client does.
 // On one node it answers 404 to everything.
 func (r *Runtime) InternalHandler() http.Handler {
 	if r.cluster == nil {
 		return http.NotFoundHandler()
 	}
 	mux := http.NewServeMux()
-	mux.Handle(replica.ConfirmPath, r.cluster.rep.ConfirmHandler())
+	mux.Handle(membership.ConfirmPath, r.cluster.ConfirmHandler())
 	mux.HandleFunc("/", r.serveForwarded)
-	return replica.NodeAuth(r.cluster.cfg.Secret, mux)
+	return r.cluster.NodeAuth(mux)
 }
 
 // serveForwarded serves a forwarded MCP request on the runtime's first
@@ -308,7 +212,7 @@ func (r *Runtime) Lost() <-chan struct{} {
 	if r.cluster == nil {
 		return nil
 	}
-	return r.cluster.rep.Stopped()
+	return r.cluster.Stopped()
 }
 
 // Node describes this node of a cluster, for operators.
@@ -330,12 +234,10 @@ func (r *Runtime) Node() Node {
 	if r.cluster == nil {
 		return Node{Serving: true}
 	}
-	st := r.cluster.rep.Status()
+	st := r.cluster.Status()
 	n := Node{ID: r.node(), Serving: st.Serving, Applied: st.Applied, Lag: st.Lag, SinceConfirmed: st.SinceConfirmed}
-	for _, m := range r.cluster.rep.Members() {
+	for _, m := range r.cluster.Members() {
 		n.Members = append(n.Members, m.ID)
 	}
 	return n
 }
-
-var _ memdb.Log = (*replica.Node)(nil)
