@@ -150,16 +150,6 @@ func knownMethod(m string) bool {
 		m == "resources/subscribe" || m == "resources/unsubscribe" || featureMethod(m)
 }
 
-// featureMethod reports whether m is one the backend answers (Serve).
-func featureMethod(m string) bool {
-	switch m {
-	case "tools/list", "tools/call", "resources/list", "resources/read", "resources/templates/list",
-		"prompts/list", "prompts/get", "completion/complete":
-		return true
-	}
-	return false
-}
-
 // initialize creates a session owned by the caller's namespace.
 func (s *Server) initialize(w http.ResponseWriter, r *http.Request, p caller, msg *message) {
 	var params struct {
@@ -335,7 +325,7 @@ func (s *Server) notify(e *session.Entry, msg *message) {
 }
 
 // request dispatches a request of an initialized session: the endpoint's
-// own methods here, the feature methods through Backend.Serve.
+// own methods here, the feature methods through the backend (serve).
 func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *session.Entry, msg *message) {
 	switch {
 	case msg.Method == "ping":

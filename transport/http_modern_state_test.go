@@ -32,6 +32,12 @@ func asking(f *fake) {
 	})
 }
 
+// askBody is modernBody from a client that declares what the tools here
+// ask for: elicitation and roots.
+func askBody(id, method, rest string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{` + rest + `,` + modernMeta(`{"elicitation":{},"roots":{}}`) + `}}`
+}
+
 type inputResult struct {
 	ResultType    string                     `json:"resultType"`
 	InputRequests map[string]json.RawMessage `json:"inputRequests"`
@@ -43,7 +49,7 @@ type inputResult struct {
 // requestState.
 func askOnce(t *testing.T, e *mcpEnv, tok, args string) string {
 	t.Helper()
-	res := e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("1", "tools/call", `"name":"ask","arguments":`+args))
+	res := e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), askBody("1", "tools/call", `"name":"ask","arguments":`+args))
 	var a struct{ Result inputResult }
 	if err := json.Unmarshal(res.Body, &a); err != nil || a.Result.ResultType != "input_required" || a.Result.InputRequests["name"] == nil || a.Result.RequestState == "" {
 		t.Fatalf("first round = %s, want input_required asking name with a requestState", res)
@@ -54,7 +60,7 @@ func askOnce(t *testing.T, e *mcpEnv, tok, args string) string {
 // retry is ask's second round with state and arguments args.
 func retry(e *mcpEnv, tok, args, state string) *ht.Result {
 	st, _ := json.Marshal(state)
-	return e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("2", "tools/call",
+	return e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), askBody("2", "tools/call",
 		`"name":"ask","arguments":`+args+`,"inputResponses":{"name":{"action":"accept","content":{"name":"Alice"}}},"requestState":`+string(st)))
 }
 
@@ -113,12 +119,12 @@ func TestHTTPModernRequestState(t *testing.T) {
 	// A first-round-shaped call with answers but no state (the revision's
 	// stateless round) reaches the backend with them, decoded by shape; an
 	// answer that is not an object is refused.
-	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("3", "tools/call",
+	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), askBody("3", "tools/call",
 		`"name":"ask","arguments":{},"inputResponses":{"name":{"action":"accept","content":{"name":"Bob"}},"extra":{"x":1}}`))
 	if !strings.Contains(string(res.Body), "hello Bob, state ") {
 		t.Fatalf("answers without a state = %s, want hello Bob", res)
 	}
-	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("4", "tools/call", `"name":"ask","arguments":{},"inputResponses":{"name":12345}`))
+	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), askBody("4", "tools/call", `"name":"ask","arguments":{},"inputResponses":{"name":12345}`))
 	if a := res.RPC(t); res.Status != 400 || a.Error == nil || a.Error.Code != -32602 {
 		t.Fatalf("a non-object answer = %s, want 400 -32602", res)
 	}
@@ -153,7 +159,7 @@ func TestHTTPModernAnswersChecked(t *testing.T) {
 	})
 	e := newMCPEnv(t, f, transport.Options{})
 	call := func(id, name, rest string) *ht.Result {
-		return e.Do(http.MethodPost, modernHeaders(tok, "tools/call", name), modernBody(id, "tools/call", `"name":"`+name+`","arguments":{}`+rest))
+		return e.Do(http.MethodPost, modernHeaders(tok, "tools/call", name), askBody(id, "tools/call", `"name":"`+name+`","arguments":{}`+rest))
 	}
 	first := func() string {
 		var a struct{ Result inputResult }

@@ -52,6 +52,12 @@ const (
 	Unauthenticated
 	InvalidGrant
 	RefreshReused
+	UnknownTool
+	ResourceNotFound
+	UnknownPrompt
+	UnknownReference
+	CapabilityNotDeclared
+	InvalidCursor
 	codeCount // keep last
 )
 
@@ -128,6 +134,26 @@ var (
 	// ErrRefreshReused: a refresh token already spent was presented again;
 	// its grant has been revoked.
 	ErrRefreshReused = errors.New("refresh token reused: grant revoked")
+
+	// The MCP features' failures, which the endpoint answers as JSON-RPC
+	// errors (transport's backendErrors).
+
+	// ErrUnknownTool: a tools/call of a name no tool has.
+	ErrUnknownTool = errors.New("unknown tool")
+	// ErrResourceNotFound: nothing the caller may read is at the URI.
+	ErrResourceNotFound = errors.New("resource not found")
+	// ErrUnknownPrompt: a prompts/get of a name no prompt has, or one the
+	// caller may not get.
+	ErrUnknownPrompt = errors.New("unknown prompt")
+	// ErrUnknownReference: a completion/complete whose ref names no prompt
+	// or resource template the caller may use.
+	ErrUnknownReference = errors.New("unknown completion reference")
+	// ErrCapabilityNotDeclared: a handler asked the client for something
+	// the client did not declare it can do (an elicitation without the
+	// elicitation capability, …).
+	ErrCapabilityNotDeclared = errors.New("client capability not declared")
+	// ErrInvalidCursor: a list's cursor is not one that list returned.
+	ErrInvalidCursor = errors.New("invalid cursor")
 )
 
 var sentinels = [codeCount]error{
@@ -162,6 +188,12 @@ var sentinels = [codeCount]error{
 	Unauthenticated:        ErrUnauthenticated,
 	InvalidGrant:           ErrInvalidGrant,
 	RefreshReused:          ErrRefreshReused,
+	UnknownTool:            ErrUnknownTool,
+	ResourceNotFound:       ErrResourceNotFound,
+	UnknownPrompt:          ErrUnknownPrompt,
+	UnknownReference:       ErrUnknownReference,
+	CapabilityNotDeclared:  ErrCapabilityNotDeclared,
+	InvalidCursor:          ErrInvalidCursor,
 }
 
 // Sentinel returns the sentinel of c; nil for OK, ErrInternal for a code
