@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/mcpruntime/transport"
@@ -196,5 +197,30 @@ func TestHTTPModernAnswersChecked(t *testing.T) {
 	res := call("3", "bad_schema", "")
 	if a := res.RPC(t); a.Error == nil || a.Error.Code != -32603 || !strings.Contains(a.Error.Message, "elicitation schema is invalid") || strings.Contains(string(res.Body), "requestState") {
 		t.Fatalf("a handler's invalid schema = %s, want -32603 naming it", res)
+	}
+}
+
+// TestHTTPModernMissingCapability: SPEC §5a — a handler that asks what
+// the request did not declare is answered 400 -32021, naming what it
+// needs in data.requiredCapabilities; no requestState is handed out.
+func TestHTTPModernMissingCapability(t *testing.T) {
+	f := newFake(t)
+	tok, _ := f.provider("T", "A", 0)
+	asking(f)
+	e := newMCPEnv(t, f, transport.Options{})
+	res := e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("1", "tools/call", `"name":"ask","arguments":{}`))
+	ht.WantStatus(t, "undeclared elicitation", res, http.StatusBadRequest)
+	var a struct {
+		Error struct {
+			Code int
+			Data map[string]any
+		}
+	}
+	if err := json.Unmarshal(res.Body, &a); err != nil || a.Error.Code != -32021 || strings.Contains(string(res.Body), "requestState") {
+		t.Fatalf("undeclared elicitation = %s, want -32021 and no requestState", res)
+	}
+	want := map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}}
+	if diff := cmp.Diff(want, a.Error.Data); diff != "" {
+		t.Errorf("data (-want +got):\n%s", diff)
 	}
 }

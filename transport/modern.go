@@ -91,14 +91,11 @@ func (s *Server) handleModern(w http.ResponseWriter, r *http.Request) {
 	}
 	msg, err := decodeMessage(body)
 	switch {
-	case errors.Is(err, errBatch), errors.Is(err, errInvalid):
-		s.fail(w, failInvalidMessage)
-		return
-	case errors.Is(err, errEncoding):
-		s.fail(w, failEncoding)
+	case errors.Is(err, errBatch):
+		s.fail(w, failInvalidMessage) // the era has no batches: not one message
 		return
 	case err != nil:
-		s.fail(w, failParse)
+		s.fail(w, failureOf(err))
 		return
 	case msg.isResponse():
 		s.fail(w, failInvalidMessage) // no server→client requests in this era: nothing awaits one
