@@ -101,19 +101,20 @@ func BenchmarkHTTPPing(b *testing.B) {
 }
 
 // BenchmarkServeToolCall is one tools/call (thread_read) through the
-// backend's Serve alone, as the transport calls it: params
+// transport's Dispatch and the backend's CallTool, without HTTP: params
 // decoded, the checks, schema validation, the tool, the result value (not
 // encoded).
 func BenchmarkServeToolCall(b *testing.B) {
 	rt, p, _ := benchRuntime(b)
 	be := mcpruntime.NewBackend(rt, mcpruntime.MCPOptions{})
-	req := &transport.Request{Method: "tools/call", Params: json.RawMessage(`{"name":"thread_read","arguments":{}}`), Caller: p,
+	params := json.RawMessage(`{"name":"thread_read","arguments":{}}`)
+	req := &transport.Request{Caller: p,
 		Era: transport.EraSession, ClientCapabilities: &mcp.ClientCapabilities{}, Out: nopOutput{}}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if res := be.Serve(ctx, req); res.Result == nil {
-			b.Fatalf("Serve = %+v", res.Err)
+		if res := transport.Dispatch(ctx, be, "tools/call", params, req); res.Result == nil {
+			b.Fatalf("Dispatch = %+v", res.Err)
 		}
 	}
 }

@@ -86,6 +86,35 @@ var (
 	// ErrTooManyPairingCodes is returned by NewPairingCode while 100 pairing
 	// codes are outstanding.
 	ErrTooManyPairingCodes = fault.ErrTooManyPairingCodes
+
+	// The MCP features' failures, which the endpoint answers as JSON-RPC
+	// errors (SPEC §5b).
+
+	// ErrUnknownTool is returned by CallTool for a name no tool has; the
+	// endpoint answers -32602 "unknown tool".
+	ErrUnknownTool = fault.ErrUnknownTool
+	// ErrResourceNotFound is a resource handler's answer for a URI it has
+	// no resource at. The client gets what it gets for a URI no resource or
+	// template matches, and for one it may not read: JSON-RPC -32002 in a
+	// 2025 session, -32602 in the 2026-07-28 era, with data.uri either way.
+	ErrResourceNotFound = fault.ErrResourceNotFound
+	// ErrUnknownPrompt is returned by GetPrompt for a name no prompt has, or
+	// a prompt the caller may not get: the two are alike (SPEC §5b.2).
+	ErrUnknownPrompt = fault.ErrUnknownPrompt
+	// ErrUnknownReference is returned by Complete for a ref/prompt or
+	// ref/resource naming nothing the caller may use.
+	ErrUnknownReference = fault.ErrUnknownReference
+	// ErrCapabilityNotDeclared is what a request gets when its handler
+	// asked the client for something the client did not declare it can do
+	// (an elicitation without the elicitation capability, …): in a 2025
+	// session a tools/call answers it as an isError result, other requests
+	// as JSON-RPC -32602; in the 2026-07-28 era it is -32021 with
+	// data.requiredCapabilities. A handler avoids it by reading
+	// ClientCapabilities first.
+	ErrCapabilityNotDeclared = fault.ErrCapabilityNotDeclared
+	// ErrInvalidCursor is what a list request gets for a cursor that list
+	// did not return: JSON-RPC -32602.
+	ErrInvalidCursor = fault.ErrInvalidCursor
 )
 
 // Authentication failure reasons, in AuthError.Reason.

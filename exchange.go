@@ -1,12 +1,6 @@
 package mcpruntime
 
 import (
-	"errors"
-	"fmt"
-	"maps"
-	"slices"
-	"strings"
-
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/mcpruntime/transport"
@@ -96,111 +90,6 @@ func (x *Exchange) CloseStream() {
 func InputRequired(requests mcp.InputRequestMap, state string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{InputRequests: requests, RequestState: state}
 }
-
-// ErrCapabilityNotDeclared is what a request gets when its handler asked
-// the client for something the client did not declare it can do (an
-// elicitation without the elicitation capability, …): in a 2025 session a
-// tools/call answers it as an isError result, other requests as JSON-RPC
-// -32602; in the 2026-07-28 era it is -32021 with data.requiredCapabilities.
-// A handler avoids it by reading ClientCapabilities first.
-var ErrCapabilityNotDeclared = errors.New("client capability not declared")
-
-// missingCapabilities returns the capabilities the input requests need that
-// caps does not declare, as a ClientCapabilities value naming them, or nil
-// when every one is declared. URL-mode elicitation needs elicitation.url;
-// form mode, elicitation (with form, or neither: form is assumed).
-func missingCapabilities(reqs mcp.InputRequestMap, caps *mcp.ClientCapabilities) *mcp.ClientCapabilities {
-	if caps == nil {
-		caps = &mcp.ClientCapabilities{}
-	}
-	var miss mcp.ClientCapabilities
-	missing := false
-	for _, r := range reqs {
-		switch r := r.(type) {
-		case *mcp.ElicitParams:
-			e := caps.Elicitation
-			url := r.Mode == "url" || (r.Mode == "" && (r.URL != "" || r.ElicitationID != ""))
-			switch {
-			case url && (e == nil || e.URL == nil):
-				miss.Elicitation = mergeElicitation(miss.Elicitation, &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}})
-				missing = true
-			case !url && (e == nil || (e.Form == nil && e.URL != nil)):
-				miss.Elicitation = mergeElicitation(miss.Elicitation, &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}})
-				missing = true
-			}
-		case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
-			if caps.Sampling == nil {
-				miss.Sampling, missing = &mcp.SamplingCapabilities{}, true
-			}
-		case *mcp.ListRootsParams:
-			if caps.RootsV2 == nil && !caps.Roots.ListChanged {
-				miss.RootsV2, missing = &mcp.RootCapabilities{}, true
-			}
-		}
-	}
-	if !missing {
-		return nil
-	}
-	return &miss
-}
-
-func mergeElicitation(a, b *mcp.ElicitationCapabilities) *mcp.ElicitationCapabilities {
-	if a == nil {
-		return b
-	}
-	if b.Form != nil {
-		a.Form = b.Form
-	}
-	if b.URL != nil {
-		a.URL = b.URL
-	}
-	return a
-}
-
-// capabilityNames lists what caps names, sorted, for messages.
-func capabilityNames(caps *mcp.ClientCapabilities) string {
-	var names []string
-	if caps.Elicitation != nil {
-		names = append(names, "elicitation")
-	}
-	if caps.Sampling != nil {
-		names = append(names, "sampling")
-	}
-	if caps.RootsV2 != nil {
-		names = append(names, "roots")
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
-}
-
-// capabilityError is ErrCapabilityNotDeclared with what was missing.
-type capabilityError struct{ missing *mcp.ClientCapabilities }
-
-func (e *capabilityError) Error() string {
-	return fmt.Sprintf("the client did not declare the %s capability: %v", capabilityNames(e.missing), ErrCapabilityNotDeclared)
-}
-
-func (e *capabilityError) Unwrap() error { return ErrCapabilityNotDeclared }
-
-// requiredCapabilities is the data of a -32021 error: the missing
-// capabilities as the wire names them (roots as an object).
-func (e *capabilityError) requiredCapabilities() map[string]any {
-	out := map[string]any{}
-	if m := e.missing; m.Elicitation != nil {
-		out["elicitation"] = m.Elicitation
-	}
-	if e.missing.Sampling != nil {
-		out["sampling"] = map[string]any{}
-	}
-	if e.missing.RootsV2 != nil {
-		out["roots"] = map[string]any{}
-	}
-	return map[string]any{"requiredCapabilities": out}
-}
-
-// cloneInputs copies an input request map so a handler's later change of
-// its own map cannot reach a response on its way.
-func cloneInputs(m mcp.InputRequestMap) mcp.InputRequestMap { return maps.Clone(m) }
 
 // progressOutput is the Output of Runtime.CallTool: progress goes to the
 // caller's function, nothing else goes anywhere.

@@ -386,9 +386,8 @@ func serve(t *testing.T, b transport.Backend, r serveReq) transport.Response {
 	if r.out == nil {
 		r.out = &recOutput{}
 	}
-	res := b.Serve(context.Background(), &transport.Request{
-		Method: r.method, Params: json.RawMessage(r.params), Caller: r.caller, Era: r.era,
-		ClientCapabilities: r.caps, InputResponses: r.inputs, State: r.state, Out: r.out,
+	res := transport.Dispatch(context.Background(), b, r.method, json.RawMessage(r.params), &transport.Request{
+		Caller: r.caller, Era: r.era, ClientCapabilities: r.caps, InputResponses: r.inputs, State: r.state, Out: r.out,
 	})
 	set := 0
 	if res.Result != nil {

@@ -2,7 +2,6 @@ package mcpruntime
 
 import (
 	"encoding/base64"
-	"errors"
 	"slices"
 	"strings"
 )
@@ -18,7 +17,7 @@ import (
 const DefaultListPageSize = 100
 
 // errInvalidCursor is a cursor no list of that kind returned: -32602.
-var errInvalidCursor = errors.New("invalid cursor")
+var errInvalidCursor = ErrInvalidCursor
 
 func encodeListCursor(kind, key string) string {
 	return kind + "1." + base64.RawURLEncoding.EncodeToString([]byte(key))

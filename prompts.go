@@ -15,10 +15,6 @@ import (
 // a name in use.
 var ErrInvalidPrompt = errors.New("invalid prompt")
 
-// ErrUnknownPrompt is returned by GetPrompt for a name no prompt has, or a
-// prompt the caller may not get: the two are alike (SPEC §5b.2).
-var ErrUnknownPrompt = errors.New("unknown prompt")
-
 // Prompt is a prompt the runtime serves: the go-sdk's description of it
 // (name, title, description, arguments, icons) with the runtime's access
 // rules, its handler, and an optional completion of its arguments.
@@ -155,10 +151,6 @@ func (r *Runtime) getPrompt(ctx context.Context, get *PromptGet) (*mcp.GetPrompt
 	}
 	return res, nil
 }
-
-// ErrUnknownReference is returned by Complete for a ref/prompt or
-// ref/resource naming nothing the caller may use.
-var ErrUnknownReference = errors.New("unknown completion reference")
 
 // maxCompletionValues is the most values a completion answers (MCP).
 const maxCompletionValues = 100

@@ -17,12 +17,6 @@ import (
 // use.
 var ErrInvalidResource = errors.New("invalid resource")
 
-// ErrResourceNotFound is a resource handler's answer for a URI it has no
-// resource at. The client gets what it gets for a URI no resource or
-// template matches, and for one it may not read: JSON-RPC -32002 in a 2025
-// session, -32602 in the 2026-07-28 era, with data.uri either way.
-var ErrResourceNotFound = errors.New("resource not found")
-
 // Resource is a resource at one URI: the go-sdk's description of it (uri,
 // name, title, description, mimeType, size, annotations, icons) with the
 // runtime's access rules and its handler.

@@ -379,9 +379,6 @@ func validateStructured(sch *jsonschema.Schema, v any) error {
 	return sch.Validate(doc)
 }
 
-// ErrUnknownTool is returned by CallTool for a name no tool has.
-var ErrUnknownTool = errors.New("unknown tool")
-
 // refusalFor maps a runtime error from a handler to the stable codes of
 // SPEC §4; anything else is a generic tool error (its text is the error's).
 func refusalFor(err error) *mcp.CallToolResult {

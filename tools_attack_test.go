@@ -50,7 +50,7 @@ func TestRegistryStorm(t *testing.T) {
 	// The reader calls Serve itself: a failure is an Error, never a Fatal
 	// off the test's goroutine.
 	call := func(method, params string) transport.Response {
-		return b.Serve(context.Background(), &transport.Request{Method: method, Params: json.RawMessage(params), Caller: p,
+		return transport.Dispatch(context.Background(), b, method, json.RawMessage(params), &transport.Request{Caller: p,
 			Era: transport.EraSession, ClientCapabilities: &mcp.ClientCapabilities{}, Out: &recOutput{}})
 	}
 	done := make(chan struct{})

@@ -236,7 +236,7 @@ func TestServeOutput(t *testing.T) {
 	}
 }
 
-// TestServeCancelled: Serve returns once its context is done, whatever the
+// TestServeCancelled: Dispatch returns once its context is done, whatever the
 // handler does with it, with an answer the endpoint does not send.
 func TestServeCancelled(t *testing.T) {
 	rt := quietRuntime(t, mcpruntime.Config{})
@@ -251,13 +251,13 @@ func TestServeCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan transport.Response, 1)
 	go func() {
-		done <- b.Serve(ctx, &transport.Request{Method: "tools/call", Params: json.RawMessage(`{"name":"host_wait"}`),
+		done <- transport.Dispatch(ctx, b, "tools/call", json.RawMessage(`{"name":"host_wait"}`), &transport.Request{
 			Caller: clientOf(t, rt, memdb.AccessReadOnly), Era: transport.EraSession, ClientCapabilities: &mcp.ClientCapabilities{}, Out: &recOutput{}})
 	}()
 	<-started
 	cancel()
 	if res := <-done; res.Result != nil || res.Err == nil {
-		t.Errorf("cancelled Serve = %+v, want no result", res)
+		t.Errorf("cancelled Dispatch = %+v, want no result", res)
 	}
 }
 

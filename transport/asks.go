@@ -18,13 +18,14 @@ import (
 
 // Asking the client (2025 era, SPEC §5b.18–). A backend never sends a
 // request to the client: when it needs one — an elicitation, a sampling,
-// the client's roots — Serve returns InputRequests and a State. For a
-// session the endpoint then checks that the client declared each
-// capability at initialize, sends elicitation/create,
+// the client's roots — its feature method answers a result with
+// InputRequests and a RequestState. For a session the endpoint then checks
+// that the client declared each capability at initialize (dispatch.go),
+// sends elicitation/create,
 // sampling/createMessage or roots/list on the request's own stream (the
 // answer turns into an event stream if it was not one), with ids unique
 // in the session ("srv-<n>", session.Asks), waits for every answer within
-// Options.AskTimeout, and calls Serve again with the answers and the
+// Options.AskTimeout, and calls the method again with the answers and the
 // State: at most maxAskRounds rounds. The client answers with a POSTed
 // JSON-RPC response, admitted like any request (its token, the session's
 // owner) and matched by id within that session only.
@@ -91,19 +92,19 @@ func askFailed(method string, f *askFailure) Response {
 	return Response{Err: &RPCError{Code: f.code, Message: f.message}}
 }
 
-// converse runs the rounds of asks a request's backend wants: while Serve
-// answers InputRequests, they are asked of the client and Serve is called
-// again with the answers and its State. It returns the last answer; the
+// converse runs the rounds of asks a request's backend wants: while its
+// method answers InputRequests, they are asked of the client and the
+// method is called again with the answers and its State. It returns the last answer; the
 // caller checks ctx first (a request whose context ended is abandoned).
 func (s *Server) converse(ctx context.Context, out *callWriter, e *session.Entry, res Response) Response {
 	for round := 0; len(res.InputRequests) > 0 && res.Err == nil; round++ {
 		if out.batch {
 			// Its answer is one element of the batch's JSON array: nothing
 			// can be sent before it, so the client could never be asked.
-			return askFailed(out.req.Method, &askFailure{CodeInternalError, "a request in a JSON-RPC batch cannot ask the client: send it alone"})
+			return askFailed(out.method, &askFailure{CodeInternalError, "a request in a JSON-RPC batch cannot ask the client: send it alone"})
 		}
 		if round == maxAskRounds {
-			return askFailed(out.req.Method, &askFailure{CodeInternalError,
+			return askFailed(out.method, &askFailure{CodeInternalError,
 				fmt.Sprintf("the request still needed the client's input after %d rounds of requests to the client", maxAskRounds)})
 		}
 		answers, failed := s.askClient(ctx, out, e, res.InputRequests)
@@ -111,10 +112,10 @@ func (s *Server) converse(ctx context.Context, out *callWriter, e *session.Entry
 		case ctx.Err() != nil:
 			return Response{}
 		case failed != nil:
-			return askFailed(out.req.Method, failed)
+			return askFailed(out.method, failed)
 		}
 		out.req.InputResponses, out.req.State = answers, res.State
-		res = s.backend.Serve(ctx, &out.req)
+		res = s.dispatch(ctx, out.method, out.params, &out.req)
 	}
 	return res
 }
@@ -124,7 +125,7 @@ func (s *Server) converse(ctx context.Context, out *callWriter, e *session.Entry
 // ends (the call cancelled, the session ended, the credential died) both
 // results are nil.
 func (s *Server) askClient(ctx context.Context, out *callWriter, e *session.Entry, reqs mcp.InputRequestMap) (mcp.InputResponseMap, *askFailure) {
-	qs, failed := questions(reqs, e.ClientCapabilities(), e.Version())
+	qs, failed := questions(reqs, e.Version())
 	if failed != nil {
 		return nil, failed
 	}
@@ -200,18 +201,16 @@ func clientErrorMessage(raw []byte) string {
 }
 
 // questions turns a round's input requests into what is sent, in the
-// order of their keys, after checking the client declared what each
-// needs: elicitation (form mode: elicitation with form, or neither
-// member; URL mode: elicitation.url), sampling, roots. A form
+// order of their keys; the dispatch checked the client declared what
+// each needs (missingCapabilities). A form
 // elicitation's requested schema is compiled here: one that does not
 // compile is the handler's fault, never the client's.
-func questions(reqs mcp.InputRequestMap, caps *mcp.ClientCapabilities, version string) ([]question, *askFailure) {
+func questions(reqs mcp.InputRequestMap, version string) ([]question, *askFailure) {
 	keys := make([]string, 0, len(reqs))
 	for k := range reqs {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	var missing []string
 	qs := make([]question, 0, len(keys))
 	for _, k := range keys {
 		q := question{key: k}
@@ -222,15 +221,6 @@ func questions(reqs mcp.InputRequestMap, caps *mcp.ClientCapabilities, version s
 		switch r := reqs[k].(type) {
 		case *mcp.ElicitParams:
 			url := isURLElicitation(r)
-			el := caps.Elicitation
-			switch {
-			case url && (el == nil || el.URL == nil):
-				missing = append(missing, "elicitation (url mode)")
-				continue
-			case !url && (el == nil || el.Form == nil && el.URL != nil):
-				missing = append(missing, "elicitation")
-				continue
-			}
 			w := elicitWire{Meta: r.Meta, Message: r.Message, URL: r.URL, ElicitationID: r.ElicitationID}
 			if resumable(version) { // 2025-11-25 names the mode
 				w.Mode = "form"
@@ -251,22 +241,10 @@ func questions(reqs mcp.InputRequestMap, caps *mcp.ClientCapabilities, version s
 			}
 			q.method, params, q.decode = "elicitation/create", w, decodeElicit
 		case *mcp.CreateMessageParams:
-			if caps.Sampling == nil {
-				missing = append(missing, "sampling")
-				continue
-			}
 			q.method, params, q.decode = "sampling/createMessage", r, decodeAs[mcp.CreateMessageResult]
 		case *mcp.CreateMessageWithToolsParams:
-			if caps.Sampling == nil {
-				missing = append(missing, "sampling")
-				continue
-			}
 			q.method, params, q.decode = "sampling/createMessage", r, decodeAs[mcp.CreateMessageWithToolsResult]
 		case *mcp.ListRootsParams:
-			if caps.RootsV2 == nil && !caps.Roots.ListChanged {
-				missing = append(missing, "roots")
-				continue
-			}
 			if r == nil {
 				r = &mcp.ListRootsParams{}
 			}
@@ -280,15 +258,6 @@ func questions(reqs mcp.InputRequestMap, caps *mcp.ClientCapabilities, version s
 		}
 		q.params = b
 		qs = append(qs, q)
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		missing = slices.Compact(missing)
-		noun := "capability"
-		if len(missing) > 1 {
-			noun = "capabilities"
-		}
-		return nil, &askFailure{CodeInvalidParams, "the client did not declare the " + strings.Join(missing, ", ") + " " + noun + ": client capability not declared"}
 	}
 	return qs, nil
 }

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -14,18 +15,19 @@ type Era uint8
 
 const (
 	EraSession Era = iota + 1 // 2025-03-26 … 2025-11-25: an MCP session (Mcp-Session-Id)
-	EraModern                 // 2026-07-28: stateless (issue 14)
+	EraModern                 // 2026-07-28: stateless
 )
 
-// Request is one feature request handed to the backend: tools/list,
-// tools/call, resources/list, resources/read, resources/templates/list,
-// prompts/list, prompts/get, completion/complete. Everything else
-// (initialize, ping, logging/setLevel, resources/subscribe|unsubscribe,
-// notifications, responses to the runtime's own asks, server/discover,
+// Request is what every feature call carries besides its own params: who
+// calls, in which era and version, what the client declared, and the
+// answers and state of the previous round when the backend asked the
+// client. The feature methods are the Backend's: tools/list, tools/call,
+// resources/list, resources/read, resources/templates/list, prompts/list,
+// prompts/get, completion/complete. Everything else (initialize, ping,
+// logging/setLevel, resources/subscribe|unsubscribe, notifications,
+// responses to the runtime's own asks, server/discover,
 // subscriptions/listen) is the endpoint's.
 type Request struct {
-	Method          string
-	Params          json.RawMessage // the params object as sent ("{}" when absent); _meta included
 	Caller          principal.Principal
 	Era             Era
 	ProtocolVersion string
@@ -39,9 +41,10 @@ type Request struct {
 	// requestState). A modern call without a state may carry answers of
 	// its own, decoded by shape only. Nil on a first round without them.
 	InputResponses mcp.InputResponseMap
-	// State is what the backend returned as Response.State in the previous
-	// round ("" on the first); the endpoint carries it (EraSession: in
-	// memory; EraModern: sealed in requestState) and never shows it.
+	// State is the RequestState the backend returned with its
+	// InputRequests in the previous round ("" on the first); the endpoint
+	// carries it (EraSession: in memory; EraModern: sealed in
+	// requestState) and never shows it.
 	State string
 	// Out is this request's channel back to the client.
 	Out Output
@@ -63,43 +66,53 @@ type Output interface {
 	CloseStream()
 }
 
-// Response is the backend's answer. Exactly one of Result, InputRequests,
-// Err is set.
-type Response struct {
-	// Result is the complete result, marshalled as it is (an
-	// *mcp.CallToolResult, *mcp.ListToolsResult, *mcp.ReadResourceResult, …).
-	Result any
-	// InputRequests: the request needs the client first (elicitation/create,
-	// sampling/createMessage, roots/list). EraSession: the endpoint checks
-	// the client declared each capability (else a tools/call answers an
-	// isError result naming what is missing, other methods -32602), sends
-	// the requests on the request's stream, waits for the answers and calls
-	// Serve again with InputResponses and State (asks.go, SPEC §5b.18–22).
-	// EraModern: answered as resultType "input_required" with a sealed
-	// requestState (issue 14).
-	InputRequests mcp.InputRequestMap
-	State         string
-	// Err is a JSON-RPC error: an unknown tool (-32602), an unknown or
-	// refused resource (-32002 in 2025-11-25; issue 14 maps it), invalid
-	// params, an invalid cursor (-32602).
-	Err *RPCError
-}
+// ErrNotServed is what a feature method of a Backend that does not serve
+// that feature returns: the endpoint answers -32601, method not found.
+var ErrNotServed = errors.New("method not served")
 
-// RPCError is a JSON-RPC error the backend answers with.
-type RPCError struct {
-	Code    int
-	Message string
-	Data    any // marshalled as it is; nil: none
-}
-
-// Backend is what the endpoint serves.
+// Backend is what the endpoint serves: one method per MCP feature, each
+// run on the request's goroutine, each returning when ctx is done (a
+// cancellation: the endpoint sends nothing for it). The endpoint decodes
+// the params (dispatch.go); a feature method answers its result or a
+// domain error, which the endpoint maps to its JSON-RPC error in one table
+// (errors.go, backendErrors): internal/fault's ErrUnknownTool,
+// ErrResourceNotFound, ErrUnknownPrompt, ErrUnknownReference,
+// ErrInvalidArgument, ErrInvalidCursor, and ErrNotServed; anything else is -32603 with a
+// fixed message, the error logged.
+//
+// A tools/call, resources/read or prompts/get that needs the client first
+// (elicitation/create, sampling/createMessage, roots/list) answers a
+// result whose InputRequests name what it needs, with a RequestState of
+// its own, and nothing else. The endpoint checks the client declared each
+// capability (else ErrCapabilityNotDeclared's answer: -32021 with
+// data.requiredCapabilities in EraModern; in EraSession an isError result
+// for tools/call, -32602 for the others); then in EraSession it asks the
+// client on the request's stream and calls the method again with
+// Request.InputResponses and Request.State (asks.go, SPEC §5b.18–22), and
+// in EraModern it answers resultType "input_required" with the state
+// sealed in requestState (SPEC §5a.6).
 type Backend interface {
-	// Authenticate as today.
+	// Authenticate returns the principal of a bearer token; an error
+	// refuses it (401).
 	Authenticate(token string) (principal.Principal, error)
-	// Serve answers one feature request; it runs on the request's goroutine
-	// and must return when ctx is done (a cancellation: the endpoint sends
-	// nothing for it).
-	Serve(ctx context.Context, req *Request) Response
+
+	// ListTools, ListResources, ListResourceTemplates and ListPrompts
+	// answer one page of their list: cursor is the params' ("" for the
+	// first page); one the list did not return is ErrInvalidCursor.
+	ListTools(ctx context.Context, req *Request, cursor string) (*mcp.ListToolsResult, error)
+	ListResources(ctx context.Context, req *Request, cursor string) (*mcp.ListResourcesResult, error)
+	ListResourceTemplates(ctx context.Context, req *Request, cursor string) (*mcp.ListResourceTemplatesResult, error)
+	ListPrompts(ctx context.Context, req *Request, cursor string) (*mcp.ListPromptsResult, error)
+	// CallTool calls the tool name with its arguments as sent (nil when
+	// absent): the tool's schema validates them, not the endpoint.
+	CallTool(ctx context.Context, req *Request, name string, arguments json.RawMessage) (*mcp.CallToolResult, error)
+	// ReadResource reads the resource at uri.
+	ReadResource(ctx context.Context, req *Request, uri string) (*mcp.ReadResourceResult, error)
+	// GetPrompt gets the prompt name with its arguments.
+	GetPrompt(ctx context.Context, req *Request, name string, arguments map[string]string) (*mcp.GetPromptResult, error)
+	// Complete answers completion/complete; params.Ref is not nil.
+	Complete(ctx context.Context, req *Request, params *mcp.CompleteParams) (*mcp.CompleteResult, error)
+
 	// Capabilities are the server capabilities answered at initialize
 	// (and by server/discover). The value returned is read-only: the
 	// endpoint encodes its initialize results once per value (compared by

@@ -114,18 +114,7 @@ func (s *Server) batched(w http.ResponseWriter, r *http.Request, p caller, e *se
 		s.failFor(w, failInitialized, msg.ID, "")
 		return
 	}
-	e.Begin(s.opts.Now())
-	defer func() { e.End(s.opts.Now()) }()
-	switch {
-	case msg.isNotification():
-		s.notify(e, msg)
-		writeAccepted(w)
-	case msg.isResponse():
-		s.answerAsk(e, msg) // matched within this session only; else dropped
-		writeAccepted(w)
-	default:
-		s.request(w, r, p, e, msg)
-	}
+	s.onSession(w, r, p, e, msg)
 }
 
 // batchWriter is the http.ResponseWriter of one message of a batch: it

@@ -13,7 +13,7 @@ import (
 // emptyParams is the params of a request that sent none.
 var emptyParams = json.RawMessage(`{}`)
 
-// serve answers a feature request through Backend.Serve, on the request's
+// serve answers a feature request through the backend (Dispatch), on the request's
 // goroutine: it registers itself in the session's Calls (a duplicate id
 // is -32600), so that notifications/cancelled and the session's end cancel
 // its context, and answers what the backend returns — application/json,
@@ -49,24 +49,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p caller, e *sess
 	out := &callWriter{w: w, s: s, e: e, ctx: ctx, conn: r.Context(), cancel: cancel, credential: p.CredentialID, progressToken: progressToken(params)}
 	_, out.batch = w.(*batchWriter)
 	defer out.end()
+	out.method, out.params = msg.Method, params
 	out.req = Request{
-		Method:             msg.Method,
-		Params:             params,
 		Caller:             p.Principal,
 		Era:                EraSession,
 		ProtocolVersion:    e.Version(),
 		ClientCapabilities: e.ClientCapabilities(),
 		Out:                out,
 	}
-	res := s.backend.Serve(ctx, &out.req)
-	if out.req.Era == EraSession && len(res.InputRequests) > 0 && res.Err == nil {
+	res := s.dispatch(ctx, msg.Method, params, &out.req)
+	if len(res.InputRequests) > 0 && res.Err == nil {
 		res = s.converse(ctx, out, e, res) // the runtime asks the client (asks.go); never in the 2026-07-28 era
 	}
 	switch {
 	case ctx.Err() != nil:
 		out.abandon(context.Cause(ctx))
 	case res.Err != nil:
-		out.finish(failBackendError, &response{JSONRPC: "2.0", ID: msg.ID, Error: &rpcError{Code: res.Err.Code, Message: res.Err.Message, Data: res.Err.Data}})
+		out.finish(res.failure(), &response{JSONRPC: "2.0", ID: msg.ID, Error: &rpcError{Code: res.Err.Code, Message: res.Err.Message, Data: res.Err.Data}})
 	case res.InputRequests != nil || res.Result == nil:
 		s.opts.Logger.Error("backend answered neither a result nor input requests", "method", msg.Method)
 		out.finish(failBackendFailed, errorResponse(msg.ID, failures[failBackendFailed].code, failures[failBackendFailed].message))
@@ -103,6 +102,8 @@ func progressToken(params json.RawMessage) json.RawMessage {
 // GET.
 type callWriter struct {
 	req           Request // the request it is the Output of
+	method        string
+	params        json.RawMessage
 	w             http.ResponseWriter
 	s             *Server
 	e             *session.Entry

@@ -8,13 +8,13 @@
 //	net/http ──▶ Server.ServeHTTP ──▶ httprouter: POST / GET / DELETE on Options.Path
 //	               │ statusWriter (the status, for the Observer)
 //	               ├─ httpguard.Guard        Origin and Host (step 1)
-//	               ├─ Host.Available         the node serves, or 503 (node.go)
+//	               ├─ Host.Available      the node serves, or 503 (handlers.go: front)
 //	               ├─ Backend.Authenticate   the bearer token → principal.Principal (step 2)
 //	               ├─ Host.Route             the principal's home node: ReverseProxy there (node.go)
 //	               ├─ session.Table          the MCP session by id and owner (step 3), the caps
 //	               ├─ limits                 requests and body bytes in flight (step 4)
 //	               ├─ decodeMessage          one JSON-RPC message, validated in place (step 5)
-//	               ├─ Backend.Serve          the feature methods, on the request's goroutine
+//	               ├─ Dispatch               the feature methods: params decoded, Backend's method, errors mapped
 //	               ├─ callWriter             a request's Output and answer: JSON, or its SSE stream
 //	               ├─ session.Streams        a session's streams and the events kept to resume them
 //	               ├─ session.Table subs     resources/subscribe: per session, and URI → sessions
@@ -25,16 +25,20 @@
 //	session.Asks (actors/session, shared memory): the session's pending asks of its client
 //
 // [Backend] is the endpoint's one seam (backend.go): authentication, one
-// dispatch entry for the feature methods (tools/*, resources/* but
-// subscribe and unsubscribe, prompts/*, completion/complete), the server capabilities
-// answered at initialize, and whether a principal may read a resource. The
+// method per feature (tools/*, resources/* but subscribe and unsubscribe,
+// prompts/*, completion/complete), the server capabilities answered at
+// initialize, and whether a principal may read a resource. The protocol is
+// the endpoint's (dispatch.go): it names the method, decodes the params,
+// checks the client declared what input requests need, and maps the
+// backend's domain errors (internal/fault's sentinels) to JSON-RPC. The
 // module root implements it over the Runtime; the package's tests implement it with
 // a fake over a store of their own, so the endpoint's whole HTTP behaviour
 // is tested here, against the wire (testdata/conformance/*.txtar).
 //
 // errors.go holds the one table of answers: a failure kind → status,
-// JSON-RPC code, message and headers. Call sites name the failure; no HTTP
-// status appears anywhere else.
+// JSON-RPC code, message and headers; and backendErrors, the backend's
+// domain error → its failure in each era. Call sites name the failure; no
+// HTTP status appears anywhere else.
 //
 // # A request, step by step
 //
@@ -77,7 +81,7 @@
 //     resources/subscribe|unsubscribe (subscribe.go) are answered at once,
 //     the feature methods from the
 //     request's goroutine: the request registers itself in the session's
-//     Calls (a duplicate id is -32600), runs Backend.Serve with a context
+//     Calls (a duplicate id is -32600), runs the backend's method with a context
 //     that notifications/cancelled, the session's end and the death of a
 //     streaming request's credential cancel — not the client going away
 //     (SPEC §5b.17) — and answers application/json, or text/event-stream
@@ -85,13 +89,13 @@
 //     Output). A request whose context ended gets no JSON-RPC response
 //     (SPEC §5.2).
 //
-// Asking the client (asks.go, SPEC §5b.18–22): when Serve answers a
+// Asking the client (asks.go, SPEC §5b.18–22): when the backend answers a
 // session's request with input requests, the endpoint checks the client
-// declared each capability, sends elicitation/create,
+// declared each capability (dispatch.go), sends elicitation/create,
 // sampling/createMessage or roots/list on the request's own stream with
 // ids srv-<n> (session.Asks, per session, bounded), waits on the request's
 // goroutine — never in an actor — for the answers within AskTimeout, and
-// calls Serve again with them and the backend's State, at most ten rounds.
+// calls the method again with them and the backend's State, at most ten rounds.
 // A client's answer is a POSTed response: admitted like any request (a
 // foreign session is the unknown session's 404), matched by id value in
 // its own session only, 202 whatever it matched. An elicitation's accepted
@@ -128,7 +132,7 @@
 //
 // # Several nodes
 //
-// node.go (docs/cluster.md). Host.Available is asked after the
+// node.go and the gate in handlers.go (docs/cluster.md). Host.Available is asked after the
 // Origin/Host guard and before authentication — a node whose credential
 // replica is not proven current cannot authenticate — and again at
 // dispatch (recheck) and wherever a stream or a 2026-07-28 call registers
@@ -174,7 +178,7 @@
 //
 // A tools/call does not go through a mailbox: it authenticates (one
 // lock-free store read), finds its session in the Table (a read lock),
-// registers itself in the session's Calls (a mutex), runs Backend.Serve and
+// registers itself in the session's Calls (a mutex), runs Backend.CallTool and
 // answers. The Calls are shared with the session's actor on purpose — the
 // actor cancels what they hold when the session ends — and documented in
 // actors/session. The bounds are two atomics and a sharded map; the fixed

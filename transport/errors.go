@@ -2,10 +2,13 @@ package transport
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agenthost/mcpruntime/internal/fault"
 )
 
 // failure names one answer the endpoint gives instead of a result: a
@@ -57,11 +60,19 @@ const (
 	// JSON-RPC errors of a dispatched request: HTTP 200.
 	failInvalidParams        // params missing or malformed
 	failMethodNotFound       // a method not served
-	failBackendError         // the backend's own JSON-RPC error (Response.Err): its code and message
+	failBackendError         // a JSON-RPC error of a code of its own (Response.Err): the asks' failures
 	failDuplicateID          // the id of a request in flight on the session
-	failBackendFailed        // the backend failed; the detail is logged, never answered
-	failResourceNotFound     // resources/subscribe of a URI unknown or not readable: the same answer
+	failBackendFailed        // the backend failed (no row of backendErrors); the detail is logged, never answered
+	failResourceNotFound     // resources/subscribe or resources/read of a URI unknown or not readable: the same answer
 	failTooManySubscriptions // resources/subscribe past Options.MaxSubscriptions
+	// The backend's domain errors (backendErrors): HTTP 200 but the last.
+	failUnknownTool            // fault.ErrUnknownTool; the message names the tool
+	failUnknownPrompt          // fault.ErrUnknownPrompt; the message names the prompt
+	failUnknownReference       // fault.ErrUnknownReference
+	failInvalidArgument        // fault.ErrInvalidArgument; the message is the error's
+	failInvalidCursor          // fault.ErrInvalidCursor; the message names the list
+	failResourceNotFoundModern // fault.ErrResourceNotFound in the 2026-07-28 era
+	failCapabilityNotDeclared  // fault.ErrCapabilityNotDeclared in a session: a tools/call's isError result, else this error
 	// The 2026-07-28 era (SPEC §5a): its ladder's answers echo the id.
 	failModernMeta        // params._meta missing or malformed (ladder step 2)
 	failHeaderMismatch    // a per-request header disagrees with the body (steps 3, 5, 7)
@@ -97,57 +108,98 @@ type answer struct {
 // bytes for an unknown and a foreign session (SPEC §5 step 3, §6.3): it
 // names nothing.
 var failures = [failureCount]answer{
-	failForbidden:            {status: http.StatusForbidden, code: CodeRefused, message: "forbidden"},
-	failUnavailable:          {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "node unavailable", retry: true, bound: "unavailable"},
-	failHomeGone:             {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "home node unavailable", retry: true},
-	failNoToken:              {status: http.StatusUnauthorized, code: CodeRefused, message: "unauthorized", header: [2]string{"WWW-Authenticate", `Bearer`}},
-	failBadToken:             {status: http.StatusUnauthorized, code: CodeRefused, message: "unauthorized", header: [2]string{"WWW-Authenticate", `Bearer error="invalid_token"`}},
-	failUnknownSession:       {status: http.StatusNotFound, code: CodeRefused, message: "session not found"},
-	failRequestsPerNamespace: {status: http.StatusTooManyRequests, code: CodeInternalError, message: errRequestsPerNamespace.Error(), retry: true, bound: "requests_per_namespace"},
-	failRequests:             {status: http.StatusServiceUnavailable, code: CodeInternalError, message: errRequests.Error(), retry: true, bound: "requests"},
-	failBodyBytes:            {status: http.StatusServiceUnavailable, code: CodeInternalError, message: errBodyBudget.Error(), retry: true, bound: "body_bytes"},
-	failAcceptPost:           {status: http.StatusNotAcceptable, code: CodeInvalidRequest, message: "Accept must include application/json and text/event-stream"},
-	failAcceptGet:            {status: http.StatusNotAcceptable, code: CodeInvalidRequest, message: "Accept must include text/event-stream"},
-	failContentType:          {status: http.StatusUnsupportedMediaType, code: CodeInvalidRequest, message: "Content-Type must be application/json"},
-	failBodyTooLarge:         {status: http.StatusRequestEntityTooLarge, code: CodeInvalidRequest, message: "body over the limit"},
-	failBodyTimeout:          {status: http.StatusRequestTimeout, code: CodeInvalidRequest, message: "body not received in time"},
-	failBodyUnreadable:       {status: http.StatusBadRequest, code: CodeParseError, message: "could not read body"},
-	failParse:                {status: http.StatusBadRequest, code: CodeParseError, message: "parse error"},
-	failEncoding:             {status: http.StatusBadRequest, code: CodeParseError, message: "body is " + errEncoding.Error()},
-	failBatch:                {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "JSON-RPC batches are not supported"},
-	failBatchTooLarge:        {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "JSON-RPC batch of more than " + strconv.Itoa(maxBatch) + " messages"},
-	failInvalidMessage:       {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "invalid JSON-RPC message"},
-	failUnsupportedVersion:   {status: http.StatusBadRequest, code: CodeUnsupportedProtocolVersion, message: "Unsupported protocol version"},
-	failStreamNoSession:      {status: http.StatusBadRequest, code: CodeSessionRequired, message: "Mcp-Session-Id required"},
-	failPath:                 {status: http.StatusNotFound, code: CodeInvalidRequest, message: "not found"},
-	failMethod:               {status: http.StatusMethodNotAllowed, code: CodeInvalidRequest, message: "method not allowed", header: [2]string{"Allow", "POST, GET, DELETE"}},
-	failPanic:                {status: http.StatusInternalServerError, code: CodeInternalError, message: "internal error"},
-	failNoSession:            {status: http.StatusBadRequest, code: CodeSessionRequired, message: "Mcp-Session-Id required: send initialize first"},
-	failMethodNoSession:      {status: http.StatusBadRequest, code: CodeMethodNotFound, message: "method not found: send initialize first"},
-	failInitialized:          {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "session already initialized"},
-	failNamespaceSessions:    {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many sessions for this credential", retry: true, bound: "sessions_per_namespace"},
-	failSessions:             {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session limit reached", retry: true, bound: "sessions"},
-	failClosing:              {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session limit reached", retry: true},
-	failSessionNotStarted:    {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session did not start"},
-	failSpawn:                {status: http.StatusInternalServerError, code: CodeInternalError, message: "internal error"},
-	failStreamOpen:           {status: http.StatusConflict, code: CodeInvalidRequest, message: "a stream is already open for this session"},
-	failSessionBusy:          {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session busy"},
-	failInvalidParams:        {status: http.StatusOK, code: CodeInvalidParams, message: "invalid params"},
-	failMethodNotFound:       {status: http.StatusOK, code: CodeMethodNotFound, message: "method not found"},
-	failBackendError:         {status: http.StatusOK, code: CodeInvalidParams, message: "invalid params"},
-	failDuplicateID:          {status: http.StatusOK, code: CodeInvalidRequest, message: "request id already in flight"},
-	failBackendFailed:        {status: http.StatusOK, code: CodeInternalError, message: "internal error"},
-	failResourceNotFound:     {status: http.StatusOK, code: CodeResourceNotFound, message: "Resource not found"},
-	failTooManySubscriptions: {status: http.StatusOK, code: CodeInvalidRequest, message: "too many subscriptions for this session"},
-	failModernMeta:           {status: http.StatusBadRequest, code: CodeInvalidParams, message: "invalid params._meta"},
-	failHeaderMismatch:       {status: http.StatusBadRequest, code: CodeHeaderMismatch, message: "header mismatch"},
-	failModernMethod:         {status: http.StatusNotFound, code: CodeMethodNotFound, message: "method not found"},
-	failModernStream:         {status: http.StatusMethodNotAllowed, code: CodeInvalidRequest, message: "2026-07-28 has no GET or DELETE: POST every request", header: [2]string{"Allow", "POST"}},
-	failRequestState:         {status: http.StatusBadRequest, code: CodeInvalidParams, message: "invalid requestState"},
-	failMissingCapability:    {status: http.StatusBadRequest, code: CodeMissingRequiredClientCapability, message: "missing required client capability"},
-	failModernInFlight:       {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many requests in flight for this credential", retry: true, bound: "modern_requests_per_namespace"},
-	failListenPerNS:          {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many listen streams for this credential", retry: true, bound: "listen_per_namespace"},
-	failListen:               {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "listen stream limit reached", retry: true, bound: "listen"},
+	failForbidden:              {status: http.StatusForbidden, code: CodeRefused, message: "forbidden"},
+	failUnavailable:            {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "node unavailable", retry: true, bound: "unavailable"},
+	failHomeGone:               {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "home node unavailable", retry: true},
+	failNoToken:                {status: http.StatusUnauthorized, code: CodeRefused, message: "unauthorized", header: [2]string{"WWW-Authenticate", `Bearer`}},
+	failBadToken:               {status: http.StatusUnauthorized, code: CodeRefused, message: "unauthorized", header: [2]string{"WWW-Authenticate", `Bearer error="invalid_token"`}},
+	failUnknownSession:         {status: http.StatusNotFound, code: CodeRefused, message: "session not found"},
+	failRequestsPerNamespace:   {status: http.StatusTooManyRequests, code: CodeInternalError, message: errRequestsPerNamespace.Error(), retry: true, bound: "requests_per_namespace"},
+	failRequests:               {status: http.StatusServiceUnavailable, code: CodeInternalError, message: errRequests.Error(), retry: true, bound: "requests"},
+	failBodyBytes:              {status: http.StatusServiceUnavailable, code: CodeInternalError, message: errBodyBudget.Error(), retry: true, bound: "body_bytes"},
+	failAcceptPost:             {status: http.StatusNotAcceptable, code: CodeInvalidRequest, message: "Accept must include application/json and text/event-stream"},
+	failAcceptGet:              {status: http.StatusNotAcceptable, code: CodeInvalidRequest, message: "Accept must include text/event-stream"},
+	failContentType:            {status: http.StatusUnsupportedMediaType, code: CodeInvalidRequest, message: "Content-Type must be application/json"},
+	failBodyTooLarge:           {status: http.StatusRequestEntityTooLarge, code: CodeInvalidRequest, message: "body over the limit"},
+	failBodyTimeout:            {status: http.StatusRequestTimeout, code: CodeInvalidRequest, message: "body not received in time"},
+	failBodyUnreadable:         {status: http.StatusBadRequest, code: CodeParseError, message: "could not read body"},
+	failParse:                  {status: http.StatusBadRequest, code: CodeParseError, message: "parse error"},
+	failEncoding:               {status: http.StatusBadRequest, code: CodeParseError, message: "body is " + errEncoding.Error()},
+	failBatch:                  {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "JSON-RPC batches are not supported"},
+	failBatchTooLarge:          {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "JSON-RPC batch of more than " + strconv.Itoa(maxBatch) + " messages"},
+	failInvalidMessage:         {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "invalid JSON-RPC message"},
+	failUnsupportedVersion:     {status: http.StatusBadRequest, code: CodeUnsupportedProtocolVersion, message: "Unsupported protocol version"},
+	failStreamNoSession:        {status: http.StatusBadRequest, code: CodeSessionRequired, message: "Mcp-Session-Id required"},
+	failPath:                   {status: http.StatusNotFound, code: CodeInvalidRequest, message: "not found"},
+	failMethod:                 {status: http.StatusMethodNotAllowed, code: CodeInvalidRequest, message: "method not allowed", header: [2]string{"Allow", "POST, GET, DELETE"}},
+	failPanic:                  {status: http.StatusInternalServerError, code: CodeInternalError, message: "internal error"},
+	failNoSession:              {status: http.StatusBadRequest, code: CodeSessionRequired, message: "Mcp-Session-Id required: send initialize first"},
+	failMethodNoSession:        {status: http.StatusBadRequest, code: CodeMethodNotFound, message: "method not found: send initialize first"},
+	failInitialized:            {status: http.StatusBadRequest, code: CodeInvalidRequest, message: "session already initialized"},
+	failNamespaceSessions:      {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many sessions for this credential", retry: true, bound: "sessions_per_namespace"},
+	failSessions:               {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session limit reached", retry: true, bound: "sessions"},
+	failClosing:                {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session limit reached", retry: true},
+	failSessionNotStarted:      {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session did not start"},
+	failSpawn:                  {status: http.StatusInternalServerError, code: CodeInternalError, message: "internal error"},
+	failStreamOpen:             {status: http.StatusConflict, code: CodeInvalidRequest, message: "a stream is already open for this session"},
+	failSessionBusy:            {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "session busy"},
+	failInvalidParams:          {status: http.StatusOK, code: CodeInvalidParams, message: "invalid params"},
+	failMethodNotFound:         {status: http.StatusOK, code: CodeMethodNotFound, message: "method not found"},
+	failBackendError:           {status: http.StatusOK, code: CodeInvalidParams, message: "invalid params"},
+	failDuplicateID:            {status: http.StatusOK, code: CodeInvalidRequest, message: "request id already in flight"},
+	failBackendFailed:          {status: http.StatusOK, code: CodeInternalError, message: "internal error"},
+	failResourceNotFound:       {status: http.StatusOK, code: CodeResourceNotFound, message: "Resource not found"},
+	failTooManySubscriptions:   {status: http.StatusOK, code: CodeInvalidRequest, message: "too many subscriptions for this session"},
+	failUnknownTool:            {status: http.StatusOK, code: CodeInvalidParams, message: "unknown tool"},
+	failUnknownPrompt:          {status: http.StatusOK, code: CodeInvalidParams, message: "unknown prompt"},
+	failUnknownReference:       {status: http.StatusOK, code: CodeInvalidParams, message: "unknown reference"},
+	failInvalidArgument:        {status: http.StatusOK, code: CodeInvalidParams, message: "invalid argument"},
+	failInvalidCursor:          {status: http.StatusOK, code: CodeInvalidParams, message: "invalid cursor"},
+	failResourceNotFoundModern: {status: http.StatusOK, code: CodeInvalidParams, message: "Resource not found"},
+	failCapabilityNotDeclared:  {status: http.StatusOK, code: CodeInvalidParams, message: "client capability not declared"},
+	failModernMeta:             {status: http.StatusBadRequest, code: CodeInvalidParams, message: "invalid params._meta"},
+	failHeaderMismatch:         {status: http.StatusBadRequest, code: CodeHeaderMismatch, message: "header mismatch"},
+	failModernMethod:           {status: http.StatusNotFound, code: CodeMethodNotFound, message: "method not found"},
+	failModernStream:           {status: http.StatusMethodNotAllowed, code: CodeInvalidRequest, message: "2026-07-28 has no GET or DELETE: POST every request", header: [2]string{"Allow", "POST"}},
+	failRequestState:           {status: http.StatusBadRequest, code: CodeInvalidParams, message: "invalid requestState"},
+	failMissingCapability:      {status: http.StatusBadRequest, code: CodeMissingRequiredClientCapability, message: "missing required client capability"},
+	failModernInFlight:         {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many requests in flight for this credential", retry: true, bound: "modern_requests_per_namespace"},
+	failListenPerNS:            {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many listen streams for this credential", retry: true, bound: "listen_per_namespace"},
+	failListen:                 {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "listen stream limit reached", retry: true, bound: "listen"},
+}
+
+// backendErrors maps the domain errors a Backend's feature methods
+// return to the failure answered, in each era (STYLE §4, the shape of
+// etcd's toGRPCErrorMap): the first row whose error the backend's
+// matches (errors.Is) answers it; an error no row matches is
+// failBackendFailed, -32603 with a fixed message, the error logged. A
+// request whose context ended is answered nothing, whatever the error.
+var backendErrors = [...]struct {
+	err             error
+	session, modern failure
+}{
+	{fault.ErrUnknownTool, failUnknownTool, failUnknownTool},
+	{fault.ErrResourceNotFound, failResourceNotFound, failResourceNotFoundModern}, // -32002 in a session, -32602 in 2026-07-28; data.uri
+	{fault.ErrUnknownPrompt, failUnknownPrompt, failUnknownPrompt},
+	{fault.ErrUnknownReference, failUnknownReference, failUnknownReference},
+	{fault.ErrInvalidArgument, failInvalidArgument, failInvalidArgument},
+	{fault.ErrInvalidCursor, failInvalidCursor, failInvalidCursor},
+	{fault.ErrCapabilityNotDeclared, failCapabilityNotDeclared, failMissingCapability}, // 2026-07-28: -32021 + data.requiredCapabilities
+	{ErrNotServed, failMethodNotFound, failMethodNotFound},
+}
+
+// backendFailure is the failure that answers err, a feature method's
+// error, in era.
+func backendFailure(err error, era Era) failure {
+	for _, row := range backendErrors {
+		if errors.Is(err, row.err) {
+			if era == EraModern {
+				return row.modern
+			}
+			return row.session
+		}
+	}
+	return failBackendFailed
 }
 
 func init() {

@@ -20,6 +20,54 @@ const (
 	headerProtocol = "MCP-Protocol-Version"
 )
 
+// The gate every request passes: one node of several (docs/cluster.md)
+// serves only while it may (Host.Available) and closes its streams
+// when it stops (CloseStreamsUnavailable).
+
+// errUnavailable cancels the 2026-07-28 calls in flight when the node
+// stops serving (CloseStreamsUnavailable).
+var errUnavailable = errors.New("node unavailable")
+
+// available reports whether the node serves (Host.Available).
+func (s *Server) available() bool { return s.opts.Available == nil || s.opts.Available() }
+
+// CloseStreamsUnavailable is for a node that stopped serving: every open
+// stream ends — 2025 GET streams (standalone or resuming a POST's), the
+// SSE answers of 2025 calls in flight (the call is cancelled, as when its
+// credential dies), 2026-07-28 listen streams (ended without a result) —
+// and every 2026-07-28 call in flight is cancelled and, unless it already
+// streams, answered 503 + Retry-After with its id ("node unavailable").
+// The MCP sessions stay: a client that comes back once the node serves
+// again keeps its session. 2025 calls answering JSON go on. Every stream
+// watches its credential in the liveness monitor, so ending each
+// credential watch ends them all, by the path a revocation takes. Call it
+// once Available returns false: a stream or call registered after it
+// sees that and ends by itself.
+func (s *Server) CloseStreamsUnavailable() {
+	s.live.EndCredentialWatches()
+	s.flights.cancelAll(errUnavailable)
+}
+
+// front is what every request of either era goes through first, in SPEC
+// §5's order: the Origin/Host guard (step 1), the node's availability
+// (a node that does not serve cannot authenticate), authentication (step
+// 2), then the request's home node. On false the answer is written, or
+// the home node's was.
+func (s *Server) front(w http.ResponseWriter, r *http.Request) (caller, bool) {
+	if !s.guard(w, r) {
+		return caller{}, false
+	}
+	if !s.available() {
+		s.fail(w, failUnavailable)
+		return caller{}, false
+	}
+	p, ok := s.authenticate(w, r)
+	if !ok || s.forward(w, r, p) {
+		return caller{}, false
+	}
+	return p, true
+}
+
 // admit runs what every request goes through, whatever its method, in SPEC
 // §5's order: the Origin/Host guard, the node's availability,
 // authentication, the home node (front), and the session's owner check
@@ -84,17 +132,8 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 	case errors.Is(err, errBatch) && e != nil && batchable(e.Version()):
 		s.batch(w, r, p, e, body)
 		return
-	case errors.Is(err, errBatch):
-		s.fail(w, failBatch)
-		return
-	case errors.Is(err, errInvalid):
-		s.fail(w, failInvalidMessage)
-		return
-	case errors.Is(err, errEncoding):
-		s.fail(w, failEncoding)
-		return
 	case err != nil:
-		s.fail(w, failParse)
+		s.fail(w, failureOf(err))
 		return
 	}
 	if claim, ok := metaVersion(msg.Params); ok && !served(claim) {
@@ -121,15 +160,37 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 		s.failFor(w, failNoSession, msg.ID, "")
 		return
 	}
-	now := s.opts.Now()
-	e.Begin(now)
+	s.onSession(w, r, p, e, msg)
+}
+
+// failureOf is the failure that answers a body decodeMessage refused with
+// err: a batch where none is taken, not one JSON-RPC 2.0 message, invalid
+// UTF-8, or malformed JSON.
+func failureOf(err error) failure {
+	switch {
+	case errors.Is(err, errBatch):
+		return failBatch
+	case errors.Is(err, errInvalid):
+		return failInvalidMessage
+	case errors.Is(err, errEncoding):
+		return failEncoding
+	}
+	return failParse
+}
+
+// onSession serves one admitted message on session e, alone or as an
+// element of a batch, counted as the session's activity: a notification
+// and a response (to the session's asks, matched within this session
+// only, else dropped) answer 202, a request its answer.
+func (s *Server) onSession(w http.ResponseWriter, r *http.Request, p caller, e *session.Entry, msg *message) {
+	e.Begin(s.opts.Now())
 	defer func() { e.End(s.opts.Now()) }()
 	switch {
 	case msg.isNotification():
 		s.notify(e, msg)
 		writeAccepted(w)
 	case msg.isResponse():
-		s.answerAsk(e, msg) // matched within this session only; else dropped
+		s.answerAsk(e, msg)
 		writeAccepted(w)
 	default:
 		s.request(w, r, p, e, msg)
@@ -148,16 +209,6 @@ func (s *Server) ended(e *session.Entry, err error) bool {
 func knownMethod(m string) bool {
 	return m == "initialize" || m == "ping" || m == "logging/setLevel" ||
 		m == "resources/subscribe" || m == "resources/unsubscribe" || featureMethod(m)
-}
-
-// featureMethod reports whether m is one the backend answers (Serve).
-func featureMethod(m string) bool {
-	switch m {
-	case "tools/list", "tools/call", "resources/list", "resources/read", "resources/templates/list",
-		"prompts/list", "prompts/get", "completion/complete":
-		return true
-	}
-	return false
 }
 
 // initialize creates a session owned by the caller's namespace.
@@ -335,7 +386,7 @@ func (s *Server) notify(e *session.Entry, msg *message) {
 }
 
 // request dispatches a request of an initialized session: the endpoint's
-// own methods here, the feature methods through Backend.Serve.
+// own methods here, the feature methods through the backend (serve).
 func (s *Server) request(w http.ResponseWriter, r *http.Request, p caller, e *session.Entry, msg *message) {
 	switch {
 	case msg.Method == "ping":

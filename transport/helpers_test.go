@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/internal/principal"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -195,54 +196,72 @@ func (f *fake) CanRead(p principal.Principal, uri string) bool {
 	return ok && (len(r.readers) == 0 || slices.Contains(r.readers, p.Namespace))
 }
 
-// codeResourceNotFound is MCP 2025-11-25's resource-not-found error.
-const codeResourceNotFound = -32002
-
-func (f *fake) Serve(ctx context.Context, req *transport.Request) transport.Response {
-	switch req.Method {
-	case "tools/list":
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, len(f.tools))}
-		for i, t := range f.tools {
-			res.Tools[i] = &mcp.Tool{Name: t.name, Description: "test tool " + t.name, InputSchema: json.RawMessage(`{"type":"object"}`)}
-		}
-		return transport.Response{Result: res}
-	case "tools/call":
-		var params struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		if json.Unmarshal(req.Params, &params) != nil || params.Name == "" {
-			return transport.Response{Err: &transport.RPCError{Code: transport.CodeInvalidParams, Message: "tools/call needs params.name"}}
-		}
-		f.mu.Lock()
-		i := slices.IndexFunc(f.tools, func(t fakeTool) bool { return t.name == params.Name })
-		var serve func(context.Context, *transport.Request, json.RawMessage) transport.Response
-		if i >= 0 {
-			serve = f.tools[i].serve
-		}
-		f.mu.Unlock()
-		if serve == nil {
-			return transport.Response{Err: &transport.RPCError{Code: transport.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", params.Name)}}
-		}
-		return serve(ctx, req, params.Arguments)
-	case "resources/read":
-		var params struct {
-			URI string `json:"uri"`
-		}
-		if json.Unmarshal(req.Params, &params) != nil {
-			return transport.Response{Err: &transport.RPCError{Code: transport.CodeInvalidParams, Message: "resources/read needs params.uri"}}
-		}
-		if !f.CanRead(req.Caller, params.URI) {
-			return transport.Response{Err: &transport.RPCError{Code: codeResourceNotFound, Message: "Resource not found", Data: map[string]string{"uri": params.URI}}}
-		}
-		f.mu.Lock()
-		text := f.resources[params.URI].text
-		f.mu.Unlock()
-		return transport.Response{Result: &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: params.URI, MIMEType: "text/plain", Text: text}}}}
+func (f *fake) ListTools(context.Context, *transport.Request, string) (*mcp.ListToolsResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, len(f.tools))}
+	for i, t := range f.tools {
+		res.Tools[i] = &mcp.Tool{Name: t.name, Description: "test tool " + t.name, InputSchema: json.RawMessage(`{"type":"object"}`)}
 	}
-	return transport.Response{Err: &transport.RPCError{Code: transport.CodeMethodNotFound, Message: fmt.Sprintf("method %q not served by the fake", req.Method)}}
+	return res, nil
+}
+
+// CallTool runs the tool's serve: its Response's Result, or its input
+// requests and state as the result that asks; an empty Response is a
+// cancellation.
+func (f *fake) CallTool(ctx context.Context, req *transport.Request, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	f.mu.Lock()
+	i := slices.IndexFunc(f.tools, func(t fakeTool) bool { return t.name == name })
+	var serve func(context.Context, *transport.Request, json.RawMessage) transport.Response
+	if i >= 0 {
+		serve = f.tools[i].serve
+	}
+	f.mu.Unlock()
+	if serve == nil {
+		return nil, fault.ErrUnknownTool
+	}
+	res := serve(ctx, req, args)
+	switch r, _ := res.Result.(*mcp.CallToolResult); {
+	case r != nil:
+		return r, nil
+	case res.InputRequests != nil:
+		return &mcp.CallToolResult{InputRequests: res.InputRequests, RequestState: res.State}, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("tool %s answered %+v", name, res)
+}
+
+func (f *fake) ReadResource(_ context.Context, req *transport.Request, uri string) (*mcp.ReadResourceResult, error) {
+	if !f.CanRead(req.Caller, uri) {
+		return nil, fault.ErrResourceNotFound
+	}
+	f.mu.Lock()
+	text := f.resources[uri].text
+	f.mu.Unlock()
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: text}}}, nil
+}
+
+// The features the fake does not serve.
+
+func (f *fake) ListResources(context.Context, *transport.Request, string) (*mcp.ListResourcesResult, error) {
+	return nil, transport.ErrNotServed
+}
+
+func (f *fake) ListResourceTemplates(context.Context, *transport.Request, string) (*mcp.ListResourceTemplatesResult, error) {
+	return nil, transport.ErrNotServed
+}
+
+func (f *fake) ListPrompts(context.Context, *transport.Request, string) (*mcp.ListPromptsResult, error) {
+	return nil, transport.ErrNotServed
+}
+
+func (f *fake) GetPrompt(context.Context, *transport.Request, string, map[string]string) (*mcp.GetPromptResult, error) {
+	return nil, transport.ErrNotServed
+}
+
+func (f *fake) Complete(context.Context, *transport.Request, *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return nil, transport.ErrNotServed
 }
 
 // mint writes a live credential row and returns its token and id.

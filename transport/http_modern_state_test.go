@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/mcpruntime/transport"
@@ -32,6 +33,12 @@ func asking(f *fake) {
 	})
 }
 
+// askBody is modernBody from a client that declares what the tools here
+// ask for: elicitation and roots.
+func askBody(id, method, rest string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":{` + rest + `,` + modernMeta(`{"elicitation":{},"roots":{}}`) + `}}`
+}
+
 type inputResult struct {
 	ResultType    string                     `json:"resultType"`
 	InputRequests map[string]json.RawMessage `json:"inputRequests"`
@@ -43,7 +50,7 @@ type inputResult struct {
 // requestState.
 func askOnce(t *testing.T, e *mcpEnv, tok, args string) string {
 	t.Helper()
-	res := e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("1", "tools/call", `"name":"ask","arguments":`+args))
+	res := e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), askBody("1", "tools/call", `"name":"ask","arguments":`+args))
 	var a struct{ Result inputResult }
 	if err := json.Unmarshal(res.Body, &a); err != nil || a.Result.ResultType != "input_required" || a.Result.InputRequests["name"] == nil || a.Result.RequestState == "" {
 		t.Fatalf("first round = %s, want input_required asking name with a requestState", res)
@@ -54,7 +61,7 @@ func askOnce(t *testing.T, e *mcpEnv, tok, args string) string {
 // retry is ask's second round with state and arguments args.
 func retry(e *mcpEnv, tok, args, state string) *ht.Result {
 	st, _ := json.Marshal(state)
-	return e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("2", "tools/call",
+	return e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), askBody("2", "tools/call",
 		`"name":"ask","arguments":`+args+`,"inputResponses":{"name":{"action":"accept","content":{"name":"Alice"}}},"requestState":`+string(st)))
 }
 
@@ -113,12 +120,12 @@ func TestHTTPModernRequestState(t *testing.T) {
 	// A first-round-shaped call with answers but no state (the revision's
 	// stateless round) reaches the backend with them, decoded by shape; an
 	// answer that is not an object is refused.
-	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("3", "tools/call",
+	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), askBody("3", "tools/call",
 		`"name":"ask","arguments":{},"inputResponses":{"name":{"action":"accept","content":{"name":"Bob"}},"extra":{"x":1}}`))
 	if !strings.Contains(string(res.Body), "hello Bob, state ") {
 		t.Fatalf("answers without a state = %s, want hello Bob", res)
 	}
-	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("4", "tools/call", `"name":"ask","arguments":{},"inputResponses":{"name":12345}`))
+	res = e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), askBody("4", "tools/call", `"name":"ask","arguments":{},"inputResponses":{"name":12345}`))
 	if a := res.RPC(t); res.Status != 400 || a.Error == nil || a.Error.Code != -32602 {
 		t.Fatalf("a non-object answer = %s, want 400 -32602", res)
 	}
@@ -153,7 +160,7 @@ func TestHTTPModernAnswersChecked(t *testing.T) {
 	})
 	e := newMCPEnv(t, f, transport.Options{})
 	call := func(id, name, rest string) *ht.Result {
-		return e.Do(http.MethodPost, modernHeaders(tok, "tools/call", name), modernBody(id, "tools/call", `"name":"`+name+`","arguments":{}`+rest))
+		return e.Do(http.MethodPost, modernHeaders(tok, "tools/call", name), askBody(id, "tools/call", `"name":"`+name+`","arguments":{}`+rest))
 	}
 	first := func() string {
 		var a struct{ Result inputResult }
@@ -190,5 +197,30 @@ func TestHTTPModernAnswersChecked(t *testing.T) {
 	res := call("3", "bad_schema", "")
 	if a := res.RPC(t); a.Error == nil || a.Error.Code != -32603 || !strings.Contains(a.Error.Message, "elicitation schema is invalid") || strings.Contains(string(res.Body), "requestState") {
 		t.Fatalf("a handler's invalid schema = %s, want -32603 naming it", res)
+	}
+}
+
+// TestHTTPModernMissingCapability: SPEC §5a — a handler that asks what
+// the request did not declare is answered 400 -32021, naming what it
+// needs in data.requiredCapabilities; no requestState is handed out.
+func TestHTTPModernMissingCapability(t *testing.T) {
+	f := newFake(t)
+	tok, _ := f.provider("T", "A", 0)
+	asking(f)
+	e := newMCPEnv(t, f, transport.Options{})
+	res := e.Do(http.MethodPost, modernHeaders(tok, "tools/call", "ask"), modernBody("1", "tools/call", `"name":"ask","arguments":{}`))
+	ht.WantStatus(t, "undeclared elicitation", res, http.StatusBadRequest)
+	var a struct {
+		Error struct {
+			Code int
+			Data map[string]any
+		}
+	}
+	if err := json.Unmarshal(res.Body, &a); err != nil || a.Error.Code != -32021 || strings.Contains(string(res.Body), "requestState") {
+		t.Fatalf("undeclared elicitation = %s, want -32021 and no requestState", res)
+	}
+	want := map[string]any{"requiredCapabilities": map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}}
+	if diff := cmp.Diff(want, a.Error.Data); diff != "" {
+		t.Errorf("data (-want +got):\n%s", diff)
 	}
 }

@@ -34,9 +34,12 @@ const (
 	// client capability it did not declare.
 	CodeMissingRequiredClientCapability = -32021
 	// CodeResourceNotFound: resources/subscribe of a URI the caller may not
-	// read, or nothing is at: the answer the backend gives resources/read
-	// for either in a 2025 session.
+	// read, or nothing is at: resources/read's answer for either in a 2025
+	// session.
 	CodeResourceNotFound = -32002
+	// CodeRequestCancelled is the Response of a request whose context ended
+	// (Dispatch): never sent, the endpoint answers nothing for it.
+	CodeRequestCancelled = -32800
 )
 
 // message is one decoded JSON-RPC message: a request (ID and Method), a

@@ -91,14 +91,11 @@ func (s *Server) handleModern(w http.ResponseWriter, r *http.Request) {
 	}
 	msg, err := decodeMessage(body)
 	switch {
-	case errors.Is(err, errBatch), errors.Is(err, errInvalid):
-		s.fail(w, failInvalidMessage)
-		return
-	case errors.Is(err, errEncoding):
-		s.fail(w, failEncoding)
+	case errors.Is(err, errBatch):
+		s.fail(w, failInvalidMessage) // the era has no batches: not one message
 		return
 	case err != nil:
-		s.fail(w, failParse)
+		s.fail(w, failureOf(err))
 		return
 	case msg.isResponse():
 		s.fail(w, failInvalidMessage) // no server→client requests in this era: nothing awaits one
@@ -266,7 +263,7 @@ func itoa(n int) string {
 	return string(b)
 }
 
-// serveModern answers a feature request through Backend.Serve in the
+// serveModern answers a feature request through the backend (Dispatch) in the
 // 2026-07-28 era. The request's context is the connection's: the client
 // going away cancels the call (the stream closing is the cancellation),
 // and so does its credential's revocation or expiry, watched from the
@@ -292,30 +289,24 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p caller, m
 	}
 	defer out.end()
 	out.req = Request{
-		Method:             msg.Method,
-		Params:             msg.Params,
 		Caller:             p.Principal,
 		Era:                EraModern,
 		ProtocolVersion:    modernVersion,
 		ClientCapabilities: m.caps,
 		Out:                out,
 	}
-	if rej := s.openState(&out.req, p); rej != nil {
+	if rej := s.openState(&out.req, msg.Method, msg.Params, p); rej != nil {
 		s.reject(w, msg.ID, rej)
 		return
 	}
-	res := s.backend.Serve(ctx, &out.req)
+	res := s.dispatch(ctx, msg.Method, msg.Params, &out.req)
 	switch {
 	case ctx.Err() != nil:
 		out.abandon(msg.ID, context.Cause(ctx))
 	case res.Err != nil:
-		f := failBackendError
-		if res.Err.Code == CodeMissingRequiredClientCapability {
-			f = failMissingCapability
-		}
-		out.fail(f, &response{JSONRPC: "2.0", ID: msg.ID, Error: &rpcError{Code: res.Err.Code, Message: res.Err.Message, Data: res.Err.Data}})
+		out.fail(res.failure(), &response{JSONRPC: "2.0", ID: msg.ID, Error: &rpcError{Code: res.Err.Code, Message: res.Err.Message, Data: res.Err.Data}})
 	case res.InputRequests != nil:
-		state, err := s.sealState(&out.req, p, res.State, res.InputRequests)
+		state, err := s.sealState(msg.Method, msg.Params, p, res.State, res.InputRequests)
 		switch {
 		case errors.Is(err, errBadSchema):
 			out.fail(failBackendError, errorResponse(msg.ID, CodeInternalError, err.Error()))

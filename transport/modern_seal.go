@@ -120,9 +120,9 @@ func (s *sealer) consume(nonce []byte, expires, now time.Time) bool {
 
 // subject is what a state is bound to besides the namespace: the request's
 // tool, prompt or resource, and a digest of its arguments.
-func subject(req *Request) (name string, digest []byte) {
+func subject(params json.RawMessage) (name string, digest []byte) {
 	var args []byte
-	_ = eachMember(req.Params, func(n, value []byte) error {
+	_ = eachMember(params, func(n, value []byte) error {
 		switch string(n) {
 		case "name", "uri":
 			_ = stringValue(value, &name)
@@ -140,10 +140,10 @@ func subject(req *Request) (name string, digest []byte) {
 }
 
 // sealState seals the backend's state and what it asked, reqs, for the
-// retry of req. A form elicitation's requested schema that does not
+// retry of the request of method and params. A form elicitation's requested schema that does not
 // compile is the handler's fault: errBadSchema.
-func (s *Server) sealState(req *Request, p caller, state string, reqs mcp.InputRequestMap) (string, error) {
-	name, digest := subject(req)
+func (s *Server) sealState(method string, params json.RawMessage, p caller, state string, reqs mcp.InputRequestMap) (string, error) {
+	name, digest := subject(params)
 	nonce := make([]byte, 16)
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err
@@ -159,7 +159,7 @@ func (s *Server) sealState(req *Request, p caller, state string, reqs mcp.InputR
 		}
 	}
 	return s.sealer.seal(&sealedState{
-		Namespace: p.Namespace, Method: req.Method, Name: name, Args: digest,
+		Namespace: p.Namespace, Method: method, Name: name, Args: digest,
 		Expires: s.opts.Now().Add(s.sealer.ttl).UnixMilli(), Nonce: nonce, State: state, Asked: asked,
 	})
 }
@@ -206,17 +206,17 @@ func answered(m mcp.InputResponseMap, st *sealedState) {
 }
 
 // openState reads a retry's params.requestState and params.inputResponses
-// into req.State and req.InputResponses; with a state, only the answers
+// (the request of method) into req.State and req.InputResponses; with a state, only the answers
 // to what it sealed, checked (answered); without one — the revision's
 // stateless first round with answers — every answer by its shape. A requestState that does not open
 // for this namespace and request, has expired or was used is refused;
 // inputResponses must be an object of answers (null or absent: none), each
 // an object: one of a shape no input request has is ignored, any other
 // value refused (-32602).
-func (s *Server) openState(req *Request, p caller) *rejection {
+func (s *Server) openState(req *Request, method string, params json.RawMessage, p caller) *rejection {
 	var state, responses []byte
 	var opened *sealedState
-	_ = eachMember(req.Params, func(n, value []byte) error {
+	_ = eachMember(params, func(n, value []byte) error {
 		switch string(n) {
 		case "requestState":
 			state = value
@@ -231,10 +231,10 @@ func (s *Server) openState(req *Request, p caller) *rejection {
 			return &rejection{f: failRequestState}
 		}
 		st, ok := s.sealer.open(v)
-		name, digest := subject(req)
+		name, digest := subject(params)
 		now := s.opts.Now()
 		expires := time.UnixMilli(st.expires())
-		if !ok || st.Namespace != p.Namespace || st.Method != req.Method || st.Name != name ||
+		if !ok || st.Namespace != p.Namespace || st.Method != method || st.Name != name ||
 			!bytes.Equal(st.Args, digest) || !now.Before(expires) || !s.sealer.consume(st.Nonce, expires, now) {
 			return &rejection{f: failRequestState}
 		}

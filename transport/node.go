@@ -12,35 +12,11 @@ import (
 	"time"
 )
 
-// One node of several (docs/cluster.md): the endpoint serves only while
-// its node may (Host.Available), closes its streams when the node
-// stops (CloseStreamsUnavailable), and sends each authenticated request to
-// its principal's home node (Host.Route), which serves it through
-// ServeForwarded and repeats every check itself.
-
-// errUnavailable cancels the 2026-07-28 calls in flight when the node
-// stops serving (CloseStreamsUnavailable).
-var errUnavailable = errors.New("node unavailable")
-
-// available reports whether the node serves (Host.Available).
-func (s *Server) available() bool { return s.opts.Available == nil || s.opts.Available() }
-
-// CloseStreamsUnavailable is for a node that stopped serving: every open
-// stream ends — 2025 GET streams (standalone or resuming a POST's), the
-// SSE answers of 2025 calls in flight (the call is cancelled, as when its
-// credential dies), 2026-07-28 listen streams (ended without a result) —
-// and every 2026-07-28 call in flight is cancelled and, unless it already
-// streams, answered 503 + Retry-After with its id ("node unavailable").
-// The MCP sessions stay: a client that comes back once the node serves
-// again keeps its session. 2025 calls answering JSON go on. Every stream
-// watches its credential in the liveness monitor, so ending each
-// credential watch ends them all, by the path a revocation takes. Call it
-// once Available returns false: a stream or call registered after it
-// sees that and ends by itself.
-func (s *Server) CloseStreamsUnavailable() {
-	s.live.EndCredentialWatches()
-	s.flights.cancelAll(errUnavailable)
-}
+// One node of several (docs/cluster.md): the endpoint sends each
+// authenticated request to its principal's home node (Host.Route),
+// which serves it through ServeForwarded and repeats every check itself.
+// Whether the node serves at all (Host.Available) is the gate every
+// request passes first (front, handlers.go).
 
 // forwardedKey marks the context of a request that came in through
 // ServeForwarded: it is never routed again.
@@ -52,26 +28,6 @@ type forwardedKey struct{}
 // request's context, not in anything a client sends.
 func (s *Server) ServeForwarded(w http.ResponseWriter, r *http.Request) {
 	s.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true)))
-}
-
-// front is what every request of either era goes through first, in SPEC
-// §5's order: the Origin/Host guard (step 1), the node's availability
-// (a node that does not serve cannot authenticate), authentication (step
-// 2), then the request's home node. On false the answer is written, or
-// the home node's was.
-func (s *Server) front(w http.ResponseWriter, r *http.Request) (caller, bool) {
-	if !s.guard(w, r) {
-		return caller{}, false
-	}
-	if !s.available() {
-		s.fail(w, failUnavailable)
-		return caller{}, false
-	}
-	p, ok := s.authenticate(w, r)
-	if !ok || s.forward(w, r, p) {
-		return caller{}, false
-	}
-	return p, true
 }
 
 // forward sends r to its principal's home node, unless Route says it is

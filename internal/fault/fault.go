@@ -56,6 +56,12 @@ const (
 	RefreshReused
 	OAuthDisabled
 	TooManyPairingCodes
+	UnknownTool
+	ResourceNotFound
+	UnknownPrompt
+	UnknownReference
+	CapabilityNotDeclared
+	InvalidCursor
 	codeCount // keep last
 )
 
@@ -138,6 +144,26 @@ var (
 	// ErrTooManyPairingCodes: a pairing code was asked while the most that
 	// may be outstanding are.
 	ErrTooManyPairingCodes = errors.New("too many pairing codes outstanding")
+
+	// The MCP features' failures, which the endpoint answers as JSON-RPC
+	// errors (transport's backendErrors).
+
+	// ErrUnknownTool: a tools/call of a name no tool has.
+	ErrUnknownTool = errors.New("unknown tool")
+	// ErrResourceNotFound: nothing the caller may read is at the URI.
+	ErrResourceNotFound = errors.New("resource not found")
+	// ErrUnknownPrompt: a prompts/get of a name no prompt has, or one the
+	// caller may not get.
+	ErrUnknownPrompt = errors.New("unknown prompt")
+	// ErrUnknownReference: a completion/complete whose ref names no prompt
+	// or resource template the caller may use.
+	ErrUnknownReference = errors.New("unknown completion reference")
+	// ErrCapabilityNotDeclared: a handler asked the client for something
+	// the client did not declare it can do (an elicitation without the
+	// elicitation capability, …).
+	ErrCapabilityNotDeclared = errors.New("client capability not declared")
+	// ErrInvalidCursor: a list's cursor is not one that list returned.
+	ErrInvalidCursor = errors.New("invalid cursor")
 )
 
 var sentinels = [codeCount]error{
@@ -174,6 +200,12 @@ var sentinels = [codeCount]error{
 	RefreshReused:          ErrRefreshReused,
 	OAuthDisabled:          ErrOAuthDisabled,
 	TooManyPairingCodes:    ErrTooManyPairingCodes,
+	UnknownTool:            ErrUnknownTool,
+	ResourceNotFound:       ErrResourceNotFound,
+	UnknownPrompt:          ErrUnknownPrompt,
+	UnknownReference:       ErrUnknownReference,
+	CapabilityNotDeclared:  ErrCapabilityNotDeclared,
+	InvalidCursor:          ErrInvalidCursor,
 }
 
 // Sentinel returns the sentinel of c; nil for OK, ErrInternal for a code
