@@ -196,19 +196,6 @@ func TestSPECReferenceParsing(t *testing.T) {
 	}
 }
 
-// markdownMissAllowlist holds the paths a Markdown file of the repository
-// cites that do not exist, as "file: path": the README and docs/ are being
-// rewritten apart from this check. Empty it as the Markdown is fixed; an
-// entry that no longer misses is an error too, so the list only shrinks.
-var markdownMissAllowlist = map[string]bool{}
-
-// goMissAllowlist holds the paths cited in Go comments of files another
-// change rewrites, as "file: path", on the same terms as
-// markdownMissAllowlist. Every other Go comment's paths exist.
-var goMissAllowlist = map[string]bool{
-	"transport/modern.go: ladder.go": true, // transport/modern_ladder.go
-}
-
 // mcpMethodPrefixes are the first elements of MCP method names: with a
 // trailing "/" ("notifications/") they name methods, not folders.
 var mcpMethodPrefixes = map[string]bool{
@@ -413,7 +400,7 @@ func moduleRoot(dir string) string {
 // TestCitedPathsExist: every repository path cited in a Go comment (all
 // modules) or a Markdown file exists, relative to the repository root, to
 // the citing file's module or to its folder (see citedPaths for what a
-// path is). A Markdown miss in markdownMissAllowlist is only logged.
+// path is).
 func TestCitedPathsExist(t *testing.T) {
 	tops := map[string]bool{}
 	entries, err := os.ReadDir(".")
@@ -426,7 +413,6 @@ func TestCitedPathsExist(t *testing.T) {
 		}
 	}
 	var n int
-	missed := map[string]bool{}
 	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -461,17 +447,7 @@ func TestCitedPathsExist(t *testing.T) {
 					if pathExists(p, bases...) {
 						continue
 					}
-					key := filepath.ToSlash(path) + ": " + p
-					switch {
-					case ext == ".md" && markdownMissAllowlist[key]:
-						missed[key] = true
-						t.Logf("%s:%d: %s: no such file or folder (allowed for now: markdownMissAllowlist)", path, nums[i], p)
-					case ext == ".go" && goMissAllowlist[key]:
-						missed[key] = true
-						t.Logf("%s:%d: %s: no such file or folder (allowed for now: goMissAllowlist)", path, nums[i], p)
-					default:
-						t.Errorf("%s:%d: %s: no such file or folder", path, nums[i], p)
-					}
+					t.Errorf("%s:%d: %s: no such file or folder", path, nums[i], p)
 				}
 			}
 		}
@@ -479,13 +455,6 @@ func TestCitedPathsExist(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for name, list := range map[string]map[string]bool{"markdownMissAllowlist": markdownMissAllowlist, "goMissAllowlist": goMissAllowlist} {
-		for key := range list {
-			if !missed[key] {
-				t.Errorf("%s: %q no longer misses: remove it", name, key)
-			}
-		}
 	}
 	if n < 200 {
 		t.Fatalf("found %d cited paths: the scan no longer finds them", n)

@@ -48,7 +48,7 @@ func (c *modernCounts) done(namespace string) {
 // handleModern serves a POST of the 2026-07-28 era: Origin/Host, the
 // node's availability, the token and the home node first, as in every
 // era; then Accept, Content-Type, the bounds and the body as in
-// handlePost; then the ladder (ladder.go), the token checked again, and
+// handlePost; then the ladder (modern_ladder.go), the token checked again, and
 // dispatch.
 func (s *Server) handleModern(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.front(w, r)

@@ -30,9 +30,9 @@ const exitLost = 3
 // errLost is what serve returns when the node lost its membership.
 var errLost = errors.New("lost the cluster membership (lease lapsed or replica stopped); exiting so that a restart joins as a new member")
 
-// clusterFlags are the settings of several nodes on one etcd (issue 17,
-// SPEC §5d). Without --etcd the server is one node in memory, as before,
-// and none of the others may be set.
+// clusterFlags are the settings of several nodes on one etcd (SPEC §5d).
+// Without --etcd the server is one node in memory, and none of the others
+// may be set.
 type clusterFlags struct {
 	Etcd              []string `config:"" name:"etcd" placeholder:"ENDPOINT" help:"etcd endpoints (host:port or http(s)://host:port, comma-separated): run as one node of several sharing this etcd. Empty: one node, in memory."`
 	EtcdCAFile        string   `config:"" name:"etcd-ca-file" placeholder:"FILE" help:"PEM file of the CA certificates that etcd's server certificate must chain to (TLS to etcd)."`

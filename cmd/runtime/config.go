@@ -25,7 +25,7 @@ import (
 //
 // Kong applies resolvers only to flags not given on the command line, and
 // the one resolver below looks at the environment before the file. The
-// settings are documented in the README's Configuration table and by
+// settings are documented in docs/configuration.md (generated from them) and by
 // `runtime --help`.
 
 const (
