@@ -99,9 +99,13 @@ func (c *ToolCall) Mutate(ctx context.Context, threadID string, effect thread.Ef
 }
 
 // Refuse returns the isError result of a policy refusal with a stable code.
+// Its text begins with the code ("parent_not_active: …"), since many
+// clients hand the model a result's text only; its structured content is
+// {"code", "message"}, which the endpoint leaves out for a tool whose
+// output schema it does not match (SPEC §4.3).
 func Refuse(code, message string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: message}},
+		Content:           []mcp.Content{&mcp.TextContent{Text: code + ": " + message}},
 		StructuredContent: map[string]string{"code": code, "message": message},
 		IsError:           true,
 	}
@@ -320,6 +324,25 @@ func (r *Runtime) callTool(ctx context.Context, call *ToolCall) (*mcp.CallToolRe
 	if t == nil {
 		return nil, fmt.Errorf("tool %q: %w", call.Name, ErrUnknownTool)
 	}
+	res, err := r.runTool(ctx, t, call)
+	if err != nil || !res.IsError || t.output == nil || res.StructuredContent == nil {
+		return res, err
+	}
+	// An isError result keeps its structured content only where it matches
+	// the tool's output schema: a client that validates structuredContent
+	// against outputSchema rejects the whole result otherwise, refusal and
+	// all. The text still begins with the code.
+	if validateStructured(t.output, res.StructuredContent) != nil {
+		fit := *res
+		fit.StructuredContent = nil
+		res = &fit
+	}
+	return res, nil
+}
+
+// runTool is callTool once the tool is found: the class and capability
+// checks, the input schema, the handler and the output schema.
+func (r *Runtime) runTool(ctx context.Context, t *registeredTool, call *ToolCall) (*mcp.CallToolResult, error) {
 	if refusal := r.permit(t, call.Caller); refusal != nil {
 		return refusal, nil
 	}

@@ -89,6 +89,9 @@ func wantRefusal(t *testing.T, what string, res *mcp.CallToolResult, code string
 	if got := refusalCode(t, what, res); got != code {
 		t.Errorf("%s: code %q (text %q), want %q", what, got, resultText(res), code)
 	}
+	if code != "" && !strings.HasPrefix(resultText(res), code+": ") {
+		t.Errorf("%s: text %q does not begin with its code %q", what, resultText(res), code+": ")
+	}
 }
 
 // toolsStructured round-trips a result's structuredContent through JSON, as a
@@ -771,5 +774,66 @@ func TestToolsOverHTTP(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"host_mine", "host_x", "runtime_capabilities", "thread_list", "thread_post", "thread_read"}, names); status != http.StatusOK || diff != "" {
 		t.Errorf("tools/list = %d, names (-want +got):\n%s", status, diff)
+	}
+}
+
+// TestRefusalFitsTheOutputSchema: a refusal from a tool that declares an
+// output schema carries no structuredContent that breaks it — a client that
+// validates the two (the TypeScript SDK v1) would throw the refusal away —
+// and its text still begins with the code; a tool without one keeps the
+// {code, message} structured content.
+func TestRefusalFitsTheOutputSchema(t *testing.T) {
+	ctx := context.Background()
+	rt := quietRuntime(t, mcpruntime.Config{})
+	registerInproc(t, rt, "A")
+	createThreads(t, rt, "T")
+	_, tokIdle := openMinted(t, rt, "T", "A") // T has no run: every mutation is refused
+	pIdle := assertLive(t, rt, "idle provider", tokIdle)
+
+	type posted struct {
+		Seq uint64 `json:"seq"`
+	}
+	noErr(t, mcpruntime.AddTool(rt, mcpruntime.Tool{Tool: mcp.Tool{Name: "typed_post"}, Access: mcpruntime.AccessMutate},
+		func(ctx context.Context, call *mcpruntime.ToolCall, _ struct{}) (*mcp.CallToolResult, posted, error) {
+			m, err := mcpruntime.Mutate[memdb.Message](ctx, call.Runtime(), call.Caller, "", thread.AppendMessage{Text: "x"})
+			return nil, posted{Seq: m.Seq}, err
+		}))
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{
+		Tool:   mcp.Tool{Name: "schema_refuses", OutputSchema: json.RawMessage(`{"type":"object","required":["seq"],"properties":{"seq":{"type":"integer"}}}`)},
+		Access: mcpruntime.AccessRead,
+		Handler: func(context.Context, *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
+			return mcpruntime.Refuse(mcpruntime.CodeInvalidArguments, "no"), nil
+		},
+	}))
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{
+		Tool:   mcp.Tool{Name: "schema_admits", OutputSchema: json.RawMessage(`{"type":"object","properties":{"code":{"type":"string"}}}`)},
+		Access: mcpruntime.AccessRead,
+		Handler: func(context.Context, *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
+			return mcpruntime.Refuse(mcpruntime.CodeInvalidArguments, "no"), nil
+		},
+	}))
+
+	for _, tt := range []struct {
+		tool, code string
+		keeps      bool // structuredContent kept: it matches the schema
+	}{
+		{"typed_post", mcpruntime.CodeParentNotActive, false},
+		{"schema_refuses", mcpruntime.CodeInvalidArguments, false},
+		{"schema_admits", mcpruntime.CodeInvalidArguments, true},
+	} {
+		res, err := rt.CallTool(ctx, pIdle, tt.tool, nil, nil)
+		noErr(t, err)
+		if !res.IsError || !strings.HasPrefix(resultText(res), tt.code+": ") {
+			t.Errorf("%s: isError %v, text %q; want a refusal whose text begins %q", tt.tool, res.IsError, resultText(res), tt.code+": ")
+		}
+		if kept := res.StructuredContent != nil; kept != tt.keeps {
+			t.Errorf("%s: structuredContent %v, want kept=%v", tt.tool, res.StructuredContent, tt.keeps)
+		}
+		if tt.keeps {
+			wantRefusal(t, tt.tool, res, tt.code)
+		}
+	}
+	if n := len(threadOf(t, rt, "T").Messages); n != 0 {
+		t.Errorf("T has %d messages after refused posts, want 0", n)
 	}
 }
