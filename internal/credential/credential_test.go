@@ -411,20 +411,35 @@ func TestCheckLive(t *testing.T) {
 	}
 }
 
-func TestAuthenticate(t *testing.T) {
-	l := newLedger(t)
-	live, liveTok := l.mint("T", "A", t0, time.Hour)
-	_, expiredTok := l.mint("T", "B", t0.Add(-2*time.Hour), time.Hour)
-	rotated, rotatedTok := l.mint("T", "C", t0, time.Hour)
-	lapsed, lapsedTok := l.mint("T", "D", t0.Add(-2*time.Hour), time.Hour)
-	cl, clTok := l.issue("g", memdb.AccessReadOnly, t0, time.Hour)
+// authCase is one credential of authFixture: its row and its token.
+type authCase struct {
+	row *memdb.Credential
+	tok string
+}
+
+// authFixture is a ledger at t0 with one credential in each state a token
+// can be judged in: a live provider (A), an expired one (B), a revoked one
+// (C, rotated), one revoked after it expired (D, recorded expired), and a
+// live client token.
+func authFixture(t *testing.T) (l *ledger, live, expired, rotated, lapsed, cl authCase) {
+	l = newLedger(t)
+	live.row, live.tok = l.mint("T", "A", t0, time.Hour)
+	expired.row, expired.tok = l.mint("T", "B", t0.Add(-2*time.Hour), time.Hour)
+	rotated.row, rotated.tok = l.mint("T", "C", t0, time.Hour)
+	lapsed.row, lapsed.tok = l.mint("T", "D", t0.Add(-2*time.Hour), time.Hour)
+	cl.row, cl.tok = l.issue("g", memdb.AccessReadOnly, t0, time.Hour)
 	l.write(func(w *memdb.Writer) error {
-		if _, err := credential.Revoke(w, l.row(rotated.ID), credential.ReasonRotated, t0); err != nil {
+		if _, err := credential.Revoke(w, l.row(rotated.row.ID), credential.ReasonRotated, t0); err != nil {
 			return err
 		}
-		_, err := credential.Revoke(w, l.row(lapsed.ID), credential.ReasonArchived, t0) // records expired
+		_, err := credential.Revoke(w, l.row(lapsed.row.ID), credential.ReasonArchived, t0) // records expired
 		return err
 	})
+	return l, live, expired, rotated, lapsed, cl
+}
+
+func TestAuthenticate(t *testing.T) {
+	l, live, expired, rotated, lapsed, cl := authFixture(t)
 	unknown, _ := token.New()
 	tests := []struct {
 		name       string
@@ -432,13 +447,13 @@ func TestAuthenticate(t *testing.T) {
 		want       principal.Principal
 		wantReason string
 	}{
-		{name: "live provider", tok: liveTok, want: credential.Principal(live)},
-		{name: "live client", tok: clTok, want: credential.Principal(cl)},
+		{name: "live provider", tok: live.tok, want: credential.Principal(live.row)},
+		{name: "live client", tok: cl.tok, want: credential.Principal(cl.row)},
 		{name: "malformed", tok: "mcprt_short", wantReason: credential.AuthMalformed},
 		{name: "unknown", tok: unknown, wantReason: credential.AuthUnknown},
-		{name: "revoked", tok: rotatedTok, wantReason: credential.AuthRevoked},
-		{name: "revoked after it expired", tok: lapsedTok, wantReason: credential.AuthExpired},
-		{name: "expired", tok: expiredTok, wantReason: credential.AuthExpired},
+		{name: "revoked", tok: rotated.tok, wantReason: credential.AuthRevoked},
+		{name: "revoked after it expired", tok: lapsed.tok, wantReason: credential.AuthExpired},
+		{name: "expired", tok: expired.tok, wantReason: credential.AuthExpired},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
@@ -463,27 +478,15 @@ func TestAuthenticate(t *testing.T) {
 // TestDead: a principal's row judged again by id gives the reason
 // Authenticate gives its token, at the same instant.
 func TestDead(t *testing.T) {
-	l := newLedger(t)
-	live, liveTok := l.mint("T", "A", t0, time.Hour)
-	expired, expiredTok := l.mint("T", "B", t0.Add(-2*time.Hour), time.Hour)
-	rotated, rotatedTok := l.mint("T", "C", t0, time.Hour)
-	lapsed, lapsedTok := l.mint("T", "D", t0.Add(-2*time.Hour), time.Hour)
-	cl, clTok := l.issue("g", memdb.AccessReadOnly, t0, time.Hour)
-	l.write(func(w *memdb.Writer) error {
-		if _, err := credential.Revoke(w, l.row(rotated.ID), credential.ReasonRotated, t0); err != nil {
-			return err
-		}
-		_, err := credential.Revoke(w, l.row(lapsed.ID), credential.ReasonArchived, t0) // records expired
-		return err
-	})
+	l, live, expired, rotated, lapsed, cl := authFixture(t)
 	tests := []struct {
 		name, id, tok, want string
 	}{
-		{name: "live provider", id: live.ID, tok: liveTok},
-		{name: "live client", id: cl.ID, tok: clTok},
-		{name: "revoked", id: rotated.ID, tok: rotatedTok, want: credential.AuthRevoked},
-		{name: "revoked after it expired", id: lapsed.ID, tok: lapsedTok, want: credential.AuthExpired},
-		{name: "expired", id: expired.ID, tok: expiredTok, want: credential.AuthExpired},
+		{name: "live provider", id: live.row.ID, tok: live.tok},
+		{name: "live client", id: cl.row.ID, tok: cl.tok},
+		{name: "revoked", id: rotated.row.ID, tok: rotated.tok, want: credential.AuthRevoked},
+		{name: "revoked after it expired", id: lapsed.row.ID, tok: lapsed.tok, want: credential.AuthExpired},
+		{name: "expired", id: expired.row.ID, tok: expired.tok, want: credential.AuthExpired},
 		{name: "removed", id: "cred_nope", want: credential.AuthUnknown},
 	}
 	for _, test := range tests {
