@@ -9,7 +9,7 @@ import (
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 )
 
 // gateDriver's sessions open when openGate closes and close when
@@ -27,13 +27,13 @@ func newGateDriver() *gateDriver {
 	}
 }
 
-func (d *gateDriver) factory() provider.Factory {
-	return func(string, json.RawMessage) (provider.Driver, error) { return d, nil }
+func (d *gateDriver) factory() driver.Factory {
+	return func(string, json.RawMessage) (driver.Driver, error) { return d, nil }
 }
 
 func (d *gateDriver) MultiThread() bool { return false }
 
-func (d *gateDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+func (d *gateDriver) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	d.opening <- struct{}{}
 	select {
 	case <-d.openGate:
@@ -45,8 +45,8 @@ func (d *gateDriver) Open(ctx context.Context, req provider.OpenRequest) (provid
 
 type gateSession struct{ d *gateDriver }
 
-func (gateSession) Attach(context.Context, provider.Binding) error { return nil }
-func (gateSession) Detach(context.Context, string) error           { return nil }
+func (gateSession) Attach(context.Context, driver.Binding) error { return nil }
+func (gateSession) Detach(context.Context, string) error         { return nil }
 
 func (s gateSession) Close(ctx context.Context) error {
 	s.d.closing <- struct{}{}
@@ -77,7 +77,7 @@ func TestOpenArchivedMidwayStopsAtItsDeadline(t *testing.T) {
 	d := newGateDriver()
 	rt := newRuntime(t, mcpruntime.Config{
 		OpenTimeout: time.Hour, ActorTimeout: time.Hour,
-		Drivers: map[string]provider.Factory{"gate": d.factory()},
+		Drivers: map[string]driver.Factory{"gate": d.factory()},
 		Logger:  slog.New(slog.DiscardHandler),
 	})
 	t.Cleanup(func() { close(d.closeGate) }) // before the runtime closes

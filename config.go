@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 )
 
 // NoExpiry, as Config.CredentialWindow or Config.ClientTokenTTL, makes
@@ -72,7 +72,7 @@ type Config struct {
 	Cluster Cluster
 	// Drivers adds provider kinds to the built-in "inproc" and "exec", by kind name. A
 	// name given here replaces a built-in one.
-	Drivers map[string]provider.Factory
+	Drivers map[string]driver.Factory
 	// Now is the clock. Nil: time.Now. Tests move time with it.
 	Now func() time.Time
 	// Logger receives the runtime's logs. Nil: slog.Default().

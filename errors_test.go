@@ -9,7 +9,7 @@ import (
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -37,7 +37,7 @@ func TestInvalidIDs(t *testing.T) {
 	}{
 		{"CreateThread", func(id string) error { _, err := rt.CreateThread(ctx, id, mcpruntime.ThreadOptions{}); return err }},
 		{"RegisterInstance", func(id string) error {
-			return rt.RegisterInstance(ctx, id, mcpruntime.InstanceSpec{Driver: provider.InprocKind})
+			return rt.RegisterInstance(ctx, id, mcpruntime.InstanceSpec{Driver: driver.InprocKind})
 		}},
 		{"OpenProviderSession thread", func(id string) error { _, err := rt.OpenProviderSession(ctx, id, "A"); return err }},
 		{"OpenProviderSession instance", func(id string) error { _, err := rt.OpenProviderSession(ctx, "T", id); return err }},
@@ -73,7 +73,7 @@ func TestInvalidIDs(t *testing.T) {
 		if _, err := rt.CreateThread(ctx, id, mcpruntime.ThreadOptions{}); err != nil {
 			t.Fatalf("CreateThread(%q) = %v, want ok", id, err)
 		}
-		if err := rt.RegisterInstance(ctx, id, mcpruntime.InstanceSpec{Driver: provider.InprocKind}); err != nil {
+		if err := rt.RegisterInstance(ctx, id, mcpruntime.InstanceSpec{Driver: driver.InprocKind}); err != nil {
 			t.Fatalf("RegisterInstance(%q) = %v, want ok", id, err)
 		}
 	}
@@ -107,14 +107,14 @@ func TestDuplicates(t *testing.T) {
 	}
 	assertLive(t, rt, "existing thread's credential", tok)
 
-	err := rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: provider.InprocKind, Config: json.RawMessage(`{"multiThread":true}`)})
+	err := rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: driver.InprocKind, Config: json.RawMessage(`{"multiThread":true}`)})
 	if !errors.Is(err, mcpruntime.ErrInstanceExists) {
 		t.Fatalf("RegisterInstance of an existing id = %v, want ErrInstanceExists", err)
 	}
 	// The instance stays as it was: exclusive (below), its driver inproc.
 	inst, err := rt.Instance("A")
 	noErr(t, err)
-	if inst.Driver != provider.InprocKind {
+	if inst.Driver != driver.InprocKind {
 		t.Fatalf("existing instance replaced by %+v", inst)
 	}
 	createThreads(t, rt, "U")
@@ -144,7 +144,7 @@ func TestUnknownNames(t *testing.T) {
 		registerInproc(t, rt, "X")
 	})
 	t.Run("driver config", func(t *testing.T) {
-		err := rt.RegisterInstance(ctx, "Y", mcpruntime.InstanceSpec{Driver: provider.InprocKind, Config: json.RawMessage(`{"bogus":1}`)})
+		err := rt.RegisterInstance(ctx, "Y", mcpruntime.InstanceSpec{Driver: driver.InprocKind, Config: json.RawMessage(`{"bogus":1}`)})
 		if err == nil {
 			t.Fatal("RegisterInstance with an unknown config field succeeded")
 		}
@@ -287,7 +287,7 @@ type canceledCall struct {
 func canceledCalls(rt *mcpruntime.Runtime, ctx context.Context, caller mcpruntime.Principal, session, client string) []canceledCall {
 	return []canceledCall{
 		{"RegisterInstance", func() error {
-			return rt.RegisterInstance(ctx, "C", mcpruntime.InstanceSpec{Driver: provider.InprocKind})
+			return rt.RegisterInstance(ctx, "C", mcpruntime.InstanceSpec{Driver: driver.InprocKind})
 		}},
 		{"CreateThread", func() error { _, err := rt.CreateThread(ctx, "V", mcpruntime.ThreadOptions{}); return err }},
 		{"OpenProviderSession", func() error { _, err := rt.OpenProviderSession(ctx, "T", "B"); return err }},
@@ -333,10 +333,10 @@ func TestCanceledContextChangesNothing(t *testing.T) {
 		{
 			"RegisterInstance",
 			func(rt *mcpruntime.Runtime) error {
-				return rt.RegisterInstance(ctx, "C", mcpruntime.InstanceSpec{Driver: provider.InprocKind})
+				return rt.RegisterInstance(ctx, "C", mcpruntime.InstanceSpec{Driver: driver.InprocKind})
 			},
 			func(rt *mcpruntime.Runtime) error {
-				return rt.RegisterInstance(bg, "C", mcpruntime.InstanceSpec{Driver: provider.InprocKind})
+				return rt.RegisterInstance(bg, "C", mcpruntime.InstanceSpec{Driver: driver.InprocKind})
 			},
 		},
 		{

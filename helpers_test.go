@@ -22,7 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -51,7 +51,7 @@ func quietRuntime(t *testing.T, cfg mcpruntime.Config) *mcpruntime.Runtime {
 func registerInproc(t *testing.T, rt *mcpruntime.Runtime, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
-		noErr(t, rt.RegisterInstance(context.Background(), id, mcpruntime.InstanceSpec{Driver: provider.InprocKind}))
+		noErr(t, rt.RegisterInstance(context.Background(), id, mcpruntime.InstanceSpec{Driver: driver.InprocKind}))
 	}
 }
 
@@ -60,7 +60,7 @@ func registerInproc(t *testing.T, rt *mcpruntime.Runtime, ids ...string) {
 func registerMulti(t *testing.T, rt *mcpruntime.Runtime, id string) {
 	t.Helper()
 	noErr(t, rt.RegisterInstance(context.Background(), id, mcpruntime.InstanceSpec{
-		Driver: provider.InprocKind, Config: json.RawMessage(`{"multiThread":true}`),
+		Driver: driver.InprocKind, Config: json.RawMessage(`{"multiThread":true}`),
 	}))
 }
 
@@ -170,12 +170,12 @@ func threadOf(t *testing.T, rt *mcpruntime.Runtime, id string) mcpruntime.Thread
 func newRuntime(t *testing.T, cfg mcpruntime.Config) *mcpruntime.Runtime {
 	t.Helper()
 	in := &providertest.Inproc{}
-	if _, ok := cfg.Drivers[provider.InprocKind]; !ok {
+	if _, ok := cfg.Drivers[driver.InprocKind]; !ok {
 		cfg.Drivers = maps.Clone(cfg.Drivers)
 		if cfg.Drivers == nil {
-			cfg.Drivers = map[string]provider.Factory{}
+			cfg.Drivers = map[string]driver.Factory{}
 		}
-		cfg.Drivers[provider.InprocKind] = in.Factory()
+		cfg.Drivers[driver.InprocKind] = in.Factory()
 	}
 	rt, err := mcpruntime.New(cfg)
 	if err != nil {

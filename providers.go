@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/names"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -55,7 +56,7 @@ func (r *Runtime) RegisterInstance(ctx context.Context, id string, spec Instance
 	pid, err := r.root.SpawnNamed(props, names.Instance(id))
 	if err == nil {
 		r.instances[id] = pid
-		r.closeTimeouts[id] = provider.CloseTimeout(drv, r.cfg.OpenTimeout)
+		r.closeTimeouts[id] = driver.CloseTimeout(drv, r.cfg.OpenTimeout)
 	}
 	r.mu.Unlock()
 	if err != nil {

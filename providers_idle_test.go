@@ -13,6 +13,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -404,8 +405,8 @@ func TestProviderEventsInOrder(t *testing.T) {
 func TestProviderDiedWhileOpening(t *testing.T) {
 	ctx := context.Background()
 	inproc := &providertest.Inproc{}
-	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]provider.Factory{
-		"dies": func(instance string, raw json.RawMessage) (provider.Driver, error) {
+	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]driver.Factory{
+		"dies": func(instance string, raw json.RawMessage) (driver.Driver, error) {
 			d, err := inproc.Factory()(instance, raw)
 			return diesWhileOpening{d}, err
 		},
@@ -424,9 +425,9 @@ func TestProviderDiedWhileOpening(t *testing.T) {
 }
 
 // diesWhileOpening reports each session's death before its Open returns.
-type diesWhileOpening struct{ provider.Driver }
+type diesWhileOpening struct{ driver.Driver }
 
-func (d diesWhileOpening) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+func (d diesWhileOpening) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	s, err := d.Driver.Open(ctx, req)
 	if err == nil {
 		req.Events.Died(errors.New("process exited: exit status 1"))

@@ -7,25 +7,25 @@ import (
 	"testing"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 )
 
 // gatedDriver is a multi-thread driver whose Attach of one thread waits for
 // the test to open the gate.
 type gatedDriver struct {
-	provider.Driver
+	driver.Driver
 	thread  string
 	reached chan struct{}
 	gate    chan struct{}
 }
 
 type gatedSession struct {
-	provider.Session
+	driver.Session
 	d *gatedDriver
 }
 
-func (d *gatedDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+func (d *gatedDriver) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	s, err := d.Driver.Open(ctx, req)
 	if err != nil {
 		return nil, err
@@ -33,7 +33,7 @@ func (d *gatedDriver) Open(ctx context.Context, req provider.OpenRequest) (provi
 	return &gatedSession{Session: s, d: d}, nil
 }
 
-func (s *gatedSession) Attach(ctx context.Context, b provider.Binding) error {
+func (s *gatedSession) Attach(ctx context.Context, b driver.Binding) error {
 	if b.Thread == s.d.thread {
 		close(s.d.reached)
 		select {
@@ -53,8 +53,8 @@ func TestArchiveDuringMultiThreadAttachKeepsSharedSession(t *testing.T) {
 	ctx := context.Background()
 	inproc := &providertest.Inproc{}
 	gd := &gatedDriver{thread: "T2", reached: make(chan struct{}), gate: make(chan struct{})}
-	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]provider.Factory{
-		"gated": func(instance string, _ json.RawMessage) (provider.Driver, error) {
+	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]driver.Factory{
+		"gated": func(instance string, _ json.RawMessage) (driver.Driver, error) {
 			d, err := inproc.Factory()(instance, json.RawMessage(`{"multiThread":true}`))
 			if err != nil {
 				return nil, err

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 )
 
@@ -52,12 +52,12 @@ func TestOpenRacingReleaseOfThePair(t *testing.T) {
 
 // openGatedDriver holds every Open at gate after signalling opening.
 type openGatedDriver struct {
-	provider.Driver
+	driver.Driver
 	opening chan struct{}
 	gate    chan struct{}
 }
 
-func (d *openGatedDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+func (d *openGatedDriver) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	d.opening <- struct{}{}
 	select {
 	case <-d.gate:
@@ -75,8 +75,8 @@ func TestOpenRacingArchiveLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	inproc := &providertest.Inproc{}
 	gated := &openGatedDriver{opening: make(chan struct{}, 1), gate: make(chan struct{})}
-	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]provider.Factory{
-		"gated": func(instance string, config json.RawMessage) (provider.Driver, error) {
+	rt := quietRuntime(t, mcpruntime.Config{Drivers: map[string]driver.Factory{
+		"gated": func(instance string, config json.RawMessage) (driver.Driver, error) {
 			d, err := inproc.Factory()(instance, config)
 			gated.Driver = d
 			return gated, err

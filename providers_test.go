@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -25,7 +25,7 @@ func TestOpenMintsThenReuses(t *testing.T) {
 	const endpoint = "http://127.0.0.1:9999/mcp"
 	caps := []string{"thread.read", "thread.post"}
 	rt := quietRuntime(t, mcpruntime.Config{Endpoint: endpoint})
-	noErr(t, rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: provider.InprocKind, Capabilities: caps}))
+	noErr(t, rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: driver.InprocKind, Capabilities: caps}))
 	createThreads(t, rt, "T")
 
 	first, tok := openMinted(t, rt, "T", "A")
@@ -36,7 +36,7 @@ func TestOpenMintsThenReuses(t *testing.T) {
 	if drv == nil {
 		t.Fatalf("driver never saw session %s", first.ID)
 	}
-	wantBinding := []provider.Binding{{
+	wantBinding := []driver.Binding{{
 		Thread: "T", Instance: "A", CredentialID: first.CredentialID, Endpoint: endpoint,
 		Authorization: first.Authorization, Capabilities: caps,
 	}}
@@ -838,7 +838,7 @@ func TestCloseRevokesEverything(t *testing.T) {
 		call func() error
 	}{
 		{"RegisterInstance", func() error {
-			return rt.RegisterInstance(ctx, "C", mcpruntime.InstanceSpec{Driver: provider.InprocKind})
+			return rt.RegisterInstance(ctx, "C", mcpruntime.InstanceSpec{Driver: driver.InprocKind})
 		}},
 		{"CreateThread", func() error { _, err := rt.CreateThread(ctx, "V", mcpruntime.ThreadOptions{}); return err }},
 		{"Thread", func() error { _, err := rt.Thread(ctx, "T"); return err }},

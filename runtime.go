@@ -11,6 +11,7 @@ import (
 
 	"github.com/agenthost/mcpruntime/actors/client"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/execdriver"
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/credential"
@@ -27,7 +28,7 @@ type Runtime struct {
 	store   *memdb.Store
 	system  *actor.ActorSystem
 	root    *actor.RootContext
-	drivers provider.Registry
+	drivers driver.Registry
 	base    context.Context
 	cancel  context.CancelFunc
 	work    sync.WaitGroup // driver goroutines
@@ -45,7 +46,7 @@ type Runtime struct {
 	threads   map[string]*actor.PID
 	instances map[string]*actor.PID
 	// closeTimeouts bounds, per instance, one Close of its driver's
-	// sessions (provider.CloseTimeout).
+	// sessions (driver.CloseTimeout).
 	closeTimeouts map[string]time.Duration
 	clients       map[string]*actor.PID
 	servers       []*MCPEndpoint
@@ -90,7 +91,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.Close()
 		return nil, err
 	}
-	r.drivers.Register(provider.InprocKind, provider.InprocFactory)
+	r.drivers.Register(driver.InprocKind, driver.InprocFactory)
 	r.drivers.Register(execdriver.Kind, execdriver.Factory(logger))
 	for kind, f := range cfg.Drivers {
 		r.drivers.Register(kind, f)

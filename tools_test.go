@@ -16,7 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -467,7 +467,7 @@ func TestCapabilityGate(t *testing.T) {
 	ctx := context.Background()
 	rt := quietRuntime(t, mcpruntime.Config{})
 	registerInproc(t, rt, "plain")
-	noErr(t, rt.RegisterInstance(ctx, "capped", mcpruntime.InstanceSpec{Driver: provider.InprocKind, Capabilities: []string{"x"}}))
+	noErr(t, rt.RegisterInstance(ctx, "capped", mcpruntime.InstanceSpec{Driver: driver.InprocKind, Capabilities: []string{"x"}}))
 	createThreads(t, rt, "T", "U")
 	pPlain, _, _ := liveOn(t, rt, "T", "plain")
 	pCapped, _, _ := liveOn(t, rt, "U", "capped")
@@ -638,7 +638,7 @@ func TestThreadToolsMissingThread(t *testing.T) {
 func TestRuntimeCapabilities(t *testing.T) {
 	ctx := context.Background()
 	rt := quietRuntime(t, mcpruntime.Config{})
-	noErr(t, rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: provider.InprocKind, Capabilities: []string{"x"}}))
+	noErr(t, rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: driver.InprocKind, Capabilities: []string{"x"}}))
 	createThreads(t, rt, "T")
 	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "host_x"}, Access: mcpruntime.AccessRead, Capability: "x", Handler: toolsOKHandler(nil)}))
 	noErr(t, rt.RegisterTool(mcpruntime.Tool{Tool: mcp.Tool{Name: "host_y"}, Access: mcpruntime.AccessRead, Capability: "y", Handler: toolsOKHandler(nil)}))

@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/admin"
 )
@@ -63,7 +63,7 @@ type env struct {
 
 type envOptions struct {
 	withMCP bool // mount the MCP endpoint and give it to the admin API
-	drivers map[string]provider.Factory
+	drivers map[string]driver.Factory
 	token   *string // admin token; nil: adminToken
 	// maxThreads is the runtime's Config.MaxThreads (0: the default).
 	maxThreads int
@@ -76,7 +76,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	logs := &logBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	in := &providertest.Inproc{}
-	drivers := map[string]provider.Factory{provider.InprocKind: in.Factory()}
+	drivers := map[string]driver.Factory{driver.InprocKind: in.Factory()}
 	maps.Copy(drivers, o.drivers)
 	rt, err := mcpruntime.New(mcpruntime.Config{Logger: logger, Drivers: drivers, MaxThreads: o.maxThreads, OAuth: o.oauth})
 	if err != nil {
@@ -883,13 +883,13 @@ type gateDriver struct {
 	release chan struct{}
 }
 
-func (d *gateDriver) factory() provider.Factory {
-	return func(string, json.RawMessage) (provider.Driver, error) { return d, nil }
+func (d *gateDriver) factory() driver.Factory {
+	return func(string, json.RawMessage) (driver.Driver, error) { return d, nil }
 }
 
 func (d *gateDriver) MultiThread() bool { return false }
 
-func (d *gateDriver) Open(ctx context.Context, _ provider.OpenRequest) (provider.Session, error) {
+func (d *gateDriver) Open(ctx context.Context, _ driver.OpenRequest) (driver.Session, error) {
 	d.entered <- struct{}{}
 	select {
 	case <-d.release:
@@ -901,16 +901,16 @@ func (d *gateDriver) Open(ctx context.Context, _ provider.OpenRequest) (provider
 
 type gateSession struct{}
 
-func (gateSession) Attach(context.Context, provider.Binding) error { return nil }
-func (gateSession) Detach(context.Context, string) error           { return nil }
-func (gateSession) Close(context.Context) error                    { return nil }
+func (gateSession) Attach(context.Context, driver.Binding) error { return nil }
+func (gateSession) Detach(context.Context, string) error         { return nil }
+func (gateSession) Close(context.Context) error                  { return nil }
 
 // TestBusy checks that rotating a pair whose provider session is being
 // opened answers 409 busy, and that the open then completes with 201 for
 // the first asker and 200 for one that asked meanwhile.
 func TestBusy(t *testing.T) {
 	gate := &gateDriver{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	e := newEnv(t, envOptions{drivers: map[string]provider.Factory{"gate": gate.factory()}})
+	e := newEnv(t, envOptions{drivers: map[string]driver.Factory{"gate": gate.factory()}})
 	e.walk([]step{
 		{name: "register", request: post("/admin/v1/instances", `{"id":"G","driver":"gate"}`), wantStatus: http.StatusCreated},
 		{name: "create", request: post("/admin/v1/threads", `{"id":"t1","instance":"G"}`), wantStatus: http.StatusCreated},

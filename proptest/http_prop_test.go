@@ -26,7 +26,7 @@ import (
 	"pgregory.net/rapid"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 )
@@ -394,7 +394,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 	origin := "http://" + ln.Addr().String()
 	rt, err := mcpruntime.New(mcpruntime.Config{
 		OAuth:            mcpruntime.OAuthConfig{PublicOrigin: origin, RefreshTokenTTL: mcpruntime.NoExpiry},
-		Drivers:          map[string]provider.Factory{provider.InprocKind: in.Factory()},
+		Drivers:          map[string]driver.Factory{driver.InprocKind: in.Factory()},
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,
 		ClientTokenTTL:   mcpruntime.NoExpiry,

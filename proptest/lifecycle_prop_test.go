@@ -18,6 +18,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 )
@@ -102,7 +103,7 @@ func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
 	clock := actortest.NewClock(testStart)
 	in := &providertest.Inproc{}
 	rt, err := mcpruntime.New(mcpruntime.Config{
-		Drivers:          map[string]provider.Factory{provider.InprocKind: in.Factory()},
+		Drivers:          map[string]driver.Factory{driver.InprocKind: in.Factory()},
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,
 		ClientTokenTTL:   testClientTTL,

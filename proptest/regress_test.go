@@ -12,7 +12,7 @@ import (
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 )
@@ -25,7 +25,7 @@ func newRegressRuntime(t *testing.T) (*mcpruntime.Runtime, *actortest.Clock, *pr
 	clock := actortest.NewClock(testStart)
 	in := &providertest.Inproc{}
 	rt, err := mcpruntime.New(mcpruntime.Config{
-		Drivers:          map[string]provider.Factory{provider.InprocKind: in.Factory()},
+		Drivers:          map[string]driver.Factory{driver.InprocKind: in.Factory()},
 		CredentialWindow: testWindow,
 		ClientTokenTTL:   testClientTTL,
 		Now:              clock.Now,

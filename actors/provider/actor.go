@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -17,11 +18,11 @@ import (
 // Config configures one provider instance actor.
 type Config struct {
 	Instance memdb.Instance // the instance's record, written when the actor starts
-	Driver   Driver
+	Driver   driver.Driver
 	Store    *memdb.Store
 	Now      func() time.Time
 	// OpTimeout bounds every driver call (Open, Attach, Detach), and Close
-	// unless the driver's CloseBudget is longer (see CloseTimeout). A call
+	// unless the driver's CloseBudget is longer (see driver.CloseTimeout). A call
 	// made for a request is bounded by the request's deadline too.
 	OpTimeout time.Duration
 	// ActorTimeout bounds what the instance asks of thread actors for a
@@ -69,7 +70,7 @@ type child struct {
 	pid   *actor.PID
 	phase phase
 	// binding is the first binding, the one Open got.
-	binding Binding
+	binding driver.Binding
 	// record is the session's provider_sessions row, from phase open.
 	record memdb.ProviderSession
 	// owners maps each credential the session was given to the thread it
@@ -151,7 +152,7 @@ func (a *instanceActor) running(ctx actor.Context) {
 		if c := a.children[msg.id]; c != nil && (c.phase == opening || c.phase == open) {
 			if c.phase == opening {
 				// Died before its open was answered: the open failed.
-				c.openFault = fault.New(fault.ProviderOpenFailed, "open provider session of %s: %v: died while opening: %s", a.cfg.Instance.ID, ErrOpenFailed, msg.cause)
+				c.openFault = fault.New(fault.ProviderOpenFailed, "open provider session of %s: %v: died while opening: %s", a.cfg.Instance.ID, driver.ErrOpenFailed, msg.cause)
 			}
 			a.close(ctx, c, ReasonDied, msg.cause, time.Now().Add(a.cfg.ActorTimeout))
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/internal/fault"
@@ -32,7 +33,7 @@ func TestInstanceRecordWrittenOnStart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Instance(a) = %v", err)
 	}
-	want := &memdb.Instance{ID: "a", Driver: provider.InprocKind, Capabilities: []string{"thread.read"}, Created: actortest.T0}
+	want := &memdb.Instance{ID: "a", Driver: driver.InprocKind, Capabilities: []string{"thread.read"}, Created: actortest.T0}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("instance record (-want +got):\n%s", diff)
 	}
@@ -50,7 +51,7 @@ func TestOpenSession(t *testing.T) {
 	if s == nil {
 		t.Fatal("inproc has no session ps_1")
 	}
-	if diff := cmp.Diff([]provider.Binding{b}, s.Bindings()); diff != "" {
+	if diff := cmp.Diff([]driver.Binding{b}, s.Bindings()); diff != "" {
 		t.Errorf("driver bindings (-want +got):\n%s", diff)
 	}
 	want := &memdb.ProviderSession{
@@ -95,7 +96,7 @@ func TestOpenSessionMultiThreadAttaches(t *testing.T) {
 		t.Fatalf("multi-thread driver has %d sessions, want 1", n)
 	}
 	s := e.inproc.Session(first)
-	if diff := cmp.Diff([]provider.Binding{b1, b2, b3}, s.Bindings()); diff != "" {
+	if diff := cmp.Diff([]driver.Binding{b1, b2, b3}, s.Bindings()); diff != "" {
 		t.Errorf("driver bindings (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"t1", "t2", "t3"}, s.Attached()); diff != "" {
@@ -159,7 +160,7 @@ func TestAcquireSession(t *testing.T) {
 		name        string
 		multi       bool
 		detach      bool // t1 is detached from ps_1 first
-		ask         provider.Binding
+		ask         driver.Binding
 		wantOutcome provider.Outcome
 		wantThreads []string // ps_1's threads after
 	}{
@@ -196,7 +197,7 @@ func TestAcquireSession(t *testing.T) {
 			if diff := cmp.Diff(test.wantThreads, got.Threads); diff != "" {
 				t.Errorf("threads (-want +got):\n%s", diff)
 			}
-			wantBindings := []provider.Binding{binding("t1", "c1")}
+			wantBindings := []driver.Binding{binding("t1", "c1")}
 			if test.wantOutcome == provider.Attached {
 				re := test.ask
 				re.Authorization = ""
@@ -231,7 +232,7 @@ func TestOpenSessionRebindsAttachedThread(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("record (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]provider.Binding{binding("t1", "c1"), binding("t1", "c2")}, e.inproc.Session("ps_1").Bindings()); diff != "" {
+	if diff := cmp.Diff([]driver.Binding{binding("t1", "c1"), binding("t1", "c2")}, e.inproc.Session("ps_1").Bindings()); diff != "" {
 		t.Errorf("driver bindings (-want +got):\n%s", diff)
 	}
 	if n := len(e.inproc.Sessions("a")); n != 1 {
@@ -261,7 +262,7 @@ func TestRebindThread(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("record (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]provider.Binding{binding("t1", "c1"), binding("t1", "c2")}, e.inproc.Session("ps_1").Bindings()); diff != "" {
+	if diff := cmp.Diff([]driver.Binding{binding("t1", "c1"), binding("t1", "c2")}, e.inproc.Session("ps_1").Bindings()); diff != "" {
 		t.Errorf("driver bindings (-want +got):\n%s", diff)
 	}
 	if n := len(e.inproc.Session("ps_2").Bindings()); n != 1 {
@@ -302,7 +303,7 @@ func TestDetachThreadKeepsCredentials(t *testing.T) {
 	}
 
 	// A detached exclusive session can take the thread back.
-	re := provider.Binding{Thread: "t1", Instance: "a", CredentialID: "c1"}
+	re := driver.Binding{Thread: "t1", Instance: "a", CredentialID: "c1"}
 	if r := e.acquire(pid, re); r.Err() != nil || r.Outcome != provider.Attached {
 		t.Fatalf("re-attach = %+v, want Attached", r)
 	}
@@ -714,15 +715,15 @@ func TestCloseSessionWhileOpeningThenOpenFails(t *testing.T) {
 func TestRegistry(t *testing.T) {
 	var in providertest.Inproc
 	bad := errors.New("bad config")
-	var r provider.Registry
+	var r driver.Registry
 	if got := r.Kinds(); len(got) != 0 {
 		t.Errorf("empty registry Kinds() = %v, want none", got)
 	}
-	r.Register(provider.InprocKind, in.Factory())
-	r.Register("broken", func(string, json.RawMessage) (provider.Driver, error) { return nil, bad })
+	r.Register(driver.InprocKind, in.Factory())
+	r.Register("broken", func(string, json.RawMessage) (driver.Driver, error) { return nil, bad })
 	r.Register("exec", in.Factory())
 
-	if diff := cmp.Diff([]string{"broken", "exec", provider.InprocKind}, r.Kinds()); diff != "" {
+	if diff := cmp.Diff([]string{"broken", "exec", driver.InprocKind}, r.Kinds()); diff != "" {
 		t.Errorf("Kinds() (-want +got):\n%s", diff)
 	}
 	tests := []struct {
@@ -732,9 +733,9 @@ func TestRegistry(t *testing.T) {
 		wantErr   error
 		wantMulti bool
 	}{
-		{name: "inproc", kind: provider.InprocKind},
-		{name: "inproc multi-thread", kind: provider.InprocKind, config: json.RawMessage(`{"multiThread":true}`), wantMulti: true},
-		{name: "unknown kind", kind: "docker", wantErr: provider.ErrUnknownDriver},
+		{name: "inproc", kind: driver.InprocKind},
+		{name: "inproc multi-thread", kind: driver.InprocKind, config: json.RawMessage(`{"multiThread":true}`), wantMulti: true},
+		{name: "unknown kind", kind: "docker", wantErr: driver.ErrUnknownDriver},
 		{name: "factory error", kind: "broken", wantErr: bad},
 	}
 	for _, test := range tests {
@@ -1031,7 +1032,7 @@ func TestSessionEvents(t *testing.T) {
 	pid := e.spawnInproc("a", nil)
 	e.mustOpen(pid, "ps_1", binding("t1", "c1"))
 	actortest.Ask[*provider.DetachThreadResult](t, e.root, pid, &provider.DetachThread{Thread: "t1"})
-	re := provider.Binding{Thread: "t1", Instance: "a", CredentialID: "c1"}
+	re := driver.Binding{Thread: "t1", Instance: "a", CredentialID: "c1"}
 	if r := e.acquire(pid, re); r.Err() != nil || r.Outcome != provider.Attached {
 		t.Fatalf("re-attach = %+v", r)
 	}
@@ -1097,9 +1098,9 @@ func TestSessionEventsMultiThread(t *testing.T) {
 
 // diesInOpenDriver opens sessions that report their death before Open
 // returns: a process that exits just after the driver's startup check.
-type diesInOpenDriver struct{ provider.Driver }
+type diesInOpenDriver struct{ driver.Driver }
 
-func (d diesInOpenDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+func (d diesInOpenDriver) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	s, err := d.Driver.Open(ctx, req)
 	if err == nil {
 		req.Events.Died(errors.New("process exited: exit status 1"))
@@ -1119,8 +1120,8 @@ func TestDiedWhileOpening(t *testing.T) {
 	}
 	pid := e.spawn("a", diesInOpenDriver{inner})
 	res := e.open(pid, "ps_1", binding("t1", "c1"))
-	if !errors.Is(res.Err(), provider.ErrOpenFailed) {
-		t.Errorf("OpenSession of a session that died while opening = %+v, want ErrOpenFailed", res)
+	if !errors.Is(res.Err(), driver.ErrOpenFailed) {
+		t.Errorf("OpenSession of a session that died while opening = %+v, want driver.ErrOpenFailed", res)
 	}
 	eventually(t, "the driver session is closed", e.inproc.Session("ps_1").Closed)
 	if got := e.sessions(pid); len(got) != 0 {

@@ -1,22 +1,22 @@
 // Package provider runs one actor per provider instance, with one child
-// actor per provider session, and defines the [Driver] interface that a new
+// actor per provider session, and defines the [driver.Driver] interface that a new
 // provider kind implements.
 //
 // # Writing a driver
 //
 // A provider kind (Codex, Claude Code, OpenCode, a custom process) is a
-// [Driver] built by a [Factory] from the instance's JSON configuration and
-// registered by kind name ([Registry]; embedders use the runtime's
-// Config.Drivers). [InprocFactory] is the minimal example; package
+// [driver.Driver] built by a [driver.Factory] from the instance's JSON configuration and
+// registered by kind name ([driver.Registry]; embedders use the runtime's
+// Config.Drivers). [driver.InprocFactory] is the minimal example; package
 // providertest holds its test double, which records what its sessions are
 // given; package execdriver runs one OS process per session.
 //
-// What a driver is given: [Driver.Open] gets an [OpenRequest] with the
-// session id, the instance id and a [Binding]: the thread, the MCP
+// What a driver is given: [driver.Driver.Open] gets an [driver.OpenRequest] with the
+// session id, the instance id and a [driver.Binding]: the thread, the MCP
 // endpoint, the Authorization header value and the capabilities of the
 // credential minted for the pair (thread, instance). The driver hands these
 // to its agent (environment, a config file, a handshake) and to nothing
-// else, and returns a [Session].
+// else, and returns a [driver.Session].
 //
 // What it reports: Open returning is "started" (an error fails the open);
 // Attach and Detach returning are the per-thread reports — Attach binds
@@ -24,13 +24,13 @@
 // rotation or an expiry (a new Authorization) or re-attaches one after a
 // detach (an empty Authorization); Detach is a handoff, the thread's
 // credential stays live. A session that ends on its own calls
-// [Events.Died]; the instance then releases it: its credentials are
+// [driver.Events.Died]; the instance then releases it: its credentials are
 // revoked unless another open session holds them. Close is called exactly
 // once, last.
 //
 // Concurrency: driver methods run on goroutines of their own, never inside
 // an actor, so they may block until their context is done; calls for one
-// session are serialized. See [Driver].
+// session are serialized. See [driver.Driver].
 //
 // # Supervision
 //
@@ -46,9 +46,9 @@
 // publishes [SessionClosed] and answers whoever waits. The order is record
 // removed and credentials revoked, then the driver's Close, then the
 // answer (once Close returned: for exec, the process is gone). A session's
-// Close is bounded by [CloseTimeout]: a driver that needs longer than the
+// Close is bounded by [driver.CloseTimeout]: a driver that needs longer than the
 // bound on driver calls (exec's grace before SIGKILL) says so with
-// [CloseBudgeter]. Idle release ([Config].IdleRelease) closes a session
+// [driver.CloseBudgeter]. Idle release ([Config].IdleRelease) closes a session
 // none of whose threads had a turn (memdb Thread.LastTurn) for that long,
 // unless a run of the instance is in flight on one of them. Hosts watch
 // the event stream: [SessionOpened], [ThreadAttached], [ThreadDetached],
@@ -59,7 +59,7 @@
 //	thread actor ──request──▶ instance actor "provider/<instance>"
 //	                            │ writes: instances row, provider_sessions of the instance
 //	                            ├─spawns──▶ session actor "provider/<instance>/<session>"
-//	                            │             └─goroutine──▶ Driver / Session (I/O)
+//	                            │             └─goroutine──▶ driver.Driver / driver.Session (I/O)
 //	                            └─ReleaseCredentials──▶ thread actor "thread/<id>"
 //
 // The instance actor is the sole owner of provider_sessions and of every
@@ -69,7 +69,7 @@
 // attached to), which sessions a rotation re-binds (RebindThread), and the
 // races of those decisions — a session that closes while it takes a thread
 // is not an answer, the question is decided again. The session actor
-// (session.go) owns the driver's Session and runs its calls one at a time,
+// (session.go) owns the driver's driver.Session and runs its calls one at a time,
 // each in a goroutine that reports back with a message; its phases are
 // behaviours (opening, open, closing, failed), as are the instance's
 // (running, then stopping once CloseAll came). CloseSession, CloseAll and

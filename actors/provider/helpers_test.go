@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -90,10 +91,10 @@ func newEnv(t *testing.T) *env {
 }
 
 // spawn starts the actor of instance id with driver d.
-func (e *env) spawn(id string, d provider.Driver, caps ...string) *actor.PID {
+func (e *env) spawn(id string, d driver.Driver, caps ...string) *actor.PID {
 	e.t.Helper()
 	props := provider.Props(provider.Config{
-		Instance:     memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: actortest.T0},
+		Instance:     memdb.Instance{ID: id, Driver: driver.InprocKind, Capabilities: caps, Created: actortest.T0},
 		Driver:       d,
 		Store:        e.store,
 		Now:          e.clock.Now,
@@ -123,12 +124,12 @@ func (e *env) spawnInproc(id string, config json.RawMessage) *actor.PID {
 	return e.spawn(id, d)
 }
 
-func (e *env) open(pid *actor.PID, sessionID string, b provider.Binding) *provider.OpenSessionResult {
+func (e *env) open(pid *actor.PID, sessionID string, b driver.Binding) *provider.OpenSessionResult {
 	e.t.Helper()
 	return actortest.Ask[*provider.OpenSessionResult](e.t, e.root, pid, &provider.OpenSession{SessionID: sessionID, Binding: b})
 }
 
-func (e *env) mustOpen(pid *actor.PID, sessionID string, b provider.Binding) string {
+func (e *env) mustOpen(pid *actor.PID, sessionID string, b driver.Binding) string {
 	e.t.Helper()
 	res := e.open(pid, sessionID, b)
 	if res.Err() != nil {
@@ -147,7 +148,7 @@ func (e *env) record(id string) (*memdb.ProviderSession, error) {
 }
 
 // acquire asks pid for a session serving b.Thread with b's credential.
-func (e *env) acquire(pid *actor.PID, b provider.Binding) *provider.SessionAcquired {
+func (e *env) acquire(pid *actor.PID, b driver.Binding) *provider.SessionAcquired {
 	e.t.Helper()
 	b.Authorization = ""
 	return actortest.Ask[*provider.SessionAcquired](e.t, e.root, pid, &provider.AcquireSession{Binding: b})
@@ -155,7 +156,7 @@ func (e *env) acquire(pid *actor.PID, b provider.Binding) *provider.SessionAcqui
 
 // rebind asks pid to give the sessions serving b.Thread b's credential in
 // place of replaces.
-func (e *env) rebind(pid *actor.PID, b provider.Binding, replaces ...string) *provider.ThreadRebound {
+func (e *env) rebind(pid *actor.PID, b driver.Binding, replaces ...string) *provider.ThreadRebound {
 	e.t.Helper()
 	return actortest.Ask[*provider.ThreadRebound](e.t, e.root, pid, &provider.RebindThread{Binding: b, Replaces: replaces})
 }
@@ -282,8 +283,8 @@ func resume(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
 	proc.SendSystemMessage(pid, &actor.ResumeMailbox{})
 }
 
-func binding(thread, cred string) provider.Binding {
-	return provider.Binding{
+func binding(thread, cred string) driver.Binding {
+	return driver.Binding{
 		Thread:        thread,
 		Instance:      "a",
 		CredentialID:  cred,

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -32,18 +33,18 @@ const (
 	Reused
 	// Attached: a session holding the credential took the thread back (it
 	// was plainly detached from it, or the session serves several
-	// threads); the driver's Attach got a Binding without Authorization.
+	// threads); the driver's Attach got a driver.Binding without Authorization.
 	Attached
 )
 
-// AcquireSession asks for an open session serving Binding.Thread with the
-// pair's live credential Binding.CredentialID ("" when the pair has none).
-// Binding.Authorization is empty: the runtime keeps no tokens. The
+// AcquireSession asks for an open session serving driver.Binding.Thread with the
+// pair's live credential driver.Binding.CredentialID ("" when the pair has none).
+// driver.Binding.Authorization is empty: the runtime keeps no tokens. The
 // instance, the owner of provider_sessions, decides and retries its own
 // races. Answered by *SessionAcquired.
 type AcquireSession struct {
 	deadline.Request
-	Binding Binding
+	Binding driver.Binding
 }
 
 // SessionAcquired answers AcquireSession: SessionID is the session that
@@ -54,8 +55,8 @@ type SessionAcquired struct {
 	Fault     fault.Fault
 }
 
-// OpenSession asks for an open session serving Binding.Thread with
-// Binding's newly minted credential. The instance decides how: a session
+// OpenSession asks for an open session serving driver.Binding.Thread with
+// driver.Binding's newly minted credential. The instance decides how: a session
 // the thread is attached to is re-bound to it; else, for a multi-thread
 // driver, its open session takes the thread; else a new session is opened.
 // Answered by *OpenSessionResult.
@@ -64,7 +65,7 @@ type OpenSession struct {
 	// SessionID is the id a new session gets, chosen by the requester so it
 	// can abort an open whose answer it gave up on. Empty: the actor picks.
 	SessionID string
-	Binding   Binding
+	Binding   driver.Binding
 }
 
 // OpenSessionResult answers OpenSession. New reports that a new session
@@ -77,13 +78,13 @@ type OpenSessionResult struct {
 	Fault     fault.Fault
 }
 
-// RebindThread gives every open session that serves Binding.Thread the
-// pair's new credential (a rotation: Binding.Authorization is the new
+// RebindThread gives every open session that serves driver.Binding.Thread the
+// pair's new credential (a rotation: driver.Binding.Authorization is the new
 // token), in place of the credentials in Replaces. Answered by
 // *ThreadRebound.
 type RebindThread struct {
 	deadline.Request
-	Binding  Binding
+	Binding  driver.Binding
 	Replaces []string
 }
 
@@ -176,9 +177,11 @@ type CredentialsReleased struct {
 	Fault   fault.Fault
 }
 
-// Event is what an instance actor publishes on the actor system's event
+// Event is what the provider actors publish on the actor system's event
 // stream: *SessionOpened, *ThreadAttached, *ThreadDetached and
-// *SessionClosed. Hosts subscribe to watch their agents.
+// *SessionClosed from an instance actor; *AgentStatus, *AgentEvent and
+// *TurnEnded from what a session's driver reported. Hosts subscribe to
+// watch their agents.
 type Event interface{ providerEvent() }
 
 // SessionOpened: the driver started a session (its Open returned).
@@ -206,6 +209,26 @@ type SessionClosed struct {
 	Session memdb.ProviderSession
 	Reason  string
 	Cause   string // the driver's error for ReasonDied, else ""
+}
+
+// AgentStatus: a session's driver reported the state of its agent's MCP
+// connection for a thread.
+type AgentStatus struct {
+	Instance, SessionID string
+	Status              driver.Status
+}
+
+// AgentEvent: a session's driver reported what its agent did during a turn.
+type AgentEvent struct {
+	Instance, SessionID string
+	Event               driver.Event
+}
+
+// TurnEnded: a session's driver reported that its agent's turn ended. The
+// runtime ends the run of that id.
+type TurnEnded struct {
+	Instance, SessionID string
+	TurnEnd             driver.TurnEnd
 }
 
 // Err returns the reply's fault as an error (nil on success).
@@ -239,6 +262,9 @@ func (*SessionOpened) providerEvent()  {}
 func (*ThreadAttached) providerEvent() {}
 func (*ThreadDetached) providerEvent() {}
 func (*SessionClosed) providerEvent()  {}
+func (*AgentStatus) providerEvent()    {}
+func (*AgentEvent) providerEvent()     {}
+func (*TurnEnded) providerEvent()      {}
 
 func (*AcquireSession) providerMessage()     {}
 func (*OpenSession) providerMessage()        {}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/internal/token"
@@ -21,7 +22,7 @@ import (
 // attachOp is an Attach in flight on a session's driver.
 type attachOp struct {
 	child    string
-	binding  Binding
+	binding  driver.Binding
 	replaces []string // credentials the binding's credential supersedes (a rotation)
 	// done is called on the instance's turn with the outcome; a session that
 	// closed before the Attach completed is fault.UnknownProviderSession.
@@ -33,7 +34,7 @@ type attachOp struct {
 // thread back (Attached), or neither (NeedsCredential). A session that
 // closes while it takes the thread back is not an answer: the question is
 // asked again of the sessions as they are then.
-func (a *instanceActor) acquire(ctx actor.Context, b Binding, dl time.Time, reply *actor.PID) {
+func (a *instanceActor) acquire(ctx actor.Context, b driver.Binding, dl time.Time, reply *actor.PID) {
 	answer := func(r *SessionAcquired) { ctx.Send(reply, r) }
 	if deadline.Passed(dl) {
 		answer(&SessionAcquired{Fault: timeoutFault("acquire a provider session for " + b.Thread)})
@@ -80,7 +81,7 @@ func (a *instanceActor) acquire(ctx actor.Context, b Binding, dl time.Time, repl
 // thread; else a new session, id (or a fresh id), is opened. A session that
 // closes before it took the thread is not an answer: the open is decided
 // again.
-func (a *instanceActor) openFor(ctx actor.Context, id string, b Binding, dl time.Time, reply *actor.PID) {
+func (a *instanceActor) openFor(ctx actor.Context, id string, b driver.Binding, dl time.Time, reply *actor.PID) {
 	answer := func(r *OpenSessionResult) { ctx.Send(reply, r) }
 	if deadline.Passed(dl) {
 		answer(&OpenSessionResult{Fault: timeoutFault("open a provider session for " + b.Thread)})

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 )
 
@@ -19,12 +20,12 @@ import (
 
 // attachGated wraps a driver so that Attach signals and waits for gate.
 type attachGated struct {
-	provider.Driver
+	driver.Driver
 	attaching chan string // buffered; the thread of every Attach
 	gate      chan struct{}
 }
 
-func (d *attachGated) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+func (d *attachGated) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	s, err := d.Driver.Open(ctx, req)
 	if err != nil {
 		return nil, err
@@ -33,11 +34,11 @@ func (d *attachGated) Open(ctx context.Context, req provider.OpenRequest) (provi
 }
 
 type attachGatedSession struct {
-	provider.Session
+	driver.Session
 	d *attachGated
 }
 
-func (s *attachGatedSession) Attach(ctx context.Context, b provider.Binding) error {
+func (s *attachGatedSession) Attach(ctx context.Context, b driver.Binding) error {
 	s.d.attaching <- b.Thread
 	select {
 	case <-s.d.gate:

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/internal/fault"
@@ -42,14 +43,14 @@ func (l *orderLog) get() []string {
 // loggedDriver is a driver whose sessions log their Close, and the time
 // left on its context, and whose CloseBudget is budget (0: none).
 type loggedDriver struct {
-	provider.Driver
+	driver.Driver
 	log    *orderLog
 	budget time.Duration
 	// closeLeft receives, per Close, the time its context had left.
 	closeLeft chan time.Duration
 }
 
-func (d *loggedDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+func (d *loggedDriver) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	s, err := d.Driver.Open(ctx, req)
 	if err != nil {
 		return nil, err
@@ -58,7 +59,7 @@ func (d *loggedDriver) Open(ctx context.Context, req provider.OpenRequest) (prov
 }
 
 type loggedSession struct {
-	provider.Session
+	driver.Session
 	id string
 	d  *loggedDriver
 }
@@ -228,12 +229,12 @@ func TestCloseBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 		ld := &loggedDriver{Driver: inner, log: &orderLog{}, budget: budget, closeLeft: make(chan time.Duration, 1)}
-		var d provider.Driver = ld
+		var d driver.Driver = ld
 		if budget > 0 {
 			d = budgetDriver{ld}
 		}
-		if got, want := provider.CloseTimeout(d, e.opTimeout), max(e.opTimeout, budget); got != want {
-			t.Errorf("budget %v: CloseTimeout = %v, want %v", budget, got, want)
+		if got, want := driver.CloseTimeout(d, e.opTimeout), max(e.opTimeout, budget); got != want {
+			t.Errorf("budget %v: driver.CloseTimeout = %v, want %v", budget, got, want)
 		}
 		pid := e.spawn("a", d)
 		id := e.mustOpen(pid, "ps_1", binding("t1", "c1"))

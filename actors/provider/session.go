@@ -3,11 +3,14 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
 )
@@ -20,7 +23,7 @@ type (
 	// deadline; seq is the instance's number of the dispatch.
 	opAttach struct {
 		seq      uint64
-		binding  Binding
+		binding  driver.Binding
 		deadline time.Time
 	}
 	opDetach struct{ thread string }
@@ -47,7 +50,7 @@ type (
 // The session actor's own messages: its driver calls reporting back.
 type (
 	openDone struct {
-		handle Session
+		handle driver.Session
 		err    error
 	}
 	opDone struct {
@@ -57,7 +60,7 @@ type (
 	died struct{ err error }
 )
 
-// providerSessionActor owns one driver session. Driver calls are I/O, so
+// providerSessionActor owns one driver session. driver.Driver calls are I/O, so
 // each runs in a goroutine that reports back; the actor runs them one at a
 // time, in the order they arrived, which is the serialization the driver
 // contract promises. Its phases are behaviours: opening (Open in flight,
@@ -66,17 +69,18 @@ type (
 // stops the actor).
 type providerSessionActor struct {
 	id       string
-	first    Binding
+	first    driver.Binding
 	openBy   time.Time // the deadline of the open that started the session
 	cfg      Config
 	behavior actor.Behavior
 
-	handle Session
+	handle driver.Session
+	events *events
 	queue  []any
 	busy   bool
 }
 
-func newProviderSession(id string, cfg Config, first Binding, openBy time.Time) *providerSessionActor {
+func newProviderSession(id string, cfg Config, first driver.Binding, openBy time.Time) *providerSessionActor {
 	s := &providerSessionActor{id: id, first: first, openBy: openBy, cfg: cfg}
 	s.behavior.Become(s.opening)
 	return s
@@ -88,11 +92,12 @@ func (s *providerSessionActor) opening(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.busy = true
-		req := OpenRequest{
+		s.events = &events{root: ctx.ActorSystem().Root, self: ctx.Self(), instance: s.cfg.Instance.ID, session: s.id}
+		req := driver.OpenRequest{
 			SessionID: s.id,
 			Instance:  s.cfg.Instance.ID,
 			Binding:   s.first.Clone(),
-			Events:    &events{root: ctx.ActorSystem().Root, self: ctx.Self()},
+			Events:    s.events,
 		}
 		drv := s.cfg.Driver
 		s.run(ctx, min(s.cfg.OpTimeout, deadline.Left(s.openBy)), func(c context.Context) any {
@@ -102,7 +107,7 @@ func (s *providerSessionActor) opening(ctx actor.Context) {
 	case *openDone:
 		s.busy = false
 		if msg.err != nil {
-			f := fault.New(fault.ProviderOpenFailed, "open provider session of %s: %v: %v", s.cfg.Instance.ID, ErrOpenFailed, msg.err)
+			f := fault.New(fault.ProviderOpenFailed, "open provider session of %s: %v: %v", s.cfg.Instance.ID, driver.ErrOpenFailed, msg.err)
 			// The instance answers the open and stops this actor.
 			ctx.Send(ctx.Parent(), &childOpened{id: s.id, fault: f})
 			for _, op := range s.queue {
@@ -156,6 +161,7 @@ func (s *providerSessionActor) closing(ctx actor.Context) {
 		if msg.err != nil {
 			s.cfg.Logger.Warn("close provider session", "session", s.id, "err", msg.err)
 		}
+		s.events.closed.Store(true)
 		ctx.Stop(ctx.Self())
 	}
 }
@@ -181,7 +187,7 @@ func (s *providerSessionActor) next(ctx actor.Context) {
 	case *opClose:
 		s.behavior.Become(s.closing)
 		s.queue = nil
-		s.run(ctx, CloseTimeout(s.cfg.Driver, s.cfg.OpTimeout), func(c context.Context) any { return &opDone{op: op, err: h.Close(c)} })
+		s.run(ctx, driver.CloseTimeout(s.cfg.Driver, s.cfg.OpTimeout), func(c context.Context) any { return &opDone{op: op, err: h.Close(c)} })
 	}
 }
 
@@ -199,11 +205,18 @@ func (s *providerSessionActor) run(ctx actor.Context, timeout time.Duration, fn 
 	}()
 }
 
-// events is the Events a driver gets: it turns a report into a message.
+// events is the Events a driver gets: a death becomes a message to the
+// session actor; what the agent reports (status, its events, a turn's end)
+// is published on the event stream at once, tagged with the session, in
+// the order the driver reported it. Nothing is published once the session
+// closed (closed is set when its Close returned).
 type events struct {
-	root *actor.RootContext
-	self *actor.PID
-	once sync.Once
+	root     *actor.RootContext
+	self     *actor.PID
+	instance string
+	session  string
+	once     sync.Once
+	closed   atomic.Bool
 }
 
 func (e *events) Died(err error) {
@@ -211,4 +224,23 @@ func (e *events) Died(err error) {
 		err = fmt.Errorf("session ended")
 	}
 	e.once.Do(func() { e.root.Send(e.self, &died{err: err}) })
+}
+
+func (e *events) Status(st driver.Status) {
+	e.publish(&AgentStatus{Instance: e.instance, SessionID: e.session, Status: st})
+}
+
+func (e *events) Event(ev driver.Event) {
+	ev.Data = slices.Clone(ev.Data)
+	e.publish(&AgentEvent{Instance: e.instance, SessionID: e.session, Event: ev})
+}
+
+func (e *events) TurnEnded(t driver.TurnEnd) {
+	e.publish(&TurnEnded{Instance: e.instance, SessionID: e.session, TurnEnd: t})
+}
+
+func (e *events) publish(evt Event) {
+	if !e.closed.Load() {
+		e.root.ActorSystem().EventStream.Publish(evt)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/actortest"
@@ -58,7 +59,7 @@ func TestOpenProviderSessionMints(t *testing.T) {
 	if s == nil {
 		t.Fatalf("driver has no session %s", res.SessionID)
 	}
-	wantBindings := []provider.Binding{{
+	wantBindings := []driver.Binding{{
 		Thread: "T", Instance: "a", CredentialID: res.CredentialID, Endpoint: endpoint,
 		Authorization: res.Authorization, Capabilities: caps,
 	}}
@@ -967,7 +968,7 @@ func TestDeleteAnswersNotFoundWhileFinishing(t *testing.T) {
 	e.mustOpen(pid, "a")
 	// A registered instance: the thread asks every one to detach it.
 	e.write(func(w *memdb.Writer) error {
-		return w.PutInstance(&memdb.Instance{ID: "held", Driver: provider.InprocKind, Created: actortest.T0})
+		return w.PutInstance(&memdb.Instance{ID: "held", Driver: driver.InprocKind, Created: actortest.T0})
 	})
 
 	fDelete := e.root.RequestFuture(pid, &thread.Delete{}, actortest.Timeout)

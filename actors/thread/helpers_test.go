@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/token"
@@ -82,10 +83,10 @@ func newEnv(t *testing.T, opts ...func(*thread.Config)) *env {
 }
 
 // addInstance starts the actor of provider instance id with driver d.
-func (e *env) addInstance(id string, d provider.Driver, caps ...string) *actor.PID {
+func (e *env) addInstance(id string, d driver.Driver, caps ...string) *actor.PID {
 	e.t.Helper()
 	props := provider.Props(provider.Config{
-		Instance:     memdb.Instance{ID: id, Driver: provider.InprocKind, Capabilities: caps, Created: actortest.T0},
+		Instance:     memdb.Instance{ID: id, Driver: driver.InprocKind, Capabilities: caps, Created: actortest.T0},
 		Driver:       d,
 		Store:        e.store,
 		Now:          e.clock.Now,
@@ -110,7 +111,7 @@ func (e *env) addInproc(id, config string, caps ...string) *actor.PID {
 	return e.addInstance(id, e.inprocDriver(id, config), caps...)
 }
 
-func (e *env) inprocDriver(id, config string) provider.Driver {
+func (e *env) inprocDriver(id, config string) driver.Driver {
 	e.t.Helper()
 	var raw []byte
 	if config != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
@@ -61,8 +62,8 @@ type flight struct {
 	proposed  string
 }
 
-func (a *threadActor) binding(c *memdb.Credential, tok string) provider.Binding {
-	b := provider.Binding{
+func (a *threadActor) binding(c *memdb.Credential, tok string) driver.Binding {
+	b := driver.Binding{
 		Thread:       a.cfg.ID,
 		Instance:     c.Instance,
 		CredentialID: c.ID,
@@ -109,7 +110,7 @@ func (a *threadActor) openSession(ctx actor.Context, instance string, dl time.Ti
 		return
 	}
 	f := &flight{kind: flightOpen, instance: instance, deadline: dl, opens: []waiter{w}}
-	b := provider.Binding{Thread: a.cfg.ID, Instance: inst.ID, Endpoint: a.cfg.Endpoint}
+	b := driver.Binding{Thread: a.cfg.ID, Instance: inst.ID, Endpoint: a.cfg.Endpoint}
 	for _, c := range creds {
 		if c.LiveAt(now) {
 			f.cred, b = c, a.binding(c, "")

@@ -9,7 +9,7 @@
 // Every package uses these sentinels by their names here. The module root
 // re-exports each once, in its errors.go (mcpruntime.ErrUnknownThread is
 // [ErrUnknownThread]), and actors/provider the three a driver author
-// returns (provider.ErrOpenFailed is [ErrProviderOpenFailed]).
+// returns (driver.ErrOpenFailed is [ErrProviderOpenFailed]).
 package fault
 
 import (

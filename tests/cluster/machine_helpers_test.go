@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	rtcluster "github.com/agenthost/mcpruntime/cluster"
 	"github.com/agenthost/mcpruntime/internal/replica"
 )
@@ -100,7 +100,7 @@ func startMachineNodes(t errorTB, endpoint string, n int, fence time.Duration, k
 		go node.public.Serve(pub)
 		nodes = append(nodes, node)
 		for _, inst := range machineInstances {
-			if err := rt.RegisterInstance(ctx, inst, mcpruntime.InstanceSpec{Driver: provider.InprocKind}); err != nil {
+			if err := rt.RegisterInstance(ctx, inst, mcpruntime.InstanceSpec{Driver: driver.InprocKind}); err != nil {
 				t.Fatalf("node %s: RegisterInstance(%s): %v", id, inst, err)
 			}
 		}

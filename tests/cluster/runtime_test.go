@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agenthost/mcpruntime"
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	rtcluster "github.com/agenthost/mcpruntime/cluster"
 	"github.com/agenthost/mcpruntime/internal/replica"
 	"github.com/agenthost/mcpruntime/memdb"
@@ -116,7 +116,7 @@ func listen(t testing.TB) net.Listener {
 func mintOn(t testing.TB, node *rtNode, thread, instance string) (mcpruntime.ProviderSession, string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := node.rt.RegisterInstance(ctx, instance, mcpruntime.InstanceSpec{Driver: provider.InprocKind}); err != nil && !errors.Is(err, mcpruntime.ErrInstanceExists) {
+	if err := node.rt.RegisterInstance(ctx, instance, mcpruntime.InstanceSpec{Driver: driver.InprocKind}); err != nil && !errors.Is(err, mcpruntime.ErrInstanceExists) {
 		t.Fatalf("RegisterInstance(%s) on %s: %v", instance, node.id, err)
 	}
 	if _, err := node.rt.CreateThread(ctx, thread, mcpruntime.ThreadOptions{}); err != nil && !errors.Is(err, mcpruntime.ErrThreadExists) {
@@ -203,7 +203,7 @@ func TestRuntimeThreadOutlivesItsHome(t *testing.T) {
 	if _, err := home.rt.Post(ctx, caller, "t1", "before"); err != nil {
 		t.Fatalf("Post on n2: %v", err)
 	}
-	if err := nodes[2].rt.RegisterInstance(ctx, "codex", mcpruntime.InstanceSpec{Driver: provider.InprocKind}); err != nil {
+	if err := nodes[2].rt.RegisterInstance(ctx, "codex", mcpruntime.InstanceSpec{Driver: driver.InprocKind}); err != nil {
 		t.Fatalf("RegisterInstance on n3: %v", err)
 	}
 	if err := home.rt.Shutdown(ctx); err != nil {

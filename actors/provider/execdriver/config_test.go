@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/execdriver"
 )
 
@@ -200,7 +200,7 @@ func TestCloseBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := provider.CloseTimeout(d, 30*time.Second)
+		got := driver.CloseTimeout(d, 30*time.Second)
 		if got <= want || got > want+30*time.Second {
 			t.Errorf("grace %q: close timeout %v, want a little more than %v", grace, got, want)
 		}

@@ -30,7 +30,7 @@
 // ends first (the runtime's shutdown deadline); when the
 // process exits, for whatever reason, the rest of its group is killed, it
 // is reaped, and its config file is removed. A process that exits on its
-// own is reported with [provider.Events.Died]; one that exits within
+// own is reported with [driver.Events.Died]; one that exits within
 // Config.StartupWait of its start fails the open instead.
 //
 // Sessions are exclusive: one process serves one thread. Detach keeps the
@@ -44,19 +44,19 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 )
 
 // Kind is the driver's kind name.
 const Kind = "exec"
 
-// Factory returns the [provider.Factory] to register under [Kind]. Process
+// Factory returns the [driver.Factory] to register under [Kind]. Process
 // output is logged to logger.
-func Factory(logger *slog.Logger) provider.Factory {
+func Factory(logger *slog.Logger) driver.Factory {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return func(instance string, raw json.RawMessage) (provider.Driver, error) {
+	return func(instance string, raw json.RawMessage) (driver.Driver, error) {
 		cfg, path, err := ParseConfig(raw)
 		if err != nil {
 			return nil, err
@@ -64,28 +64,28 @@ func Factory(logger *slog.Logger) provider.Factory {
 		if err := supported(); err != nil {
 			return nil, err
 		}
-		return &driver{cfg: cfg, path: path, logger: logger.With("instance", instance)}, nil
+		return &execDriver{cfg: cfg, path: path, logger: logger.With("instance", instance)}, nil
 	}
 }
 
-type driver struct {
+type execDriver struct {
 	cfg    Config
 	path   string // the command, resolved
 	logger *slog.Logger
 }
 
-func (d *driver) MultiThread() bool { return false }
+func (d *execDriver) MultiThread() bool { return false }
 
 // killMargin is what a Close may take beyond the grace: SIGKILL, then the
 // process reaped and its output drained.
 const killMargin = 5 * time.Second
 
-// CloseBudget implements [provider.CloseBudgeter]: a Close gives the
+// CloseBudget implements [driver.CloseBudgeter]: a Close gives the
 // process its whole grace, however long, and then kills it; the runtime's
 // bound on driver calls (Config.OpenTimeout) does not cut the grace short.
-func (d *driver) CloseBudget() time.Duration { return time.Duration(d.cfg.Grace) + killMargin }
+func (d *execDriver) CloseBudget() time.Duration { return time.Duration(d.cfg.Grace) + killMargin }
 
-func (d *driver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+func (d *execDriver) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	if req.Binding.Authorization == "" {
 		return nil, fmt.Errorf("exec: open of %s without a credential", req.SessionID)
 	}

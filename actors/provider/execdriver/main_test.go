@@ -17,8 +17,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/execdriver"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 )
 
 // TestMain fails the package if a test leaves a goroutine behind: every
@@ -179,23 +180,11 @@ func (c *capture) exited(t *testing.T, session string) record {
 	return rec
 }
 
-// events records Died calls.
-type events struct {
-	mu   sync.Mutex
-	errs []error
-}
+// events records what a session reported; the exec driver reports
+// deaths only.
+type events struct{ providertest.Events }
 
-func (e *events) Died(err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.errs = append(e.errs, err)
-}
-
-func (e *events) died() []error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]error(nil), e.errs...)
-}
+func (e *events) died() []error { return e.Deaths() }
 
 // waitDied waits for the first Died call and returns its error.
 func (e *events) waitDied(t *testing.T) error {
@@ -221,7 +210,7 @@ type fixture struct {
 	t         *testing.T
 	log       *capture
 	configDir string
-	drv       provider.Driver
+	drv       driver.Driver
 }
 
 // newFixture builds a driver for cfg (a JSON object as a map); configDir
@@ -259,8 +248,8 @@ func newFixture(t *testing.T, cfg map[string]any) *fixture {
 }
 
 // binding returns the binding of thread with token.
-func binding(thread, token string) provider.Binding {
-	return provider.Binding{
+func binding(thread, token string) driver.Binding {
+	return driver.Binding{
 		Thread: thread, Instance: testInstance, CredentialID: "cred-" + thread,
 		Endpoint: testEndpoint, Authorization: "Bearer " + token,
 	}
@@ -268,11 +257,11 @@ func binding(thread, token string) provider.Binding {
 
 // open opens a session and registers a cleanup that closes it (unless the
 // test did) and checks it left no process and no file behind.
-func (f *fixture) open(id string, b provider.Binding, ev *events) provider.Session {
+func (f *fixture) open(id string, b driver.Binding, ev *events) driver.Session {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	s, err := f.drv.Open(ctx, provider.OpenRequest{SessionID: id, Instance: testInstance, Binding: b, Events: ev})
+	s, err := f.drv.Open(ctx, driver.OpenRequest{SessionID: id, Instance: testInstance, Binding: b, Events: ev})
 	if err != nil {
 		f.t.Fatalf("Open(%s) = %v", id, err)
 	}
@@ -290,7 +279,7 @@ func (f *fixture) open(id string, b provider.Binding, ev *events) provider.Sessi
 }
 
 // closeSession closes s, which must succeed.
-func closeSession(t *testing.T, s provider.Session) {
+func closeSession(t *testing.T, s driver.Session) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
@@ -409,7 +398,7 @@ func procEnviron(t *testing.T, pid int) map[string]string {
 }
 
 // mcpConfigOf is the file content expected for a binding.
-func mcpConfigOf(server string, b provider.Binding) map[string]any {
+func mcpConfigOf(server string, b driver.Binding) map[string]any {
 	return map[string]any{"mcpServers": map[string]any{server: map[string]any{
 		"type": "http", "url": b.Endpoint, "headers": map[string]any{"Authorization": b.Authorization},
 	}}}

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 )
 
 // session is one process.
@@ -23,7 +23,7 @@ type session struct {
 	cfg    Config
 	file   string // MCP config file
 	cmd    *exec.Cmd
-	events provider.Events
+	events driver.Events
 	logger *slog.Logger
 	out    *output
 
@@ -39,7 +39,7 @@ type session struct {
 	exited  bool // reaped, its config file removed
 }
 
-func start(ctx context.Context, d *driver, req provider.OpenRequest) (*session, error) {
+func start(ctx context.Context, d *execDriver, req driver.OpenRequest) (*session, error) {
 	b := req.Binding
 	file, err := writeConfig(d.cfg.ConfigDir, req.SessionID, d.cfg.ServerName, b)
 	if err != nil {
@@ -127,7 +127,7 @@ func (s *session) exitedAtOnce() error {
 // Attach re-binds the session's thread. A new credential (after a
 // rotation) is written to the config file; an empty Authorization is a
 // re-attach of the token the process already holds.
-func (s *session) Attach(ctx context.Context, b provider.Binding) error {
+func (s *session) Attach(ctx context.Context, b driver.Binding) error {
 	if b.Thread != s.thread {
 		return fmt.Errorf("exec: session %s serves thread %s, not %s", s.id, s.thread, b.Thread)
 	}
@@ -185,7 +185,7 @@ type mcpServer struct {
 	Headers map[string]string `json:"headers"`
 }
 
-func configJSON(server string, b provider.Binding) ([]byte, error) {
+func configJSON(server string, b driver.Binding) ([]byte, error) {
 	return json.MarshalIndent(mcpConfig{MCPServers: map[string]mcpServer{server: {
 		Type: "http", URL: b.Endpoint, Headers: map[string]string{"Authorization": b.Authorization},
 	}}}, "", "  ")
@@ -193,7 +193,7 @@ func configJSON(server string, b provider.Binding) ([]byte, error) {
 
 // writeConfig creates the session's MCP config file, readable by its owner
 // only.
-func writeConfig(dir, session, server string, b provider.Binding) (string, error) {
+func writeConfig(dir, session, server string, b driver.Binding) (string, error) {
 	data, err := configJSON(server, b)
 	if err != nil {
 		return "", err
@@ -216,7 +216,7 @@ func writeConfig(dir, session, server string, b provider.Binding) (string, error
 
 // rewriteConfig replaces the file's content atomically: a reader sees the
 // old file or the new one, never half of one.
-func rewriteConfig(path, server string, b provider.Binding) error {
+func rewriteConfig(path, server string, b driver.Binding) error {
 	data, err := configJSON(server, b)
 	if err != nil {
 		return err
@@ -240,7 +240,7 @@ func rewriteConfig(path, server string, b provider.Binding) error {
 }
 
 // environ builds the process's environment from scratch.
-func environ(cfg Config, file string, req provider.OpenRequest) []string {
+func environ(cfg Config, file string, req driver.OpenRequest) []string {
 	var env []string
 	for _, name := range cfg.InheritEnv {
 		if v, ok := os.LookupEnv(name); ok {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/execdriver"
 )
 
@@ -306,7 +306,7 @@ exit 3`)
 	ev := &events{}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	s, err := f.drv.Open(ctx, provider.OpenRequest{SessionID: "ps_1", Instance: testInstance, Binding: binding("T1", "tok-1"), Events: ev})
+	s, err := f.drv.Open(ctx, driver.OpenRequest{SessionID: "ps_1", Instance: testInstance, Binding: binding("T1", "tok-1"), Events: ev})
 	if err == nil {
 		s.Close(ctx)
 		t.Fatal("Open of a process that exits at once succeeded")
@@ -337,7 +337,7 @@ func TestExitAtOnceSuccess(t *testing.T) {
 	f := newFixture(t, map[string]any{"command": script(t, "exit 0"), "startupWait": "10s"})
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	_, err := f.drv.Open(ctx, provider.OpenRequest{SessionID: "ps_1", Instance: testInstance, Binding: binding("T1", "tok-1"), Events: &events{}})
+	_, err := f.drv.Open(ctx, driver.OpenRequest{SessionID: "ps_1", Instance: testInstance, Binding: binding("T1", "tok-1"), Events: &events{}})
 	if err == nil || !strings.Contains(err.Error(), "exited") {
 		t.Fatalf("Open = %v, want an error saying the process exited", err)
 	}
@@ -702,12 +702,12 @@ func TestOpenCancelled(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			type result struct {
-				s   provider.Session
+				s   driver.Session
 				err error
 			}
 			res := make(chan result, 1)
 			go func() {
-				s, err := f.drv.Open(ctx, provider.OpenRequest{SessionID: "ps_1", Instance: testInstance, Binding: binding("T1", "tok-1"), Events: ev})
+				s, err := f.drv.Open(ctx, driver.OpenRequest{SessionID: "ps_1", Instance: testInstance, Binding: binding("T1", "tok-1"), Events: ev})
 				res <- result{s, err}
 			}()
 			f.log.waitLine(t, "ps_1", "stdout", "ready")
@@ -742,7 +742,7 @@ func TestOpenRefused(t *testing.T) {
 		f := newFixture(t, map[string]any{"command": script(t, idle)})
 		b := binding("T1", "")
 		b.Authorization = ""
-		_, err := f.drv.Open(context.Background(), provider.OpenRequest{SessionID: "ps_1", Instance: testInstance, Binding: b, Events: &events{}})
+		_, err := f.drv.Open(context.Background(), driver.OpenRequest{SessionID: "ps_1", Instance: testInstance, Binding: b, Events: &events{}})
 		if err == nil || !strings.Contains(err.Error(), "credential") {
 			t.Errorf("Open without Authorization = %v, want a refusal naming the credential", err)
 		}
@@ -760,7 +760,7 @@ func TestOpenRefused(t *testing.T) {
 		if err := os.Remove(dir); err != nil {
 			t.Fatal(err)
 		}
-		_, err := f.drv.Open(context.Background(), provider.OpenRequest{SessionID: "ps_1", Instance: testInstance, Binding: binding("T1", "tok-1"), Events: &events{}})
+		_, err := f.drv.Open(context.Background(), driver.OpenRequest{SessionID: "ps_1", Instance: testInstance, Binding: binding("T1", "tok-1"), Events: &events{}})
 		if err == nil || !strings.Contains(err.Error(), "MCP config file") || !strings.Contains(err.Error(), dir) {
 			t.Errorf("Open = %v, want an error about writing the MCP config file in %s", err, dir)
 		}

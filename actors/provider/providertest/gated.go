@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 )
 
 // Gated wraps a driver so that a test can hold its calls where a race
@@ -14,7 +14,7 @@ import (
 // its Close waits for CloseGate (if set). Every wait gives up when its
 // context is done. The zero value of each knob is off.
 type Gated struct {
-	Inner      provider.Driver
+	Inner      driver.Driver
 	Opening    chan<- string   // buffered by the test; receives every Open's session id
 	OpenGate   <-chan struct{} // Open waits until it is closed
 	CloseGate  <-chan struct{} // Close waits until it is closed
@@ -28,7 +28,7 @@ var ErrAttachRefused = errors.New("attach refused")
 func (d *Gated) MultiThread() bool { return d.Inner.MultiThread() }
 
 // Open reports, waits for OpenGate, then opens with the inner driver.
-func (d *Gated) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+func (d *Gated) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	if d.Opening != nil {
 		d.Opening <- req.SessionID
 	}
@@ -43,11 +43,11 @@ func (d *Gated) Open(ctx context.Context, req provider.OpenRequest) (provider.Se
 }
 
 type gatedSession struct {
-	provider.Session
+	driver.Session
 	d *Gated
 }
 
-func (s *gatedSession) Attach(ctx context.Context, b provider.Binding) error {
+func (s *gatedSession) Attach(ctx context.Context, b driver.Binding) error {
 	if s.d.FailAttach != nil && s.d.FailAttach.Load() {
 		return ErrAttachRefused
 	}

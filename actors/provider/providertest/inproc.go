@@ -3,7 +3,7 @@
 // was given, make it die, make the next Open fail — and Gated, a wrapper of
 // any driver that holds its Open, Attach or Close where a test needs a race
 // to happen. Tests register them through the runtime's Config.Drivers
-// (under provider.InprocKind, in place of the plain built-in one) or give
+// (under driver.InprocKind, in place of the plain built-in one) or give
 // them to a provider actor directly. It is imported by tests only.
 package providertest
 
@@ -16,7 +16,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
 )
 
 // Inproc is the in-process driver as a test double: a session is a record
@@ -29,11 +29,11 @@ type Inproc struct {
 	failNext map[string]error // instance → error for its next Open
 }
 
-// Factory returns the provider.Factory to register under
-// provider.InprocKind.
-func (d *Inproc) Factory() provider.Factory {
-	return func(instance string, raw json.RawMessage) (provider.Driver, error) {
-		var cfg provider.InprocConfig
+// Factory returns the driver.Factory to register under
+// driver.InprocKind.
+func (d *Inproc) Factory() driver.Factory {
+	return func(instance string, raw json.RawMessage) (driver.Driver, error) {
+		var cfg driver.InprocConfig
 		if len(raw) > 0 && string(raw) != "null" {
 			dec := json.NewDecoder(bytes.NewReader(raw))
 			dec.DisallowUnknownFields()
@@ -88,7 +88,7 @@ type inprocDriver struct {
 
 func (d *inprocDriver) MultiThread() bool { return d.multi }
 
-func (d *inprocDriver) Open(ctx context.Context, req provider.OpenRequest) (provider.Session, error) {
+func (d *inprocDriver) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (d *inprocDriver) Open(ctx context.Context, req provider.OpenRequest) (prov
 		Instance: req.Instance,
 		events:   req.Events,
 		attached: map[string]bool{req.Binding.Thread: true},
-		bindings: []provider.Binding{req.Binding.Clone()},
+		bindings: []driver.Binding{req.Binding.Clone()},
 	}
 	p.sessions = append(p.sessions, s)
 	return s, nil
@@ -114,20 +114,20 @@ func (d *inprocDriver) Open(ctx context.Context, req provider.OpenRequest) (prov
 type InprocSession struct {
 	ID       string
 	Instance string
-	events   provider.Events
+	events   driver.Events
 
-	mu       sync.Mutex         // guards the fields below
-	bindings []provider.Binding // every binding given, in order
+	mu       sync.Mutex       // guards the fields below
+	bindings []driver.Binding // every binding given, in order
 	attached map[string]bool
 	closed   bool
 }
 
 // Bindings returns every binding the session was given (Open's, then each
 // Attach's), in order.
-func (s *InprocSession) Bindings() []provider.Binding {
+func (s *InprocSession) Bindings() []driver.Binding {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]provider.Binding, len(s.bindings))
+	out := make([]driver.Binding, len(s.bindings))
 	for i, b := range s.bindings {
 		out[i] = b.Clone()
 	}
@@ -173,7 +173,7 @@ func (s *InprocSession) Kill(err error) {
 	s.events.Died(err)
 }
 
-func (s *InprocSession) Attach(ctx context.Context, b provider.Binding) error {
+func (s *InprocSession) Attach(ctx context.Context, b driver.Binding) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -1,4 +1,4 @@
-package provider
+package driver
 
 import (
 	"context"
@@ -43,13 +43,99 @@ type OpenRequest struct {
 	Events Events
 }
 
-// Events is how a driver reports what happens to a session it opened.
+// Events is how a driver reports what happens to a session it opened. Every
+// method is safe to call from any goroutine, at any time, any number of
+// times, and never blocks; reports after Close returned are dropped.
 type Events interface {
 	// Died says the session ended on its own (a process exited, a connection
 	// dropped). The runtime releases the session: its credentials are
 	// revoked unless another live provider session holds them. Calls after
 	// the first, or after Close, are ignored.
 	Died(err error)
+	// Status reports the state of the agent's MCP connection to the runtime
+	// for one thread it serves: up, failed, waiting for authorization.
+	Status(s Status)
+	// Event reports what the agent did during a turn: a message, a tool
+	// call, its result, an error. Events of one session keep their order.
+	Event(e Event)
+	// TurnEnded reports that the agent's turn t.Turn (the id the runtime
+	// gave in [Turn]) ended: it completed, failed, or was interrupted. The
+	// runtime then ends the run of that id, if it is still the thread's
+	// run: mutations by the agent's credential are refused from then on.
+	TurnEnded(t TurnEnd)
+}
+
+// States of an agent's MCP connection ([Status].State).
+const (
+	StatusConnected = "connected"  // connected, and the tools were listed
+	StatusPending   = "pending"    // connecting
+	StatusNeedsAuth = "needs_auth" // the endpoint refused the credential
+	StatusFailed    = "failed"     // anything else; Detail says what
+)
+
+// Status is the state of one agent's MCP connection, as the agent reports
+// it.
+type Status struct {
+	Thread string // the thread whose credential the connection uses
+	State  string // one of the Status… constants
+	Detail string // the agent's own words, for a failure
+}
+
+// Kinds of [Event].
+const (
+	EventTurnStarted = "turn_started" // the agent began the turn
+	EventMessage     = "message"      // the agent said something (Text)
+	EventToolCall    = "tool_call"    // the agent called Tool with Data as its arguments
+	EventToolResult  = "tool_result"  // the result of the call to Tool (Text; Error if it failed)
+	EventError       = "error"        // the agent reported an error (Text)
+)
+
+// Event is one thing an agent did during a turn, in the agent's own terms
+// translated to a small common vocabulary.
+type Event struct {
+	Thread string          // the thread the turn belongs to
+	Turn   string          // the turn's id ([Turn].ID); "" outside a turn
+	Kind   string          // one of the Event… constants
+	Text   string          // a message's text, a result, an error (bounded by the driver)
+	Tool   string          // the tool of a call or a result, as the agent names it
+	Error  bool            // a tool result that is an error
+	Data   json.RawMessage // the call's arguments (a JSON object), or nil
+}
+
+// Outcomes of a turn ([TurnEnd].Outcome).
+const (
+	TurnCompleted   = "completed"
+	TurnFailed      = "failed"
+	TurnInterrupted = "interrupted"
+)
+
+// TurnEnd says how a turn ended.
+type TurnEnd struct {
+	Thread  string
+	Turn    string // the id of [Turn]
+	Outcome string // one of the Turn… constants
+	Error   string // the agent's error, for TurnFailed
+}
+
+// Turn is a prompt for the agent: the input of a run that a host started
+// with one. Its ID is the run's id.
+type Turn struct {
+	Thread string
+	ID     string
+	Input  string
+}
+
+// Turner is implemented by a [Session] whose agent takes prompts (Codex,
+// Claude Code, OpenCode): a run started with an input is the agent's turn.
+// StartTurn sends t.Input to the agent and returns once the agent has
+// accepted it (an error: the run is not started); the end of the turn is
+// reported with [Events.TurnEnded]. Interrupt asks the agent to stop the
+// turn t (the host ended the run, or switched the thread away); it returns
+// once the agent took the request, and the turn's end is still reported.
+// Both are serialized with the session's other calls.
+type Turner interface {
+	StartTurn(ctx context.Context, t Turn) error
+	Interrupt(ctx context.Context, thread, turn string) error
 }
 
 // Session is one live provider process or connection.

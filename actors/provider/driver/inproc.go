@@ -1,4 +1,4 @@
-package provider
+package driver
 
 import (
 	"bytes"
