@@ -44,6 +44,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/agenthost/mcpruntime/actors/provider/agentproc"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
 )
 
@@ -61,7 +62,7 @@ func Factory(logger *slog.Logger) driver.Factory {
 		if err != nil {
 			return nil, err
 		}
-		if err := supported(); err != nil {
+		if err := agentproc.Supported(); err != nil {
 			return nil, err
 		}
 		return &execDriver{cfg: cfg, path: path, logger: logger.With("instance", instance)}, nil

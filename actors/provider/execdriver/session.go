@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agenthost/mcpruntime/actors/provider/agentproc"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
 )
 
@@ -22,13 +21,11 @@ type session struct {
 	thread string
 	cfg    Config
 	file   string // MCP config file
-	cmd    *exec.Cmd
+	proc   *agentproc.Proc
 	events driver.Events
 	logger *slog.Logger
-	out    *output
 
-	done    chan struct{} // closed once the process is reaped and cleaned up
-	waitErr error         // the process's exit; read after done
+	done chan struct{} // closed once the process is reaped and cleaned up
 
 	// mu guards the fields below. It is also held while the config file is
 	// rewritten (a rotation) or removed (at exit), so that no rewrite lands
@@ -50,28 +47,19 @@ func start(ctx context.Context, d *execDriver, req driver.OpenRequest) (*session
 	for i, a := range d.cfg.Args {
 		args[i] = strings.ReplaceAll(a, ConfigPlaceholder, file)
 	}
-	cmd := exec.Command(d.path, args...)
-	cmd.Dir = d.cfg.Dir
-	cmd.Env = environ(d.cfg, file, req)
-	cmd.Stdin = nil // /dev/null
-	out, err := newOutput(logger, cmd)
+	proc, err := agentproc.Start(agentproc.Spec{
+		Path: d.path, Args: args, Dir: d.cfg.Dir, Env: environ(d.cfg, file, req), Logger: logger,
+		Redact: []string{token(b.Authorization)},
+	})
 	if err != nil {
 		os.Remove(file)
-		return nil, fmt.Errorf("exec: start %s: %w", d.cfg.Command, err)
-	}
-	setGroup(cmd)
-	err = cmd.Start()
-	out.started()
-	if err != nil {
-		out.drain()
-		os.Remove(file)
-		return nil, fmt.Errorf("exec: start %s: %w", d.cfg.Command, err)
+		return nil, fmt.Errorf("exec: %w", err)
 	}
 	s := &session{
-		id: req.SessionID, thread: b.Thread, cfg: d.cfg, file: file, cmd: cmd,
-		events: req.Events, logger: logger, out: out, done: make(chan struct{}),
+		id: req.SessionID, thread: b.Thread, cfg: d.cfg, file: file, proc: proc,
+		events: req.Events, logger: logger, done: make(chan struct{}),
 	}
-	logger.Info("provider process started", "pid", cmd.Process.Pid, "command", d.cfg.Command, "thread", b.Thread)
+	logger.Info("provider process started", "pid", proc.Pid(), "command", d.cfg.Command, "thread", b.Thread)
 	go s.wait()
 
 	timer := time.NewTimer(time.Duration(d.cfg.StartupWait))
@@ -98,10 +86,7 @@ func start(ctx context.Context, d *execDriver, req driver.OpenRequest) (*session
 // wait reaps the process, kills what is left of its group, removes the
 // config file, and reports a death unless the session was being closed.
 func (s *session) wait() {
-	err := s.cmd.Wait()
-	killGroup(s.cmd) // no child outlives its leader
-	s.out.drain()
-	s.waitErr = err
+	<-s.proc.Done()
 	s.mu.Lock()
 	if rerr := os.Remove(s.file); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 		s.logger.Warn("remove MCP config file", "err", rerr)
@@ -111,17 +96,31 @@ func (s *session) wait() {
 	s.mu.Unlock()
 	// Logged before done is closed: Close returns on done, and a runtime
 	// shutting down may exit right after.
-	s.logger.Info("provider process exited", "pid", s.cmd.Process.Pid, "status", exitStatus(err), "died", died)
+	s.logger.Info("provider process exited", "pid", s.proc.Pid(), "status", s.proc.Status(), "died", died)
 	close(s.done)
 	if died {
-		s.events.Died(fmt.Errorf("process exited: %s%s", exitStatus(err), s.out.stderr.tail()))
+		s.events.Died(fmt.Errorf("process exited: %s%s", s.proc.Status(), stderrTail(s.proc)))
 	}
+}
+
+// stderrTail is the process's last stderr lines, for the end of an error.
+func stderrTail(p *agentproc.Proc) string {
+	if t := p.Tail(); t != "" {
+		return "; stderr: " + t
+	}
+	return ""
+}
+
+// token is the secret of an Authorization header value, "Bearer <token>".
+func token(authorization string) string {
+	_, tok, _ := strings.Cut(authorization, " ")
+	return tok
 }
 
 // exitedAtOnce is Open's error for a process that exited within
 // StartupWait; call it once done is closed.
 func (s *session) exitedAtOnce() error {
-	return fmt.Errorf("exec: %s exited at once (%s)%s", s.cfg.Command, exitStatus(s.waitErr), s.out.stderr.tail())
+	return fmt.Errorf("exec: %s exited at once (%s)%s", s.cfg.Command, s.proc.Status(), stderrTail(s.proc))
 }
 
 // Attach re-binds the session's thread. A new credential (after a
@@ -139,6 +138,7 @@ func (s *session) Attach(ctx context.Context, b driver.Binding) error {
 	if s.exited {
 		return fmt.Errorf("exec: session %s: process has exited", s.id)
 	}
+	s.proc.Redact(token(b.Authorization))
 	return rewriteConfig(s.file, s.cfg.ServerName, b)
 }
 
@@ -154,23 +154,10 @@ func (s *session) Close(ctx context.Context) error {
 }
 
 func (s *session) stop(ctx context.Context) error {
-	select {
-	case <-s.done:
-		return nil
-	default:
+	if err := s.proc.Stop(ctx, time.Duration(s.cfg.Grace)); errors.Is(err, agentproc.ErrKilled) {
+		s.logger.Warn("provider process did not stop on SIGTERM; killing", "pid", s.proc.Pid())
 	}
-	signalGroup(s.cmd, sigTerm)
-	grace := time.NewTimer(time.Duration(s.cfg.Grace))
-	defer grace.Stop()
-	select {
-	case <-s.done:
-		return nil
-	case <-grace.C:
-	case <-ctx.Done():
-	}
-	s.logger.Warn("provider process did not stop on SIGTERM; killing", "pid", s.cmd.Process.Pid)
-	killGroup(s.cmd)
-	<-s.done // SIGKILL cannot be ignored; Wait returns within waitDelay
+	<-s.done // the config file removed, the exit logged
 	return nil
 }
 
@@ -221,19 +208,7 @@ func rewriteConfig(path, server string, b driver.Binding) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("exec: rewrite MCP config file: %w", err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("exec: rewrite MCP config file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := agentproc.WriteFile(path, data); err != nil {
 		return fmt.Errorf("exec: rewrite MCP config file: %w", err)
 	}
 	return nil
@@ -241,16 +216,8 @@ func rewriteConfig(path, server string, b driver.Binding) error {
 
 // environ builds the process's environment from scratch.
 func environ(cfg Config, file string, req driver.OpenRequest) []string {
-	var env []string
-	for _, name := range cfg.InheritEnv {
-		if v, ok := os.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
-	for name, v := range cfg.Env {
-		env = append(env, name+"="+v)
-	}
-	return append(env,
+	common := agentproc.Config{InheritEnv: cfg.InheritEnv, Env: cfg.Env}
+	return common.Environ(
 		EnvURL+"="+req.Binding.Endpoint,
 		EnvAuthorization+"="+req.Binding.Authorization,
 		EnvMCPConfig+"="+file,
@@ -259,11 +226,4 @@ func environ(cfg Config, file string, req driver.OpenRequest) []string {
 		EnvInstance+"="+req.Instance,
 		EnvSession+"="+req.SessionID,
 	)
-}
-
-func exitStatus(err error) string {
-	if err == nil {
-		return "exit status 0"
-	}
-	return err.Error()
 }

@@ -20,8 +20,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agenthost/mcpruntime/actors/provider/agentproc"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
-	"github.com/agenthost/mcpruntime/actors/provider/execdriver"
 )
 
 // idle is the tail of a script that has nothing more to do: it waits to be
@@ -133,6 +133,9 @@ func TestEnvironment(t *testing.T) {
 	}
 	delete(got, "PWD")
 	delete(got, "OLDPWD")
+	// The log never holds a session's token: what the process printed of
+	// it is redacted.
+	want["MCPRUNTIME_AUTHORIZATION"] = "Bearer [redacted]"
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("environment the process printed (-want +got):\n%s", diff)
 	}
@@ -153,7 +156,7 @@ func TestEnvironmentDefaultInherit(t *testing.T) {
 	file := configFiles(t, f.configDir)[0]
 
 	want := map[string]string{}
-	for _, name := range execdriver.DefaultInheritEnv {
+	for _, name := range agentproc.DefaultInheritEnv {
 		if v, ok := os.LookupEnv(name); ok {
 			want[name] = v
 		}
@@ -166,7 +169,7 @@ func TestEnvironmentDefaultInherit(t *testing.T) {
 		want[k] = v
 	}
 	if want["HOME"] != "/home/execdriver-test" || want["TZ"] != "UTC" {
-		t.Fatalf("test setup: HOME/TZ not in the default list %v", execdriver.DefaultInheritEnv)
+		t.Fatalf("test setup: HOME/TZ not in the default list %v", agentproc.DefaultInheritEnv)
 	}
 	if diff := cmp.Diff(want, procEnviron(t, f.log.pid(t, "ps_1"))); diff != "" {
 		t.Errorf("process environment (-want +got):\n%s", diff)
@@ -194,11 +197,15 @@ echo
 		{"ps_a", "tok-AAAA", "tok-BBBB"},
 		{"ps_b", "tok-BBBB", "tok-AAAA"},
 	} {
+		// The process printed its own token; the log has it redacted.
 		out := strings.Join(f.log.lines(tc.session, "stdout"), "\n")
-		if !strings.Contains(out, "MCPRUNTIME_AUTHORIZATION=Bearer "+tc.own) {
+		if strings.Contains(out, tc.own) {
+			t.Errorf("%s's own token is in the log:\n%s", tc.session, out)
+		}
+		if !strings.Contains(out, "MCPRUNTIME_AUTHORIZATION=Bearer [redacted]") {
 			t.Errorf("%s did not see its own token in its environment:\n%s", tc.session, out)
 		}
-		if !strings.Contains(out, `"Authorization": "Bearer `+tc.own+`"`) {
+		if !strings.Contains(out, `"Authorization": "Bearer [redacted]"`) {
 			t.Errorf("%s did not see its own token in its config file:\n%s", tc.session, out)
 		}
 		for _, leak := range []string{tc.other, "hunter2-secret", "the-runtime-own", "EXECDRIVER_TEST_SECRET"} {

@@ -1,4 +1,4 @@
-package execdriver
+package agentproc
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,14 +23,16 @@ const drainDelay = time.Second
 // the pipes (the child is then killed with the group).
 type output struct {
 	stdout, stderr *lineLogger
+	stdio          bool       // stdout's read end is the caller's, not logged
 	readers        []*os.File // read ends, ours
 	writers        []*os.File // write ends, the process's
 	copying        sync.WaitGroup
 }
 
 // newOutput creates the pipes and sets them as cmd's stdout and stderr.
-func newOutput(logger *slog.Logger, cmd *exec.Cmd) (*output, error) {
-	o := &output{stdout: newLineLogger(logger, "stdout"), stderr: newLineLogger(logger, "stderr")}
+// With stdio, stdout is not logged: its read end is the caller's (out.own).
+func newOutput(logger *slog.Logger, cmd *exec.Cmd, stdio bool, redact []string) (*output, error) {
+	o := &output{stdout: newLineLogger(logger, "stdout", redact), stderr: newLineLogger(logger, "stderr", redact), stdio: stdio}
 	for range 2 {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -50,6 +53,9 @@ func (o *output) started() {
 	}
 	o.writers = nil
 	for i, l := range []*lineLogger{o.stdout, o.stderr} {
+		if i == 0 && o.stdio {
+			continue // the caller reads it
+		}
 		r := o.readers[i]
 		o.copying.Add(1)
 		go func() {
@@ -81,7 +87,10 @@ func (o *output) drain() {
 }
 
 func (o *output) closeAll() {
-	for _, f := range append(o.readers, o.writers...) {
+	for i, f := range append(o.readers, o.writers...) {
+		if i == 0 && o.stdio {
+			continue // the caller's read end: the caller closes it
+		}
 		f.Close() // a second Close only returns an error
 	}
 }
@@ -98,14 +107,25 @@ type lineLogger struct {
 	logger *slog.Logger
 	stream string
 
-	mu   sync.Mutex // guards the fields below
-	buf  []byte
-	skip bool // the current line was cut: drop the rest of it
-	last []string
+	mu     sync.Mutex // guards the fields below
+	redact []string   // replaced by "[redacted]" before a line is logged
+	buf    []byte
+	skip   bool // the current line was cut: drop the rest of it
+	last   []string
 }
 
-func newLineLogger(logger *slog.Logger, stream string) *lineLogger {
-	return &lineLogger{logger: logger, stream: stream}
+func newLineLogger(logger *slog.Logger, stream string, redact []string) *lineLogger {
+	return &lineLogger{logger: logger, stream: stream, redact: slices.Clone(redact)}
+}
+
+// hide adds a string that is replaced by "[redacted]" in every later line.
+func (l *lineLogger) hide(secret string) {
+	if secret == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.redact = append(l.redact, secret)
 }
 
 func (l *lineLogger) Write(p []byte) (int, error) {
@@ -157,6 +177,9 @@ func (l *lineLogger) emit() {
 		}
 	}
 	text := strings.TrimRight(string(line), "\r")
+	for _, secret := range l.redact {
+		text = strings.ReplaceAll(text, secret, "[redacted]")
+	}
 	if cut {
 		text += "…"
 	}
@@ -168,12 +191,12 @@ func (l *lineLogger) emit() {
 	}
 }
 
-// tail returns the last lines, formatted for the end of an error message.
+// tail returns the last lines, joined by " | ".
 func (l *lineLogger) tail() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.last) == 0 {
 		return ""
 	}
-	return "; stderr: " + strings.Join(l.last, " | ")
+	return strings.Join(l.last, " | ")
 }

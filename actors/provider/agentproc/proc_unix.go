@@ -1,6 +1,6 @@
 //go:build unix
 
-package execdriver
+package agentproc
 
 import (
 	"os/exec"
@@ -9,7 +9,8 @@ import (
 
 const sigTerm = syscall.SIGTERM
 
-func supported() error { return nil }
+// Supported reports whether agents can run here: process groups need a Unix system.
+func Supported() error { return nil }
 
 // setGroup starts the process as the leader of a new process group, so
 // signals reach its children too.

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package execdriver
+package agentproc
 
 import (
 	"errors"
@@ -10,7 +10,8 @@ import (
 
 var sigTerm = os.Kill
 
-func supported() error { return errors.New("exec driver: process groups need a Unix system") }
+// Supported reports whether agents can run here: process groups need a Unix system.
+func Supported() error { return errors.New("agent processes: process groups need a Unix system") }
 
 func setGroup(*exec.Cmd)                     {}
 func signalGroup(cmd *exec.Cmd, _ os.Signal) { _ = cmd.Process.Kill() }
