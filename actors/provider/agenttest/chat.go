@@ -35,7 +35,7 @@ type chatRequest struct {
 }
 
 // parseChat reads a Chat Completions request: the prompt is the last user
-// message, unquoted (OpenCode sends "hello" with its double quotes), a
+// message, unquoted (opencode run sends "hello" with its double quotes), a
 // result is a tool message last.
 func parseChat(body []byte) (conversation, bool, error) {
 	var req chatRequest
@@ -72,12 +72,18 @@ func parseChat(body []byte) (conversation, bool, error) {
 	return c, req.Stream, nil
 }
 
-// unquote drops the double quotes around s, if it is quoted.
+// unquote undoes the quoting of a prompt in double quotes: opencode run
+// sends its message as a JSON string literal ("call t {\"a\":1}"), so it is
+// decoded as one; a quoted text that is not valid JSON loses its quotes.
 func unquote(s string) string {
-	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-		return strings.TrimSpace(s[1 : len(s)-1])
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return s
 	}
-	return s
+	var u string
+	if json.Unmarshal([]byte(s), &u) == nil {
+		return strings.TrimSpace(u)
+	}
+	return strings.TrimSpace(s[1 : len(s)-1])
 }
 
 // chat writes a in the Chat Completions format.

@@ -77,7 +77,8 @@ func Home(t testing.TB) string {
 // and session files are far smaller, a larger file is a cache.
 const maxScan = 16 << 20
 
-// Leaks returns where secret appears, one description each: the command
+// Leaks returns where secret appears, one description each (the secret
+// itself masked in them): the command
 // line of any process whose /proc/<pid>/cmdline can be read, any regular
 // file (its name or its content) under scanDirs but not under allowDirs
 // (unreadable files and files over 16 MiB are skipped, symbolic links are
@@ -119,7 +120,7 @@ func Leaks(secret string, allowDirs []string, scanDirs []string, logs ...[]byte)
 				return nil
 			}
 			if strings.Contains(path, secret) {
-				out = append(out, "file name "+path)
+				out = append(out, "file name "+strings.ReplaceAll(path, secret, "[secret]"))
 			}
 			if !d.Type().IsRegular() {
 				return nil // a directory, link, socket or pipe: nothing to read

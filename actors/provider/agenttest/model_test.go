@@ -568,3 +568,59 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("%d requests recorded, want 30", n)
 	}
 }
+
+// TestChatPrompt: opencode run sends its message as a JSON string literal;
+// the prompt is what it quotes.
+func TestChatPrompt(t *testing.T) {
+	tests := []struct{ name, content, want string }{
+		{"plain", `hello`, "ok: hello"},
+		{"quoted", `"hello"`, "ok: hello"},
+		{"JSON literal", `"say \"hi\""`, `ok: say "hi"`},
+		{"quotes not JSON", `"a "b" c"`, `ok: a "b" c`},
+		{"one quote", `"`, `ok: "`},
+	}
+	m := agenttest.NewModel(t)
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			_, evs, _ := post(t, context.Background(), m.URL+"/v1/chat/completions", map[string]any{"stream": true,
+				"messages": []any{map[string]any{"role": "user", "content": test.content}}})
+			if got := readChat(t, evs); got.Text != test.want {
+				t.Errorf("prompt %s answered %q, want %q", test.content, got.Text, test.want)
+			}
+		})
+	}
+	// A call whose arguments come JSON-escaped.
+	literal, _ := json.Marshal(`call thread_post {"text":"hi"}`)
+	_, evs, _ := post(t, context.Background(), m.URL+"/v1/chat/completions", map[string]any{"stream": true, "tools": chatTools("rt_thread_post"),
+		"messages": []any{map[string]any{"role": "user", "content": string(literal)}}})
+	if got := readChat(t, evs); got.Name != "rt_thread_post" || !cmp.Equal(got.Args, map[string]any{"text": "hi"}) {
+		t.Errorf("prompt %s answered %+v, want a call of rt_thread_post {text: hi}", literal, got)
+	}
+}
+
+// TestCodexOutputHeader: the header Codex puts before a tool's output is
+// not part of the recorded result; text that only looks like one is kept.
+func TestCodexOutputHeader(t *testing.T) {
+	tests := []struct{ name, output, want string }{
+		{"MCP tool", "Wall time: 0.0074 seconds\nOutput:\n{\"id\":\"m1\"}", `{"id":"m1"}`},
+		{"exec_command", "Chunk ID: 62439f\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 5\nOutput:\nthe note\n", "the note\n"},
+		{"no header", "just text", "just text"},
+		{"not a header", "Dear user\nOutput:\nx", "Dear user\nOutput:\nx"},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			m := agenttest.NewModel(t)
+			_, evs, _ := post(t, context.Background(), m.URL+"/v1/responses", map[string]any{"stream": true, "tools": codexTools, "input": []any{
+				userMsg("call thread_post {}"),
+				map[string]any{"type": "function_call", "namespace": "mcp__rt", "name": "thread_post", "call_id": "call_1", "arguments": "{}"},
+				map[string]any{"type": "function_call_output", "call_id": "call_1", "output": test.output},
+			}})
+			if got := readResponses(t, evs); got.Text != "saw: "+test.want {
+				t.Errorf("answer %q, want %q", got.Text, "saw: "+test.want)
+			}
+			if diff := cmp.Diff([]string{test.want}, m.ToolResults()); diff != "" {
+				t.Errorf("ToolResults (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

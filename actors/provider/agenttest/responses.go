@@ -3,6 +3,7 @@ package agenttest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -82,17 +83,27 @@ func parseResponses(body []byte) (conversation, bool, error) {
 	return c, req.Stream, nil
 }
 
-// stripWallTime drops the header Codex puts before a tool's output
-// ("Wall time: 0.0074 seconds\nOutput:\n").
+// stripWallTime drops the header Codex puts before a tool's output: an
+// MCP tool's "Wall time: 0.0074 seconds\nOutput:\n", exec_command's
+// "Chunk ID: …\nWall time: …\nProcess exited with code 0\nOriginal token
+// count: 5\nOutput:\n". Text whose lines before "Output:" are not all such
+// header lines is kept whole.
 func stripWallTime(s string) string {
-	if !strings.HasPrefix(s, "Wall time:") && !strings.HasPrefix(s, "Exit code:") {
+	head, rest, ok := strings.Cut(s, "\nOutput:\n")
+	if !ok {
 		return s
 	}
-	if _, rest, ok := strings.Cut(s, "\nOutput:\n"); ok {
-		return rest
+	for line := range strings.SplitSeq(head, "\n") {
+		if !slices.ContainsFunc(wallTimeHeaders, func(p string) bool { return strings.HasPrefix(line, p) }) {
+			return s
+		}
 	}
-	return s
+	return rest
 }
+
+// wallTimeHeaders begin the lines of Codex's header before a tool's output.
+var wallTimeHeaders = []string{"Wall time: ", "Chunk ID: ", "Process exited with code ", "Process running with session ID ",
+	"Original token count: ", "Exit code: ", "Total output lines: "}
 
 // responses writes a in the Responses format.
 func (r *reply) responses(a answer) {
