@@ -5,22 +5,27 @@ package agenttest_test
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agenthost/mcpruntime/actors/provider/agenttest"
 )
 
-// The smoke tests run each pinned CLI once, in its one-shot mode, with no
-// MCP server, against the scripted model: the wire formats are right if
-// the CLI prints "ok: hello". The commands and environments are the ones
-// measured in the design notes (agents.md, "What each CLI sent to a
-// scripted model").
+// The smoke tests run each pinned CLI in its one-shot mode against the
+// scripted model, with the commands and environments measured in the
+// design notes (agents.md, "What each CLI sent to a scripted model"): the
+// wire formats are right if the CLI prints the model's answer.
 
 // runCLI runs bin with args in dir, with env only (and PATH, for node),
 // in its own process group, killed whole when it ends or times out; it
@@ -51,12 +56,12 @@ func runCLI(t *testing.T, dir, bin string, env []string, args ...string) (stdout
 }
 
 // cli is how a test runs one CLI in one-shot mode against a model: in
-// dir, with the environment and the arguments for a prompt.
+// dir, with the environment and the arguments for a prompt; mcpURL, if
+// set, is the MCP server "rt" it is given.
 type cli struct {
 	name   string
-	format string                                                            // the wire format it speaks
-	setup  func(t *testing.T, m *agenttest.Model, dir string) (env []string) // writes its config into dir or HOME
-	args   func(prompt string) []string
+	format string // the wire format it speaks
+	run    func(t *testing.T, m *agenttest.Model, dir, mcpURL, prompt string) (env, args []string)
 	// read is the call of one of its built-in tools that reads file.
 	read func(file string) string
 }
@@ -64,103 +69,151 @@ type cli struct {
 var clis = []cli{
 	{
 		name: "codex", format: agenttest.FormatResponses,
-		setup: func(t *testing.T, m *agenttest.Model, dir string) []string {
+		run: func(t *testing.T, m *agenttest.Model, dir, mcpURL, prompt string) ([]string, []string) {
 			home := agenttest.Home(t)
 			codexHome := filepath.Join(home, ".codex")
 			if err := os.Mkdir(codexHome, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			return []string{"HOME=" + home, "CODEX_HOME=" + codexHome, "FAKE_MODEL_KEY=dummy-key",
-				"MODEL_URL=" + m.URL} // read by args, not by codex
-		},
-		// danger-full-access: exec_command runs without a sandbox, which
-		// needs user namespaces a container may not have.
-		args: func(prompt string) []string {
-			return []string{"exec", "--skip-git-repo-check", "--sandbox", "danger-full-access", "-m", "fake-model",
+			// danger-full-access: exec_command runs without a sandbox,
+			// which needs user namespaces a container may not have.
+			args := []string{"exec", "--skip-git-repo-check", "--sandbox", "danger-full-access", "-m", "fake-model",
 				"-c", "model_provider=fake",
-				"-c", `model_providers.fake={name="fake",base_url="{MODEL_URL}/v1",wire_api="responses",env_key="FAKE_MODEL_KEY"}`,
-				prompt}
+				"-c", `model_providers.fake={name="fake",base_url="` + m.URL + `/v1",wire_api="responses",env_key="FAKE_MODEL_KEY"}`}
+			if mcpURL != "" {
+				args = append(args, "-c", `mcp_servers.rt.url="`+mcpURL+`"`, "-c", `mcp_servers.rt.default_tools_approval_mode="approve"`)
+			}
+			return []string{"HOME=" + home, "CODEX_HOME=" + codexHome, "FAKE_MODEL_KEY=dummy-key"}, append(args, prompt)
 		},
 		read: func(file string) string { return `call exec_command {"cmd":"cat ` + file + `"}` },
 	},
 	{
 		name: "claude", format: agenttest.FormatMessages,
-		setup: func(t *testing.T, m *agenttest.Model, dir string) []string {
+		run: func(t *testing.T, m *agenttest.Model, dir, mcpURL, prompt string) ([]string, []string) {
+			// The prompt right after -p: --allowedTools takes every word after it.
+			args := []string{"-p", prompt, "--strict-mcp-config"}
+			if mcpURL != "" {
+				cfg := filepath.Join(dir, "mcp.json")
+				if err := os.WriteFile(cfg, []byte(`{"mcpServers":{"rt":{"type":"http","url":"`+mcpURL+`"}}}`), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--mcp-config", cfg)
+			}
+			args = append(args, "--allowedTools", "Read", "mcp__rt__note_post")
 			return []string{"HOME=" + agenttest.Home(t), "ANTHROPIC_BASE_URL=" + m.URL, "ANTHROPIC_API_KEY=dummy-key",
-				"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1"}
-		},
-		args: func(prompt string) []string {
-			return []string{"-p", prompt, "--strict-mcp-config", "--allowedTools", "Read"}
+				"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1"}, args
 		},
 		read: func(file string) string { return `call Read {"file_path":"` + file + `"}` },
 	},
 	{
 		name: "opencode", format: agenttest.FormatChat,
-		setup: func(t *testing.T, m *agenttest.Model, dir string) []string {
+		run: func(t *testing.T, m *agenttest.Model, dir, mcpURL, prompt string) ([]string, []string) {
+			mcp := ""
+			if mcpURL != "" {
+				mcp = `, "mcp": {"rt": {"type": "remote", "url": "` + mcpURL + `", "enabled": true, "oauth": false}}`
+			}
 			cfg := `{"$schema": "https://opencode.ai/config.json",
  "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake model",
    "options": {"baseURL": "` + m.URL + `/v1", "apiKey": "dummy-key"},
    "models": {"fake-model": {"name": "Fake model", "tool_call": true}}}},
- "model": "fake/fake-model", "small_model": "fake/fake-model"}`
+ "model": "fake/fake-model", "small_model": "fake/fake-model"` + mcp + `}`
 			if err := os.WriteFile(filepath.Join(dir, "opencode.json"), []byte(cfg), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			home := agenttest.Home(t)
 			return []string{"HOME=" + home,
-				"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_DATA_HOME=" + filepath.Join(home, ".local/share"),
-				"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "XDG_STATE_HOME=" + filepath.Join(home, ".local/state"),
-				"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
-				"OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_CLAUDE_CODE=1"}
+					"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_DATA_HOME=" + filepath.Join(home, ".local/share"),
+					"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "XDG_STATE_HOME=" + filepath.Join(home, ".local/state"),
+					"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
+					"OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_CLAUDE_CODE=1"},
+				[]string{"run", "-m", "fake/fake-model", prompt}
 		},
-		args: func(prompt string) []string { return []string{"run", "-m", "fake/fake-model", prompt} },
 		read: func(file string) string { return `call read {"filePath":"` + file + `"}` },
 	},
 }
 
+// noteServer is an MCP server (Streamable HTTP, the go-sdk's) with one
+// tool, note_post, that answers "posted <text>"; it returns its URL and
+// the texts it was called with.
+func noteServer(t *testing.T) (string, func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var calls []string
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "1"}, nil)
+	type in struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "note_post", Description: "Post a note."},
+		func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+			mu.Lock()
+			calls = append(calls, a.Text)
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "posted " + a.Text}}}, nil, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(func() {
+		hs.CloseClientConnections() // a client's GET stream would hold Close
+		hs.Close()
+		for ss := range srv.Sessions() { // Claude Code and OpenCode never send DELETE
+			_ = ss.Close()
+		}
+	})
+	return hs.URL + "/mcp", func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(calls)
+	}
+}
+
 // TestCLIs runs each pinned CLI in one-shot mode (codex exec, claude -p,
-// opencode run) against the model with no MCP server: "hello" comes back
-// "ok: hello" (the format's text stream), and the call of a built-in tool
-// that reads a file comes back "saw: …" with the file's text, the
-// result recorded (the format's tool-call loop). Every request the CLI
-// sent is in its format.
+// opencode run) against the model:
+//   - text: "hello" comes back "ok: hello" (the format's text stream);
+//   - tool: the call of a built-in tool that reads a file comes back
+//     "saw: …" with the file's text, the result recorded (the format's
+//     tool-call loop);
+//   - mcp: the call of an MCP server's tool (Codex's namespace, Claude
+//     Code's ToolSearch first, OpenCode's <server>_<tool>) reaches the
+//     server and its result comes back.
+//
+// Every request the CLI sent is in its format.
 func TestCLIs(t *testing.T) {
 	for _, c := range clis {
 		t.Run(c.name, func(t *testing.T) {
 			bin := agenttest.Binary(t, c.name)
-			for _, test := range []struct {
-				name, want string
-				result     bool
-			}{
-				{"text", "ok: hello", false},
-				{"tool", "saw: ", true},
-			} {
-				t.Run(test.name, func(t *testing.T) {
+			for _, test := range []string{"text", "tool", "mcp"} {
+				t.Run(test, func(t *testing.T) {
 					m := agenttest.NewModel(t)
 					dir := t.TempDir()
-					env := c.setup(t, m, dir)
-					prompt := "hello"
-					if test.result {
+					prompt, want, wantResult, mcpURL := "hello", "ok: hello", "", ""
+					var mcpCalls func() []string
+					switch test {
+					case "tool":
 						// In the working directory: OpenCode asks before it reads outside.
 						note := filepath.Join(dir, "note.txt")
 						if err := os.WriteFile(note, []byte("the note says 42\n"), 0o600); err != nil {
 							t.Fatal(err)
 						}
-						prompt = c.read(note)
+						prompt, want, wantResult = c.read(note), "saw: ", "the note says 42"
+					case "mcp":
+						mcpURL, mcpCalls = noteServer(t)
+						prompt, want, wantResult = `call note_post {"text":"hi"}`, "saw: posted hi", "posted hi"
 					}
-					args := c.args(prompt)
-					for i := range args {
-						args[i] = strings.ReplaceAll(args[i], "{MODEL_URL}", m.URL)
-					}
+					env, args := c.run(t, m, dir, mcpURL, prompt)
 					stdout, stderr := runCLI(t, dir, bin, env, args...)
-					if !strings.Contains(stdout, test.want) {
-						t.Errorf("%s printed\n%s\nstderr:\n%s\nwant %q", c.name, stdout, stderr, test.want)
+					if !strings.Contains(stdout, want) {
+						t.Errorf("%s printed\n%s\nstderr:\n%s\nwant %q", c.name, stdout, stderr, want)
 					}
 					results := m.ToolResults()
-					if test.result && (len(results) != 1 || !strings.Contains(results[0], "the note says 42")) {
-						t.Errorf("ToolResults = %q, want the note's text", results)
+					if wantResult != "" && (len(results) != 1 || !strings.Contains(results[0], wantResult)) {
+						t.Errorf("ToolResults = %q, want one holding %q", results, wantResult)
 					}
-					if !test.result && len(results) != 0 {
+					if wantResult == "" && len(results) != 0 {
 						t.Errorf("ToolResults = %q, want none", results)
+					}
+					if mcpCalls != nil {
+						if got := mcpCalls(); !slices.Equal(got, []string{"hi"}) {
+							t.Errorf("the MCP server's note_post was called with %q, want [hi]", got)
+						}
 					}
 					reqs := m.Requests()
 					if len(reqs) == 0 {
