@@ -23,9 +23,9 @@ import (
 )
 
 // The smoke tests run each pinned CLI in its one-shot mode against the
-// scripted model, with the commands and environments measured in the
-// design notes (agents.md, "What each CLI sent to a scripted model"): the
-// wire formats are right if the CLI prints the model's answer.
+// scripted model, with the commands and environments measured with the
+// real CLIs for the design notes: the wire formats are right if the CLI
+// prints the model's answer.
 
 // runCLI runs bin with args in dir, with env only (and PATH, for node),
 // in its own process group, killed whole when it ends or times out; it

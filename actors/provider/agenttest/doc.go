@@ -17,8 +17,10 @@
 //     in the request's tools; a result is a tool_result block;
 //   - POST /v1/chat/completions, OpenAI Chat Completions, for OpenCode
 //     (@ai-sdk/openai-compatible): tools are named "<server>_<tool>", a
-//     result is a "tool" message, the prompt may arrive in double quotes,
-//     and a title-generation request gets a short title.
+//     result is a "tool" message, a prompt in double quotes is decoded as
+//     the JSON string literal opencode run makes of it, and a
+//     title-generation request ("You are a title generator…") gets
+//     [Title].
 //
 // Each answers as the request asks: a server-sent event stream when
 // "stream" is true (what the CLIs send), a JSON body otherwise.
@@ -36,8 +38,20 @@
 //     request is cancelled or the model closed, then answers "slept";
 //   - anything else is answered "ok: <prompt>".
 //
+// A tool result is recorded as the agent hands it to the model: Codex's
+// header before a tool's output ("Wall time: …\nOutput:\n") is dropped;
+// Codex passes an MCP tool's structured content (its JSON), Claude Code and
+// OpenCode its text content.
+//
 // Every request is recorded ([Model.Requests]), those to unknown paths
-// (answered 404) included. Bodies are bounded (8 MiB, else 413).
+// (answered 404) included. Bodies are bounded (8 MiB, else 413). A
+// streamed answer's first events are sent at once, so a held answer is a
+// turn in progress to the agent; its request's end (the agent's
+// interrupt) ends the hold.
+//
+// The package's tests run each pinned CLI in its one-shot mode (codex
+// exec, claude -p, opencode run) against the model: a text, a built-in
+// tool's call and an MCP tool's call (through Claude Code's ToolSearch).
 //
 // # The other helpers
 //
