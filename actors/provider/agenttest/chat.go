@@ -35,8 +35,8 @@ type chatRequest struct {
 }
 
 // parseChat reads a Chat Completions request: the prompt is the last user
-// message, unquoted (opencode run sends "hello" with its double quotes), a
-// result is a tool message last.
+// message, unquoted (opencode run sends "hello" with its double quotes),
+// the result is a tool message no answer and no prompt follows.
 func parseChat(body []byte) (conversation, bool, error) {
 	var req chatRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -47,7 +47,7 @@ func parseChat(body []byte) (conversation, bool, error) {
 		c.tools = append(c.tools, tool{name: t.Function.Name})
 	}
 	names := map[string]string{} // tool call id → tool name
-	for i, msg := range req.Messages {
+	for _, msg := range req.Messages {
 		switch msg.Role {
 		case "system":
 			for _, p := range parts(msg.Content) {
@@ -57,16 +57,15 @@ func parseChat(body []byte) (conversation, bool, error) {
 			}
 		case "user":
 			if t := lastText(msg.Content); t != "" {
-				c.prompt = unquote(t)
+				c.prompt, c.result = unquote(t), nil
 			}
 		case "assistant":
+			c.result = nil // answered
 			for _, tc := range msg.ToolCalls {
 				names[tc.ID] = tc.Function.Name
 			}
 		case "tool":
-			if i == len(req.Messages)-1 {
-				c.result = &toolResult{callID: msg.ToolCallID, name: names[msg.ToolCallID], text: joinText(msg.Content)}
-			}
+			c.result = &toolResult{callID: msg.ToolCallID, name: names[msg.ToolCallID], text: joinText(msg.Content)}
 		}
 	}
 	return c, req.Stream, nil

@@ -32,8 +32,9 @@ type messagesBlock struct {
 }
 
 // parseMessages reads a Messages request: the prompt is the last user
-// text (reminders skipped), a result is a tool_result in the last message,
-// the deferred tools are the names in the text that mentions ToolSearch.
+// text (reminders skipped), the result is a tool_result no answer and no
+// prompt follows (a message of reminders alone may), the deferred tools
+// are the names in the text that mentions ToolSearch.
 func parseMessages(body []byte) (conversation, bool, error) {
 	var req messagesRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -65,14 +66,15 @@ func parseMessages(body []byte) (conversation, bool, error) {
 				result = &toolResult{callID: b.ToolUseID, name: names[b.ToolUseID], text: joinText(b.Content)}
 			}
 		}
-		if msg.Role != "user" {
-			continue
-		}
-		if t := lastText(msg.Content); t != "" && result == nil {
-			c.prompt = t
-		}
-		if i == len(req.Messages)-1 {
-			c.result = result
+		switch msg.Role {
+		case "assistant":
+			c.result = nil // answered
+		case "user":
+			if result != nil {
+				c.result = result
+			} else if t := lastText(msg.Content); t != "" {
+				c.prompt, c.result = t, nil
+			}
 		}
 	}
 	return c, req.Stream, nil

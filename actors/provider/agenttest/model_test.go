@@ -244,6 +244,12 @@ func TestMessagesToolSearch(t *testing.T) {
 	if got := readMessages(t, evs); got.Text != "saw: posted m1" || got.Stop != "end_turn" {
 		t.Errorf("third answer %+v, want the text \"saw: posted m1\", end_turn", got)
 	}
+	// A message of reminders alone after the result leaves it the last word.
+	withReminder := append(slices.Clone(msgs), map[string]any{"role": "user", "content": []any{text("<system-reminder>todo list empty</system-reminder>")}})
+	_, evs, _ = post(t, context.Background(), url, map[string]any{"stream": true, "tools": claudeTools("mcp__rt__thread_post"), "messages": withReminder})
+	if got := readMessages(t, evs); got.Text != "saw: posted m1" {
+		t.Errorf("answer after a reminder %+v, want the text \"saw: posted m1\"", got)
+	}
 	// A string content, flagged an error, is a result too.
 	msgs[len(msgs)-1] = map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_x", "content": "parent_not_active: no run", "is_error": true}}}
 	_, evs, _ = post(t, context.Background(), url, map[string]any{"stream": true, "tools": claudeTools("mcp__rt__thread_post"), "messages": msgs})

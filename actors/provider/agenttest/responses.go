@@ -34,8 +34,8 @@ type responsesItem struct {
 }
 
 // parseResponses reads a Responses request: the prompt is the last user
-// message (Codex sends its environment context as an earlier one), a
-// result is a function_call_output as the last item.
+// message (Codex sends its environment context as an earlier one), the
+// result is a function_call_output no answer and no prompt follows.
 func parseResponses(body []byte) (conversation, bool, error) {
 	var req responsesRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -70,15 +70,15 @@ func parseResponses(body []byte) (conversation, bool, error) {
 		switch {
 		case it.Type == "function_call":
 			names[it.CallID] = tool{namespace: it.Namespace, name: it.Name}.full()
+		case it.Type == "function_call_output":
+			c.result = &toolResult{callID: it.CallID, name: names[it.CallID], text: stripWallTime(joinText(it.Output))}
+		case (it.Type == "message" || it.Type == "") && it.Role == "assistant":
+			c.result = nil // answered
 		case (it.Type == "message" || it.Type == "") && it.Role == "user":
 			if t := lastText(it.Content); t != "" {
-				c.prompt = t
+				c.prompt, c.result = t, nil
 			}
 		}
-	}
-	if n := len(items); n > 0 && items[n-1].Type == "function_call_output" {
-		last := items[n-1]
-		c.result = &toolResult{callID: last.CallID, name: names[last.CallID], text: stripWallTime(joinText(last.Output))}
 	}
 	return c, req.Stream, nil
 }
