@@ -79,19 +79,17 @@ func (j *journal) close() {
 	}
 }
 
-// since returns up to max records with ids above after, oldest first;
-// first is the oldest id the journal still holds (records between after
-// and first were dropped: a reader that fell behind sees the gap); wake
-// is closed once a later record is appended or the journal is closed.
-func (j *journal) since(after uint64, limit int) (recs []ProviderRecord, first uint64, wake <-chan struct{}, closed bool) {
+// since returns up to limit records with ids above after, oldest first.
+func (j *journal) since(after uint64, limit int) (page ProviderPage, closed bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	n := uint64(len(j.ring))
-	first = j.next - n
-	for id := max(after+1, first); id < j.next && len(recs) < limit; id++ {
-		recs = append(recs, j.ring[int((id-1)%uint64(cap(j.ring)))])
+	page.Oldest = j.next - uint64(len(j.ring))
+	page.Newest = j.next - 1
+	for id := max(after+1, page.Oldest); id < j.next && len(page.Records) < limit; id++ {
+		page.Records = append(page.Records, j.ring[int((id-1)%uint64(cap(j.ring)))])
 	}
-	return recs, first, j.wake, j.closed
+	page.Next = j.wake
+	return page, j.closed
 }
 
 // record turns a provider event into a journal record; false for an event
@@ -125,18 +123,30 @@ func first(s []string) string {
 	return s[0]
 }
 
-// ProviderRecords returns up to max records of the provider journal with
-// ids above after, oldest first, and a channel closed once a later record
-// exists (or the runtime closed). The journal keeps the last
-// Config.ProviderJournal records; oldest is the id of the oldest one it
-// holds, so a reader whose after+1 is below it knows it missed records.
-// It is how the admin API's event stream reads, resumably.
-func (r *Runtime) ProviderRecords(after uint64, limit int) (recs []ProviderRecord, oldest uint64, next <-chan struct{}, err error) {
-	recs, oldest, next, closed := r.journal.since(after, max(limit, 1))
-	if closed && len(recs) == 0 {
-		return nil, oldest, next, ErrClosed
+// ProviderPage is one read of the provider journal.
+type ProviderPage struct {
+	Records []ProviderRecord // oldest first
+	// Oldest is the id of the oldest record the journal still holds
+	// (Newest+1 when it holds none): a reader whose next id is below it
+	// missed the records in between, dropped by the journal's bound.
+	Oldest uint64
+	// Newest is the id of the newest record so far (0: none yet).
+	Newest uint64
+	// Next is closed once a record after Newest exists, or the runtime
+	// closed.
+	Next <-chan struct{}
+}
+
+// ProviderRecords reads up to limit records of the provider journal with
+// ids above after. The journal keeps the last Config.ProviderJournal
+// records. It is how the admin API's event stream reads, resumably; it
+// returns ErrClosed once the runtime closed and nothing is left to read.
+func (r *Runtime) ProviderRecords(after uint64, limit int) (ProviderPage, error) {
+	page, closed := r.journal.since(after, max(limit, 1))
+	if closed && len(page.Records) == 0 {
+		return page, ErrClosed
 	}
-	return recs, oldest, next, nil
+	return page, nil
 }
 
 // heard is the runtime's subscriber to the actor system's event stream:

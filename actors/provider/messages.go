@@ -125,9 +125,10 @@ type TurnStarted struct {
 	Fault     fault.Fault
 }
 
-// InterruptTurn asks the sessions serving Thread to stop their agent's
-// turn Turn (the host ended the run). Answered by *TurnInterrupted; a
-// session whose driver takes no prompts has nothing to stop.
+// InterruptTurn asks the session serving Thread to stop its agent's turn
+// Turn (the host ended the run). Answered by *TurnInterrupted once the
+// driver took the request; a session whose driver takes no prompts has
+// nothing to stop.
 type InterruptTurn struct {
 	deadline.Request
 	Thread, Turn string

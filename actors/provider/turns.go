@@ -31,21 +31,22 @@ func (a *instanceActor) startTurn(ctx actor.Context, msg *StartTurn) {
 	})
 }
 
-// interruptTurn asks every session serving the thread to stop the turn
-// and answers at once: the turn's end is reported when the agent stopped.
+// interruptTurn asks the session serving the thread to stop the turn; it
+// answers once the driver took the request (the turn's end is reported
+// when the agent stopped), at once when no session serves the thread.
 func (a *instanceActor) interruptTurn(ctx actor.Context, msg *InterruptTurn) {
-	var ids []string
-	for _, c := range a.serving(msg.Thread) {
-		ctx.Send(c.pid, &opTurn{
-			interrupt: &driver.Turn{Thread: msg.Thread, ID: msg.Turn}, deadline: msg.Or(a.cfg.ActorTimeout),
-		})
-		ids = append(ids, c.id)
+	serving := a.serving(msg.Thread)
+	if len(serving) == 0 {
+		ctx.Respond(&TurnInterrupted{})
+		return
 	}
-	ctx.Respond(&TurnInterrupted{Sessions: ids})
+	ctx.Send(serving[0].pid, &opTurn{
+		interrupt: &driver.Turn{Thread: msg.Thread, ID: msg.Turn}, sender: ctx.Sender(), deadline: msg.Or(a.cfg.ActorTimeout),
+	})
 }
 
-// opTurn is a Turner call for the session actor: start (answered to
-// sender) or interrupt (answered to no one).
+// opTurn is a Turner call for the session actor, a start or an interrupt,
+// answered to sender.
 type opTurn struct {
 	start     *driver.Turn
 	interrupt *driver.Turn
@@ -53,10 +54,15 @@ type opTurn struct {
 	deadline  time.Time
 }
 
-// answer tells the asker of a start how it went.
+// answer tells the asker how it went. An interrupt's failure is only
+// logged (the run is over regardless): its answer carries no fault.
 func (op *opTurn) answer(ctx actor.Context, session string, f fault.Fault) {
-	if op.start != nil && op.sender != nil {
+	switch {
+	case op.sender == nil:
+	case op.start != nil:
 		ctx.Send(op.sender, &TurnStarted{SessionID: session, Fault: f})
+	default:
+		ctx.Send(op.sender, &TurnInterrupted{Sessions: []string{session}})
 	}
 }
 
@@ -65,9 +71,11 @@ func (op *opTurn) answer(ctx actor.Context, session string, f fault.Fault) {
 func (s *providerSessionActor) runTurn(ctx actor.Context, op *opTurn) bool {
 	turner, ok := s.handle.(driver.Turner)
 	if !ok {
+		var f fault.Fault
 		if op.start != nil { // an interrupt has nothing to stop
-			op.answer(ctx, s.id, fault.New(fault.TurnsUnsupported, "start turn on %s: instance %s: %v", op.start.Thread, s.cfg.Instance.ID, fault.ErrTurnsUnsupported))
+			f = fault.New(fault.TurnsUnsupported, "start turn on %s: instance %s: %v", op.start.Thread, s.cfg.Instance.ID, fault.ErrTurnsUnsupported)
 		}
+		op.answer(ctx, s.id, f)
 		return false
 	}
 	if deadline.Passed(op.deadline) {
@@ -96,4 +104,5 @@ func (s *providerSessionActor) turnDone(ctx actor.Context, op *opTurn, err error
 		return
 	}
 	s.cfg.Logger.Warn("interrupt turn", "session", s.id, "thread", op.interrupt.Thread, "turn", op.interrupt.ID, "err", err)
+	op.answer(ctx, s.id, fault.Fault{})
 }
