@@ -74,7 +74,7 @@ type providerSessionCmds struct {
 
 type runCmds struct {
 	Start runStartCmd `cmd:"" help:"Start a run of the thread by an instance; with --input the run is the agent's turn (POST …/threads/{id}/runs)."`
-	End   threadArg      `cmd:"" help:"End the thread's current run (DELETE …/threads/{id}/runs/current)."`
+	End   threadArg   `cmd:"" help:"End the thread's current run (DELETE …/threads/{id}/runs/current)."`
 }
 
 type clientCmds struct {
