@@ -15,7 +15,7 @@ import (
 const MaxTurnInput = 256 << 10
 
 // StartTurn starts a run of instance on the thread whose input is the
-// agent's turn (SPEC §3.4): the run starts, then the open provider session
+// agent's turn (SPEC §3.7): the run starts, then the open provider session
 // serving the pair sends input to its agent (Codex turn/start, a Claude
 // Code user message, an OpenCode prompt). It returns the run id once the
 // agent accepted the prompt; the run ends when the agent's turn ends

@@ -39,7 +39,7 @@ func runOf(t *testing.T, rt *mcpruntime.Runtime, thread string) *mcpruntime.Run 
 // TestStartTurnIsTheAgentsTurn: a run with an input is the agent's turn —
 // the agent gets the prompt under the run's id, its credential may mutate
 // while the turn runs, and once the agent reports the turn ended the run
-// is over and the same post is refused (SPEC §3.4).
+// is over and the same post is refused (SPEC §3.7).
 func TestStartTurnIsTheAgentsTurn(t *testing.T) {
 	ctx := context.Background()
 	rt, agent, p := agentRuntime(t, mcpruntime.Config{})
