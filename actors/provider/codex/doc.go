@@ -84,6 +84,11 @@
 // turn/completed → TurnEnded with Codex's status (completed, interrupted,
 // failed, with its error message). Interrupt sends turn/interrupt; the end
 // follows as interrupted (measured: ~25 ms with the scripted model).
+// A StartTurn whose context ends after turn/start was sent but before
+// Codex answered returns the context's error; Codex may run that turn
+// anyway, so the session stays busy (its events reported outside any
+// turn, its end not reported) until Codex ends it, or 30 s passed with no
+// word of it.
 //
 // What the model is handed for an MCP result is Codex's: "Wall time: …
 // \nOutput:\n" followed by the result's structuredContent when it has one

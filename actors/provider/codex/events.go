@@ -44,7 +44,7 @@ func (s *session) notified(a *agent, method string, params json.RawMessage) {
 		if json.Unmarshal(params, &n) != nil {
 			return
 		}
-		if t := s.turnFor(n.Turn.ID); t != nil {
+		if t := s.turnFor(n.Turn.ID); t != nil && t.id != "" {
 			s.events.Event(driver.Event{Thread: s.thread, Turn: t.id, Kind: driver.EventTurnStarted})
 		}
 	case ntfTurnCompleted:

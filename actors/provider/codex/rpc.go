@@ -18,6 +18,10 @@ const maxMessage = 64 << 20
 // because its stdout ended.
 var errConnClosed = errors.New("codex app-server closed its stdout")
 
+// errUnanswered wraps the context's error for a call that was sent but
+// whose answer was not waited for: the app-server may act on it.
+var errUnanswered = errors.New("sent, unanswered")
+
 // rpcError is a JSON-RPC error object.
 type rpcError struct {
 	Code    int             `json:"code"`
@@ -167,6 +171,9 @@ func (c *conn) call(ctx context.Context, method string, params, result any) erro
 	if err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
 	ch := make(chan message, 1)
 	c.mu.Lock()
 	if c.pending == nil {
@@ -209,7 +216,7 @@ func (c *conn) call(ctx context.Context, method string, params, result any) erro
 		return nil
 	case <-ctx.Done():
 		forget()
-		return fmt.Errorf("%s: %w", method, ctx.Err())
+		return fmt.Errorf("%s: %w: %w", method, errUnanswered, ctx.Err())
 	}
 }
 

@@ -70,10 +70,20 @@ type agent struct {
 
 // turnState is the turn in progress.
 type turnState struct {
-	id      string // the runtime's (driver.Turn.ID)
+	id      string // the runtime's (driver.Turn.ID); "" for an orphan
 	codexID string // Codex's turn id; "" until known
 	done    chan struct{}
+	// orphaned is when StartTurn gave up waiting for Codex's answer (its
+	// context ended) after sending turn/start: Codex may run the turn
+	// anyway, and a turn/start during it would steer it, so the slot
+	// stays taken (its events reported outside any turn, its end not
+	// reported) until Codex ends it, or orphanTTL passed with no word of
+	// it from Codex.
+	orphaned time.Time
 }
+
+// orphanTTL is how long an orphaned turn nobody heard of keeps the slot.
+const orphanTTL = 30 * time.Second
 
 // open starts the first app-server, the Codex thread, and waits until the
 // thread's MCP connection is up with the tools listed.
@@ -273,6 +283,8 @@ func (s *session) watch(a *agent) {
 	}
 	if t0 != nil {
 		close(t0.done)
+	}
+	if t0 != nil && t0.id != "" {
 		s.events.TurnEnded(driver.TurnEnd{Thread: s.thread, Turn: t0.id, Outcome: driver.TurnFailed, Error: err.Error()})
 	}
 	s.events.Died(err)
@@ -440,6 +452,8 @@ func (s *session) Close(ctx context.Context) error {
 	}
 	if t != nil {
 		close(t.done)
+	}
+	if t != nil && t.id != "" {
 		s.events.TurnEnded(driver.TurnEnd{Thread: s.thread, Turn: t.id, Outcome: driver.TurnInterrupted, Error: "the session was closed"})
 	}
 	if err := os.RemoveAll(s.dir); err != nil {
@@ -461,6 +475,13 @@ func (s *session) StartTurn(ctx context.Context, t driver.Turn) error {
 	case s.closed || s.dead:
 		s.mu.Unlock()
 		return fmt.Errorf("codex: start turn %s: the app-server has exited", t.ID)
+	case s.turn != nil && s.turn.id == "" && s.turn.codexID == "" && time.Since(s.turn.orphaned) > orphanTTL:
+		s.logger.Warn("codex never started the turn whose start was given up; slot freed")
+		close(s.turn.done)
+		s.turn = nil
+	case s.turn != nil && s.turn.id == "":
+		s.mu.Unlock()
+		return fmt.Errorf("codex: start turn %s: a turn whose start timed out may still be running", t.ID)
 	case s.turn != nil:
 		busy := s.turn.id
 		s.mu.Unlock()
@@ -478,7 +499,11 @@ func (s *session) StartTurn(ctx context.Context, t driver.Turn) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		if s.turn == ts {
+		switch {
+		case s.turn != ts:
+		case errors.Is(err, errUnanswered):
+			ts.id, ts.orphaned = "", time.Now() // sent; Codex may run it
+		default:
 			s.turn = nil
 			close(ts.done)
 		}
@@ -501,7 +526,7 @@ func (s *session) Interrupt(ctx context.Context, thread, turn string) error {
 	s.mu.Lock()
 	ts, a, codexThread := s.turn, s.agent, s.codexThread
 	s.mu.Unlock()
-	if ts == nil || ts.id != turn {
+	if ts == nil || ts.id == "" || ts.id != turn || ts.codexID == "" {
 		return nil
 	}
 	if err := a.conn.call(ctx, methodTurnInterrupt, turnInterruptParams{ThreadID: codexThread, TurnID: ts.codexID}, nil); err != nil {
@@ -520,7 +545,9 @@ func (s *session) endTurn(t *turnState, outcome, errText string) {
 	s.turn = nil
 	s.mu.Unlock()
 	close(t.done)
-	s.events.TurnEnded(driver.TurnEnd{Thread: s.thread, Turn: t.id, Outcome: outcome, Error: errText})
+	if t.id != "" {
+		s.events.TurnEnded(driver.TurnEnd{Thread: s.thread, Turn: t.id, Outcome: outcome, Error: errText})
+	}
 }
 
 // turnFor returns the turn in progress if codexID is its Codex id (or its
