@@ -1,0 +1,99 @@
+package provider
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
+	"github.com/agenthost/mcpruntime/internal/deadline"
+	"github.com/agenthost/mcpruntime/internal/fault"
+)
+
+// Turns: a run started with an input is the agent's turn. The instance
+// finds the open session serving the thread and hands it the request; the
+// session actor runs the driver's Turner call in order with its other
+// calls and answers the asker, whose PID it keeps in its queue (state,
+// not a message).
+
+// startTurn hands msg to the session serving its thread.
+func (a *instanceActor) startTurn(ctx actor.Context, msg *StartTurn) {
+	serving := a.serving(msg.Turn.Thread)
+	if len(serving) == 0 {
+		ctx.Respond(&TurnStarted{Fault: fault.New(fault.NoProviderSession, "start turn on %s: instance %s: %v", msg.Turn.Thread, a.cfg.Instance.ID, fault.ErrNoProviderSession)})
+		return
+	}
+	c := serving[0]
+	c.lastActive = a.cfg.Now()
+	ctx.Send(c.pid, &opTurn{
+		start: &msg.Turn, sender: ctx.Sender(), deadline: msg.Or(a.cfg.ActorTimeout),
+	})
+}
+
+// interruptTurn asks every session serving the thread to stop the turn
+// and answers at once: the turn's end is reported when the agent stopped.
+func (a *instanceActor) interruptTurn(ctx actor.Context, msg *InterruptTurn) {
+	var ids []string
+	for _, c := range a.serving(msg.Thread) {
+		ctx.Send(c.pid, &opTurn{
+			interrupt: &driver.Turn{Thread: msg.Thread, ID: msg.Turn}, deadline: msg.Or(a.cfg.ActorTimeout),
+		})
+		ids = append(ids, c.id)
+	}
+	ctx.Respond(&TurnInterrupted{Sessions: ids})
+}
+
+// opTurn is a Turner call for the session actor: start (answered to
+// sender) or interrupt (answered to no one).
+type opTurn struct {
+	start     *driver.Turn
+	interrupt *driver.Turn
+	sender    *actor.PID
+	deadline  time.Time
+}
+
+// answer tells the asker of a start how it went.
+func (op *opTurn) answer(ctx actor.Context, session string, f fault.Fault) {
+	if op.start != nil && op.sender != nil {
+		ctx.Send(op.sender, &TurnStarted{SessionID: session, Fault: f})
+	}
+}
+
+// runTurn runs op on the session's driver, or answers at once when the
+// driver takes no prompts; it reports whether a call is in flight.
+func (s *providerSessionActor) runTurn(ctx actor.Context, op *opTurn) bool {
+	turner, ok := s.handle.(driver.Turner)
+	if !ok {
+		if op.start != nil { // an interrupt has nothing to stop
+			op.answer(ctx, s.id, fault.New(fault.TurnsUnsupported, "start turn on %s: instance %s: %v", op.start.Thread, s.cfg.Instance.ID, fault.ErrTurnsUnsupported))
+		}
+		return false
+	}
+	if deadline.Passed(op.deadline) {
+		op.answer(ctx, s.id, timeoutFault("start turn"))
+		return false
+	}
+	timeout := min(s.cfg.OpTimeout, deadline.Left(op.deadline))
+	if op.start != nil {
+		t := *op.start
+		s.run(ctx, timeout, func(c context.Context) any { return &opDone{op: op, err: turner.StartTurn(c, t)} })
+	} else {
+		t := *op.interrupt
+		s.run(ctx, timeout, func(c context.Context) any { return &opDone{op: op, err: turner.Interrupt(c, t.Thread, t.ID)} })
+	}
+	return true
+}
+
+// turnDone answers a start whose driver call returned.
+func (s *providerSessionActor) turnDone(ctx actor.Context, op *opTurn, err error) {
+	if err == nil {
+		op.answer(ctx, s.id, fault.Fault{})
+		return
+	}
+	if op.start != nil {
+		op.answer(ctx, s.id, fault.New(fault.TurnRefused, "start turn on %s: instance %s: %v: %v", op.start.Thread, s.cfg.Instance.ID, fault.ErrTurnRefused, err))
+		return
+	}
+	s.cfg.Logger.Warn("interrupt turn", "session", s.id, "thread", op.interrupt.Thread, "turn", op.interrupt.ID, "err", err)
+}
