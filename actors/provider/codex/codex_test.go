@@ -118,24 +118,21 @@ func TestOpenRefused(t *testing.T) {
 	}
 }
 
-// TestTurn: a turn posts to the thread under the session's credential,
-// reported as turn_started, tool_call, tool_result, message and a
-// completed end; once the run ended, the same call is refused and the
-// model is told parent_not_active.
+// TestTurn: a run started with an input is Codex's turn: it posts to the
+// thread under the session's credential, reported as turn_started,
+// tool_call, tool_result, message and a completed end, which ends the
+// run; once the run ended, the same call is refused and the model is told
+// parent_not_active.
 func TestTurn(t *testing.T) {
 	e := newEnv(t)
 	e.register("A", "T", t.TempDir(), nil)
-	ctx := context.Background()
 	ps, o := e.open("T", "A")
-	run, err := e.rt.StartRun(ctx, "T", "A")
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, took := e.turn(o, "T", run, `call thread_post {"text":"hi"}`)
-	t.Logf("measured: turn round trip (StartTurn → TurnEnded, one tool call) %v", took.Round(time.Millisecond))
+	run, end, took := e.runTurn(o, "T", "A", `call thread_post {"text":"hi"}`)
+	t.Logf("measured: turn round trip (Runtime.StartTurn → TurnEnded, one MCP tool call) %v", took.Round(time.Millisecond))
 	if end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn ended %+v, want completed", end)
 	}
+	e.waitNoRun("T") // the turn's end ended the run
 	msgs := e.messages("T")
 	if len(msgs) != 1 || msgs[0].Text != "hi" || msgs[0].Author != "cred:"+ps.CredentialID {
 		t.Fatalf("thread messages %+v, want one \"hi\" by cred:%s", msgs, ps.CredentialID)
@@ -147,14 +144,16 @@ func TestTurn(t *testing.T) {
 		if ev.Kind == driver.EventToolCall && (ev.Tool != "mcp__mcpruntime__thread_post" || string(ev.Data) != `{"text":"hi"}`) {
 			t.Errorf("tool call %+v, want mcp__mcpruntime__thread_post {\"text\":\"hi\"}", ev)
 		}
+		if ev.Kind == driver.EventToolResult && (ev.Error || !strings.Contains(ev.Text, `"text":"hi"`)) {
+			t.Errorf("tool result %+v, want the posted message", ev)
+		}
 		if ev.Kind == driver.EventMessage && !strings.HasPrefix(ev.Text, "saw: ") {
 			t.Errorf("message %q, want the model's answer", ev.Text)
 		}
 	}
 
-	if err := e.rt.EndRun(ctx, "T", run); err != nil {
-		t.Logf("EndRun: %v (the turn's end may have ended it)", err)
-	}
+	// A turn outside any run (sent to the session directly): the call is
+	// refused.
 	end, _ = e.turn(o, "T", "after-the-run", `call thread_post {"text":"late"}`)
 	if end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn after the run ended %+v, want completed (with a refused call)", end)
@@ -168,31 +167,32 @@ func TestTurn(t *testing.T) {
 	}
 }
 
-// TestInterrupt: Interrupt stops a turn the model is still answering; its
+// TestInterrupt: ending a run whose turn the model is still answering
+// interrupts the turn (Runtime.EndRun → Interrupt → turn/interrupt); its
 // end is reported interrupted at once, and the next turn runs.
 func TestInterrupt(t *testing.T) {
 	e := newEnv(t)
 	e.register("A", "T", t.TempDir(), nil)
 	_, o := e.open("T", "A")
-	tr := o.session.(driver.Turner)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	if err := tr.StartTurn(ctx, driver.Turn{Thread: "T", ID: "slow", Input: "sleep 30s"}); err != nil {
+	run, err := e.rt.StartTurn(ctx, "T", "A", "sleep 30s")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.events.Wait(deadline, func(ev *providertest.Events) bool { return slices.Contains(kinds(ev, "slow"), driver.EventTurnStarted) }) {
+	if !o.events.Wait(deadline, func(ev *providertest.Events) bool { return slices.Contains(kinds(ev, run), driver.EventTurnStarted) }) {
 		t.Fatal("the turn did not start")
 	}
 	start := time.Now()
-	if err := tr.Interrupt(ctx, "T", "slow"); err != nil {
+	if err := e.rt.EndRun(ctx, "T", run); err != nil {
 		t.Fatal(err)
 	}
-	end, ok := o.events.TurnEnd("slow", 10*time.Second)
+	end, ok := o.events.TurnEnd(run, 10*time.Second)
 	if !ok || end.Outcome != driver.TurnInterrupted {
 		t.Fatalf("turn end %+v (%v), want interrupted", end, ok)
 	}
-	t.Logf("measured: interrupt → TurnEnded %v", time.Since(start).Round(time.Millisecond))
-	if end, _ := e.turn(o, "T", "next", "hello"); end.Outcome != driver.TurnCompleted {
+	t.Logf("measured: EndRun → TurnEnded interrupted %v", time.Since(start).Round(time.Millisecond))
+	if _, end, _ := e.runTurn(o, "T", "A", "hello"); end.Outcome != driver.TurnCompleted {
 		t.Errorf("turn after the interrupt %+v, want completed", end)
 	}
 }
@@ -207,14 +207,11 @@ func TestRotate(t *testing.T) {
 	e.register("A", "T", dir, nil)
 	ctx := context.Background()
 	ps, o := e.open("T", "A")
-	run, err := e.rt.StartRun(ctx, "T", "A")
-	if err != nil {
-		t.Fatal(err)
-	}
 	first := `call thread_post {"text":"one"}`
-	if end, _ := e.turn(o, "T", run, first); end.Outcome != driver.TurnCompleted {
+	if _, end, _ := e.runTurn(o, "T", "A", first); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("first turn %+v", end)
 	}
+	e.waitNoRun("T")
 	before := len(e.model.Requests())
 	oldPid := e.lastPid(ps.ID)
 
@@ -236,13 +233,7 @@ func TestRotate(t *testing.T) {
 		t.Error("the new app-server does not hold the new token")
 	}
 
-	run2 := run
-	if th, err := e.rt.Thread(ctx, "T"); err == nil && th.Run == nil {
-		if run2, err = e.rt.StartRun(ctx, "T", "A"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if end, _ := e.turn(o, "T", run2, `call thread_post {"text":"two"}`); end.Outcome != driver.TurnCompleted {
+	if _, end, _ := e.runTurn(o, "T", "A", `call thread_post {"text":"two"}`); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn after the rotation %+v", end)
 	}
 	msgs := e.messages("T")
@@ -278,11 +269,11 @@ func TestRotateDuringTurn(t *testing.T) {
 	e.register("A", "T", t.TempDir(), map[string]any{"rotateWait": "1s"})
 	ctx := context.Background()
 	_, o := e.open("T", "A")
-	tr := o.session.(driver.Turner)
-	if err := tr.StartTurn(ctx, driver.Turn{Thread: "T", ID: "slow", Input: "sleep 30s"}); err != nil {
+	slow, err := e.rt.StartTurn(ctx, "T", "A", "sleep 30s")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.events.Wait(deadline, func(ev *providertest.Events) bool { return slices.Contains(kinds(ev, "slow"), driver.EventTurnStarted) }) {
+	if !o.events.Wait(deadline, func(ev *providertest.Events) bool { return slices.Contains(kinds(ev, slow), driver.EventTurnStarted) }) {
 		t.Fatal("the turn did not start")
 	}
 	start := time.Now()
@@ -290,14 +281,15 @@ func TestRotateDuringTurn(t *testing.T) {
 		t.Fatalf("Rotate: %v", err)
 	}
 	took := time.Since(start)
-	end, ok := o.events.TurnEnd("slow", time.Second)
+	end, ok := o.events.TurnEnd(slow, time.Second)
 	if !ok || end.Outcome != driver.TurnInterrupted {
 		t.Fatalf("running turn's end %+v (%v), want interrupted by the rotation", end, ok)
 	}
 	if took < time.Second || took > 15*time.Second {
 		t.Errorf("rotation took %v, want rotateWait (1s) plus a restart", took)
 	}
-	if end, _ := e.turn(o, "T", "next", "hello"); end.Outcome != driver.TurnCompleted {
+	e.waitNoRun("T") // the interrupted turn's end ended its run
+	if _, end, _ := e.runTurn(o, "T", "A", "hello"); end.Outcome != driver.TurnCompleted {
 		t.Errorf("turn after the rotation %+v, want completed", end)
 	}
 }

@@ -199,6 +199,43 @@ func turnEnds(ev *providertest.Events, turn string) []driver.TurnEnd {
 	return out
 }
 
+// runTurn starts a run whose input is the agent's turn through the
+// runtime (Runtime.StartTurn) and waits for the turn's end.
+func (e *env) runTurn(o *opened, thread, instance, input string) (string, driver.TurnEnd, time.Duration) {
+	e.t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	run, err := e.rt.StartTurn(ctx, thread, instance, input)
+	if err != nil {
+		e.t.Fatalf("StartTurn(%s, %s, %q): %v", thread, instance, input, err)
+	}
+	end, ok := o.events.TurnEnd(run, deadline)
+	if !ok {
+		e.t.Fatalf("turn %s (%q) did not end; events %+v", run, input, o.events.Events())
+	}
+	return run, end, time.Since(start)
+}
+
+// waitNoRun waits until the thread has no active run.
+func (e *env) waitNoRun(thread string) {
+	e.t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		th, err := e.rt.Thread(context.Background(), thread)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if th.Run == nil {
+			return
+		}
+		if time.Now().After(end) {
+			e.t.Fatalf("thread %s still runs %+v", thread, th.Run)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // recorder wraps the codex driver factory: it keeps each session the
 // driver opens and records its events (besides handing them on to the
 // runtime), so a test can drive the session's turns directly.
