@@ -159,6 +159,7 @@ func TestTurn(t *testing.T) {
 		t.Fatalf("turn after the run ended %+v, want completed (with a refused call)", end)
 	}
 	results := e.model.ToolResults()
+	t.Logf("the model saw the refusal as %q", results[len(results)-1])
 	if len(results) != 2 || !refusedNotActive(results[1]) {
 		t.Errorf("tool results the model saw %q, want the second to be the parent_not_active refusal", results)
 	}
