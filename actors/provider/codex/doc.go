@@ -65,8 +65,10 @@
 // Status: Codex's mcpServer/startupStatus/updated for the server maps
 // starting → pending, ready → connected, failed → failed (needs_auth when
 // Codex says "not logged in" or "Auth required", its words for a 401).
-// A revoked token does not change that state in Codex; an MCP call that
-// fails with "Authentication required" is reported as needs_auth.
+// An open or a restart that fails reports failed, or needs_auth when
+// Codex's state is authenticationRequired, with the error. A revoked
+// token does not change Codex's state; an MCP call that fails with
+// "Authentication required" is reported as needs_auth.
 //
 // # Turns
 //

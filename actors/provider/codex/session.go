@@ -206,11 +206,21 @@ func (s *session) waitConnected(ctx context.Context, a *agent) error {
 		if st.RuntimeStatus != nil {
 			rs = *st.RuntimeStatus
 		}
+		// A failure is reported here too: Codex's startup notification of
+		// it may come after its answer, or not before the process is stopped.
+		failed := func(err error) error {
+			state := driver.StatusFailed
+			if rs == runtimeAuthRequired {
+				state = driver.StatusNeedsAuth
+			}
+			s.events.Status(driver.Status{Thread: s.thread, State: state, Detail: bound(err.Error())})
+			return err
+		}
 		switch {
 		case st.ToolsError != nil:
-			return fmt.Errorf("MCP server %q %s: %s", name, orUnknown(rs), *st.ToolsError)
+			return failed(fmt.Errorf("MCP server %q %s: %s", name, orUnknown(rs), *st.ToolsError))
 		case rs == runtimeConnected && len(st.Tools) == 0:
-			return fmt.Errorf("MCP server %q connected but listed no tools", name)
+			return failed(fmt.Errorf("MCP server %q connected but listed no tools", name))
 		case rs == runtimeConnected:
 			return nil
 		case rs == runtimeStarting || rs == runtimeNotStarted || rs == "":
@@ -224,7 +234,7 @@ func (s *session) waitConnected(ctx context.Context, a *agent) error {
 			}
 			t.Stop()
 		default:
-			return fmt.Errorf("MCP server %q: %s", name, rs)
+			return failed(fmt.Errorf("MCP server %q: %s", name, rs))
 		}
 	}
 }
