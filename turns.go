@@ -84,7 +84,7 @@ func (r *Runtime) endRun(ctx context.Context, threadID, runID string) (string, e
 }
 
 // interrupt asks the agent of instance to stop the turn runID on the
-// thread: the host ended the run, or switched the thread away. A driver
+// thread: the host ended the run. A driver
 // that takes no prompts has nothing to stop; a failure is logged, the run
 // is over regardless.
 func (r *Runtime) interrupt(ctx context.Context, threadID, instance, runID string) {
