@@ -116,7 +116,11 @@ func classify(err error) *apiError {
 		if errors.Is(err, e.target) {
 			if e.status == http.StatusBadGateway {
 				// The driver's error may name paths or commands: logged, not returned.
-				return &apiError{e.status, e.code, "the provider's driver could not open the session; see the runtime's log"}
+				what := "the provider's driver could not open the session"
+				if e.target == mcpruntime.ErrTurnRefused {
+					what = "the agent did not accept the turn"
+				}
+				return &apiError{e.status, e.code, what + "; see the runtime's log"}
 			}
 			if e.status >= 500 {
 				return &apiError{e.status, e.code, errUnavailable.message}

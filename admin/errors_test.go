@@ -38,7 +38,7 @@ func TestClassify(t *testing.T) {
 		{"no run", mcpruntime.ErrNoRun, 409, "no_run", true},
 		{"no provider session", mcpruntime.ErrNoProviderSession, 409, "no_provider_session", true},
 		{"turns unsupported", mcpruntime.ErrTurnsUnsupported, 409, "turns_unsupported", true},
-		{"turn refused", mcpruntime.ErrTurnRefused, 502, "turn_refused", true},
+		{"turn refused", mcpruntime.ErrTurnRefused, 502, "turn_refused", false}, // the agent's words are logged
 		{"busy", mcpruntime.ErrBusy, 409, "busy", true},
 		{"not home", &mcpruntime.NotHomeError{Kind: "thread", ID: "t1", Home: "n1"}, 409, "not_home", false}, // its own text: TestClassifyNotHome
 		{"not live", mcpruntime.ErrNotLive, 409, "not_live", true},

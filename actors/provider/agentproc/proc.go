@@ -38,6 +38,7 @@ type Proc struct {
 	Stdout io.ReadCloser  // nil unless Spec.Stdio; the caller closes it
 
 	cmd     *exec.Cmd
+	logger  *slog.Logger
 	out     *output
 	done    chan struct{}
 	waitErr error
@@ -60,7 +61,7 @@ func Start(s Spec) (*Proc, error) {
 	if cmd.Env == nil {
 		cmd.Env = []string{} // never the runtime's own environment
 	}
-	p := &Proc{cmd: cmd, done: make(chan struct{})}
+	p := &Proc{cmd: cmd, logger: logger, done: make(chan struct{})}
 	var stdinR, stdinW *os.File
 	if s.Stdio {
 		var err error
@@ -142,7 +143,7 @@ func (p *Proc) Redact(secret string) {
 var ErrKilled = errors.New("did not stop on SIGTERM: killed")
 
 // Stop ends the process: stdin closed, SIGTERM to its group, SIGKILL once
-// grace passed or ctx is done. It returns once the process is reaped:
+// grace passed or ctx is done (logged as a warning). It returns once the process is reaped:
 // ErrKilled if it took the SIGKILL, nil otherwise.
 func (p *Proc) Stop(ctx context.Context, grace time.Duration) error {
 	select {
@@ -162,6 +163,7 @@ func (p *Proc) Stop(ctx context.Context, grace time.Duration) error {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+	p.logger.Warn("provider process did not stop on SIGTERM; killing", "pid", p.Pid())
 	killGroup(p.cmd)
 	<-p.done // SIGKILL cannot be ignored
 	return ErrKilled

@@ -455,9 +455,7 @@ func (s *session) Close(ctx context.Context) error {
 		s.mu.Lock()
 		a.retired = true
 		s.mu.Unlock()
-		if err := a.proc.Stop(ctx, time.Duration(s.d.cfg.Grace)); err != nil {
-			s.logger.Warn("codex app-server did not stop on SIGTERM; killed", "pid", a.proc.Pid())
-		}
+		_ = a.proc.Stop(ctx, time.Duration(s.d.cfg.Grace)) // a SIGKILL is logged
 		<-a.gone
 	}
 	if t != nil {

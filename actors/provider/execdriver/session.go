@@ -154,10 +154,8 @@ func (s *session) Close(ctx context.Context) error {
 }
 
 func (s *session) stop(ctx context.Context) error {
-	if err := s.proc.Stop(ctx, time.Duration(s.cfg.Grace)); errors.Is(err, agentproc.ErrKilled) {
-		s.logger.Warn("provider process did not stop on SIGTERM; killing", "pid", s.proc.Pid())
-	}
-	<-s.done // the config file removed, the exit logged
+	_ = s.proc.Stop(ctx, time.Duration(s.cfg.Grace)) // a SIGKILL is logged
+	<-s.done                                         // the config file removed, the exit logged
 	return nil
 }
 
