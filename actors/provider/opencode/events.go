@@ -27,6 +27,11 @@ type props struct {
 	Info  *struct {
 		ID   string `json:"id"`
 		Role string `json:"role"`
+		Time struct {
+			Completed int64 `json:"completed"`
+		} `json:"time"`
+		Finish string          `json:"finish"` // stop, tool-calls, length, …
+		Error  json.RawMessage `json:"error"`
 	} `json:"info"` // message.updated
 	Part       *part    `json:"part"`       // message.part.updated
 	ID         string   `json:"id"`         // permission.asked, question.asked
@@ -139,6 +144,7 @@ func (s *session) handle(ev event) {
 	if sid != s.oc {
 		return
 	}
+	s.logger.Debug("opencode event", "type", ev.Type)
 	var (
 		out   []driver.Event
 		end   *driver.TurnEnd
@@ -169,11 +175,14 @@ func (s *session) handle(ev event) {
 		switch {
 		case p.Status == nil:
 		case p.Status.Type == "idle":
+			s.idle = true
 			end = s.endLocked(ts)
 		default: // busy, retry
+			s.idle = false
 			start()
 		}
 	case "session.idle":
+		s.idle = true
 		end = s.endLocked(ts)
 	case "session.error":
 		start()
@@ -188,10 +197,32 @@ func (s *session) handle(ev event) {
 		e := mk(driver.EventError)
 		e.Text = bound(text)
 		out = append(out, e)
-	case "message.updated":
-		if p.Info != nil && p.Info.ID != "" {
-			s.roles[p.Info.ID] = p.Info.Role
+		if s.idle {
+			// OpenCode went idle before it published the error.
+			end = s.endLocked(ts)
 		}
+	case "message.updated":
+		if p.Info == nil || p.Info.ID == "" {
+			break
+		}
+		m, known := s.msgs[p.Info.ID]
+		if !known {
+			m = message{role: p.Info.Role, turn: ts}
+		}
+		done := p.Info.Time.Completed > 0
+		if ts != nil && m.turn == ts && m.role == "assistant" {
+			switch {
+			case !known && !done:
+				ts.open++
+			case known && !m.completed && done:
+				ts.open--
+			}
+			if done && ((p.Info.Finish != "" && p.Info.Finish != "tool-calls") || len(p.Info.Error) > 0) {
+				ts.final = true
+			}
+		}
+		m.completed = m.completed || done
+		s.msgs[p.Info.ID] = m
 	case "message.part.updated":
 		if p.Part != nil {
 			out = s.partLocked(*p.Part, mk, out)
@@ -231,11 +262,14 @@ func (s *session) handle(ev event) {
 // text; a tool call once it runs (its arguments), and its result. Call
 // with s.mu held.
 func (s *session) partLocked(p part, mk func(string) driver.Event, out []driver.Event) []driver.Event {
+	m, ok := s.msgs[p.MessageID]
+	if !ok || m.turn != s.turn || m.role != "assistant" {
+		return out // not the current turn's answer
+	}
 	seen := s.seen[p.ID]
 	switch p.Type {
 	case "text":
-		if seen&seenText != 0 || p.Synthetic || p.Time == nil || p.Time.End == 0 ||
-			s.roles[p.MessageID] != "assistant" || strings.TrimSpace(p.Text) == "" {
+		if seen&seenText != 0 || p.Synthetic || p.Time == nil || p.Time.End == 0 || strings.TrimSpace(p.Text) == "" {
 			return out
 		}
 		s.seen[p.ID] = seen | seenText
@@ -271,13 +305,21 @@ func (s *session) partLocked(p part, mk func(string) driver.Event, out []driver.
 	return out
 }
 
-// endLocked takes ts out of the session if it has begun (or was
-// interrupted) and returns its end; nil if it is not over. Call with s.mu
-// held.
+// endLocked takes ts out of the session at an idle if it is over (see
+// turnState) and returns its end; nil if it is not. Call with s.mu held.
 func (s *session) endLocked(ts *turnState) *driver.TurnEnd {
-	if ts == nil || s.turn != ts || !(ts.started || ts.interrupted) {
+	if ts == nil || s.turn != ts {
 		return nil
 	}
+	if ts.open > 0 || !(ts.started || ts.interrupted) || !(ts.final || ts.err != "" || ts.interrupted || ts.aborted) {
+		return nil
+	}
+	return s.takeLocked(ts)
+}
+
+// takeLocked takes ts out of the session and returns its end. Call with
+// s.mu held.
+func (s *session) takeLocked(ts *turnState) *driver.TurnEnd {
 	s.turn = nil
 	close(ts.ended)
 	end := &driver.TurnEnd{Thread: s.thread, Turn: ts.id, Outcome: driver.TurnCompleted}
@@ -305,7 +347,10 @@ func (s *session) reconcile() {
 		return
 	}
 	s.mu.Lock()
-	end := s.endLocked(s.turn)
+	var end *driver.TurnEnd
+	if ts := s.turn; ts != nil && (ts.started || ts.interrupted) {
+		end = s.takeLocked(ts)
+	}
 	s.mu.Unlock()
 	if end != nil {
 		s.events.TurnEnded(*end)

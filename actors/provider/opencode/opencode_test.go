@@ -8,6 +8,7 @@ package opencode_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/opencode"
@@ -64,6 +67,22 @@ func TestOpen(t *testing.T) {
 	if strings.Contains(string(data), token) || strings.Contains(string(data), e.key) {
 		t.Fatalf("configuration file holds a secret:\n%s", data)
 	}
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"$schema": "https://opencode.ai/config.json", "autoupdate": false, "share": "disabled",
+		"model": "mcpruntime/scripted", "small_model": "mcpruntime/scripted",
+		"provider": map[string]any{"mcpruntime": map[string]any{
+			"npm": "@ai-sdk/openai-compatible", "name": "mcpruntime",
+			"options": map[string]any{"baseURL": e.model.URL + "/v1", "apiKey": "{env:MCPRUNTIME_MODEL_API_KEY}"},
+			"models":  map[string]any{"scripted": map[string]any{"name": "scripted", "tool_call": true}},
+		}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("configuration file (-want +got):\n%s", diff)
+	}
 	if env := procEnviron(t, s.pid); strings.Contains(env, token) {
 		t.Fatal("the server's environment holds the MCP token")
 	}
@@ -91,6 +110,7 @@ func TestTurn(t *testing.T) {
 	if end.Outcome != driver.TurnCompleted || end.Thread != "T" {
 		t.Fatalf("turn end %+v, want completed on T", end)
 	}
+	t.Logf("measured: RSS of the OpenCode process tree after a turn: %d MiB", rssKiB(s.pid)/1024)
 	th, err := e.rt.Thread(ctx, "T")
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +165,9 @@ func TestTurn(t *testing.T) {
 
 // TestInterrupt: Interrupt of a turn the model holds for 30s aborts it in
 // OpenCode: the turn ends interrupted within seconds, and the session
-// takes the next turn.
+// takes the next turn. The interrupt comes as the first turn begins,
+// when OpenCode would be loading its model had Open not loaded it: an
+// abort of that first load leaves every later prompt failing.
 func TestInterrupt(t *testing.T) {
 	e := newEnv(t)
 	in := e.register("oc")
@@ -175,8 +197,13 @@ func TestInterrupt(t *testing.T) {
 		t.Fatalf("turn end %+v (%v), want interrupted", end, ok)
 	}
 	t.Logf("measured: Interrupt → TurnEnded interrupted in %v", time.Since(start).Round(time.Millisecond))
+	// The next turn is not ended by the idles the abort left behind: it
+	// ends once the model answered.
 	if end := s.turn(t, "next", "hello"); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("next turn %+v, want completed", end)
+	}
+	if evs := s.events("next"); len(evs) == 0 || evs[len(evs)-1].Kind != driver.EventMessage || evs[len(evs)-1].Text != "ok: hello" {
+		t.Fatalf("next turn's events %+v, want the model's answer last", evs)
 	}
 }
 
@@ -418,5 +445,27 @@ func TestOpenRefused(t *testing.T) {
 	}
 	pid, _ := strconv.Atoi(recs[0].Attrs["pid"])
 	wantGone(t, "after the failed open", pid)
+	wantEmpty(t, "after the failed open", in.configDir)
+}
+
+// TestOpenWithoutKey: an open whose model key variable is unset fails
+// before anything starts.
+func TestOpenWithoutKey(t *testing.T) {
+	e := newEnv(t)
+	in := instance{id: "oc", configDir: t.TempDir(), workDir: t.TempDir()}
+	drv, err := opencode.Factory(slog.New(e.log))(in.id, e.config(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Unsetenv(apiKeyVar) // t.Setenv restores it
+	_, err = drv.Open(context.Background(), driver.OpenRequest{SessionID: "ps_nokey", Instance: in.id, Events: &providertest.Events{}, Binding: driver.Binding{
+		Thread: "T", Instance: in.id, CredentialID: "cred_x", Endpoint: e.url, Authorization: "Bearer mcprt_x",
+	}})
+	if err == nil || !strings.Contains(err.Error(), apiKeyVar+" is not set") {
+		t.Fatalf("Open = %v, want an error naming %s", err, apiKeyVar)
+	}
+	if recs := e.log.find("provider process started", "session", "ps_nokey"); len(recs) > 0 {
+		t.Fatal("a server was started")
+	}
 	wantEmpty(t, "after the failed open", in.configDir)
 }

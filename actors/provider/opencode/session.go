@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,19 +63,36 @@ type session struct {
 	opened  bool // Open returned it: from now on an exit is a death
 	closing bool // Close was called: an exit is not a death
 	exited  bool
-	status  driver.Status     // the last one reported
-	turn    *turnState        // the turn in progress, nil if none
-	roles   map[string]string // message id → role, within the turn
-	seen    map[string]uint8  // part id → what was reported of it, within the turn
+	status  driver.Status // the last one reported
+	turn    *turnState    // the turn in progress, nil if none
+	idle    bool          // OpenCode's session was last reported idle
+	// msgs holds the messages of the OpenCode session, by id, each with
+	// the turn in progress when it first appeared: a message of an earlier
+	// turn updated late (an aborted one) is not taken for this turn's.
+	msgs map[string]message
+	seen map[string]uint8 // part id → what was reported of it, within the turn
+}
+
+// message is what the driver keeps of an OpenCode message.
+type message struct {
+	role      string
+	turn      *turnState // nil: it appeared outside a turn
+	completed bool
 }
 
 // turnState is a turn sent to OpenCode and not yet ended. It ends at the
-// first idle of the OpenCode session after the session went busy with it
-// (or after it was interrupted): a stale idle of the previous turn (an
-// abort is followed by two) is not taken for its end.
+// first idle of the OpenCode session after it began, once none of its
+// assistant messages is still open, and once its last answer is in (an
+// assistant message of its own that completed and asks for no tool), it
+// failed, or it was interrupted. The idles an abort leaves behind (two:
+// one before the aborted message is closed, one after, when OpenCode is
+// ready for the next prompt) are thus not taken for the end of the next
+// turn, nor is the first for the end of the aborted one.
 type turnState struct {
 	id          string
 	started     bool // OpenCode's session went busy (or failed) with it
+	open        int  // its assistant messages not yet completed
+	final       bool // its last answer is in
 	interrupted bool // Interrupt asked for an abort
 	aborted     bool // OpenCode reported the abort
 	err         string
@@ -150,7 +168,7 @@ func open(ctx context.Context, d *ocDriver, req driver.OpenRequest) (*session, e
 		events: req.Events, logger: logger, ctx: bg, cancel: cancel,
 		kick: make(chan struct{}, 1), stdoutDone: make(chan struct{}),
 		endpoint: b.Endpoint, auth: b.Authorization,
-		roles: map[string]string{}, seen: map[string]uint8{},
+		msgs: map[string]message{}, seen: map[string]uint8{},
 	}
 	s.secrets = []string{bearerToken(b.Authorization), password}
 	if apiKey != "" {
@@ -215,6 +233,9 @@ func open(ctx context.Context, d *ocDriver, req driver.OpenRequest) (*session, e
 	if err != nil {
 		return fail(err)
 	}
+	if err := s.loadModel(ctx); err != nil {
+		return fail(err)
+	}
 	var info sessionInfo
 	if err := s.api.do(ctx, http.MethodPost, "/session", sessionCreate{Title: "mcpruntime thread " + b.Thread, Permission: headless}, &info); err != nil {
 		return fail(err)
@@ -234,6 +255,33 @@ func open(ctx context.Context, d *ocDriver, req driver.OpenRequest) (*session, e
 	go s.watchMCP()
 	logger.Info("opencode session ready", "url", base, "version", health.Version, "mcpServer", s.name, "opencodeSession", s.oc)
 	return s, nil
+}
+
+// loadModel has OpenCode load its providers now (GET /config/providers)
+// and checks that the configured model is among them. OpenCode loads them
+// once, at the first use, and an abort that interrupts that first load
+// (a turn interrupted in its first second) leaves every later prompt of
+// the server failing with "All fibers interrupted without error".
+func (s *session) loadModel(ctx context.Context) error {
+	var res struct {
+		Providers []struct {
+			ID     string                     `json:"id"`
+			Models map[string]json.RawMessage `json:"models"`
+		} `json:"providers"`
+	}
+	if err := s.api.do(ctx, http.MethodGet, "/config/providers", nil, &res); err != nil {
+		return err
+	}
+	m := s.cfg.model()
+	if m == nil {
+		return nil
+	}
+	for _, p := range res.Providers {
+		if _, ok := p.Models[m.ModelID]; ok && p.ID == m.ProviderID {
+			return nil
+		}
+	}
+	return fmt.Errorf("opencode: model %s/%s: not among OpenCode's providers (GET /config/providers)", m.ProviderID, m.ModelID)
 }
 
 // serverName is the session's MCP server name in OpenCode: the configured
@@ -514,6 +562,9 @@ func (s *session) checkMCP() {
 		if err := s.connect(ctx); err != nil && s.ctx.Err() == nil {
 			s.logger.Warn("opencode: register the MCP server again", "err", err)
 		}
+		if err := s.loadModel(ctx); err != nil && s.ctx.Err() == nil {
+			s.logger.Warn("opencode: load the model again", "err", err)
+		}
 		return
 	}
 	s.report(statusOf(s.thread, all[s.name]))
@@ -545,7 +596,6 @@ func (s *session) StartTurn(ctx context.Context, t driver.Turn) error {
 	}
 	ts := &turnState{id: t.ID, ended: make(chan struct{})}
 	s.turn = ts
-	clear(s.roles)
 	clear(s.seen)
 	s.mu.Unlock()
 	err := s.api.do(ctx, http.MethodPost, sessionPath(s.oc, "/prompt_async"),
