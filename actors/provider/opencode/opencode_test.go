@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -468,4 +469,56 @@ func TestOpenWithoutKey(t *testing.T) {
 		t.Fatal("a server was started")
 	}
 	wantEmpty(t, "after the failed open", in.configDir)
+}
+
+// TestReregister: when OpenCode reloads its project (here: POST
+// /instance/dispose, as a configuration change does), it forgets the live
+// MCP entry; the driver notices and registers it again with the current
+// token, and the next turn's call lands.
+func TestReregister(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	in := e.register("oc")
+	s := e.open("T", in)
+	recs := e.log.find("opencode session ready", "session", s.ID)
+	if len(recs) != 1 {
+		t.Fatalf("%d ready records", len(recs))
+	}
+	var password string
+	for _, kv := range strings.Split(procEnviron(t, s.pid), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "OPENCODE_SERVER_PASSWORD="); ok {
+			password = v
+		}
+	}
+	req, err := http.NewRequest(http.MethodPost, recs[0].Attrs["url"]+"/instance/dispose", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(opencode.Username, password)
+	before := len(s.ev.Statuses())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /instance/dispose: %s", resp.Status)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	if !s.ev.Wait(wait, func(ev *providertest.Events) bool {
+		st := ev.Statuses()[before:]
+		return len(st) >= 2 && st[len(st)-1].State == driver.StatusConnected
+	}) {
+		t.Fatalf("statuses after the dispose %+v, want pending … connected", s.ev.Statuses()[before:])
+	}
+	run, err := e.rt.StartRun(ctx, "T", in.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := s.turn(t, run, `call thread_post {"text":"after"}`); end.Outcome != driver.TurnCompleted {
+		t.Fatalf("turn %+v", end)
+	}
+	if th, _ := e.rt.Thread(ctx, "T"); len(th.Messages) != 1 || th.Messages[0].Text != "after" {
+		t.Fatalf("thread messages %+v, want \"after\"", th.Messages)
+	}
 }

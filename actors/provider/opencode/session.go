@@ -39,7 +39,7 @@ type session struct {
 	events driver.Events
 	logger *slog.Logger
 	api    *client
-	oc     string // the OpenCode session's id
+	oc     string // the OpenCode session's id; set before the loops start
 
 	ctx    context.Context // ends the background loops
 	cancel context.CancelFunc
@@ -217,6 +217,17 @@ func open(ctx context.Context, d *ocDriver, req driver.OpenRequest) (*session, e
 	if err := s.api.do(ctx, http.MethodGet, "/global/health", nil, &health); err != nil {
 		return fail(err)
 	}
+	if err := s.loadModel(ctx); err != nil {
+		return fail(err)
+	}
+	var info sessionInfo
+	if err := s.api.do(ctx, http.MethodPost, "/session", sessionCreate{Title: "mcpruntime thread " + b.Thread, Permission: headless}, &info); err != nil {
+		return fail(err)
+	}
+	if info.ID == "" {
+		return fail(errors.New("opencode: POST /session: no session id in the answer"))
+	}
+	s.oc = info.ID // set once, before the loops that read it start
 	connected := make(chan struct{})
 	s.loops.Add(1)
 	go s.eventLoop(connected)
@@ -233,17 +244,6 @@ func open(ctx context.Context, d *ocDriver, req driver.OpenRequest) (*session, e
 	if err != nil {
 		return fail(err)
 	}
-	if err := s.loadModel(ctx); err != nil {
-		return fail(err)
-	}
-	var info sessionInfo
-	if err := s.api.do(ctx, http.MethodPost, "/session", sessionCreate{Title: "mcpruntime thread " + b.Thread, Permission: headless}, &info); err != nil {
-		return fail(err)
-	}
-	if info.ID == "" {
-		return fail(errors.New("opencode: POST /session: no session id in the answer"))
-	}
-	s.oc = info.ID
 	s.mu.Lock()
 	exited := s.exited
 	s.opened = !exited
