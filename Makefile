@@ -28,7 +28,7 @@ demo: ## the whole story over real HTTP on free loopback ports, with real agent 
 	bash scripts/demo.sh bin/runtime bin/agent
 
 .PHONY: test-deps
-test-deps: ## install what the tests need besides Go when missing: the TypeScript SDK client (npm ci) and Chromium (apt-get)
+test-deps: ## install what the tests need besides Go when missing: the TypeScript SDK clients and the agent CLIs (npm, pinned) and Chromium (apt-get)
 	bash scripts/test-deps.sh
 
 .PHONY: test

@@ -17,6 +17,7 @@ const (
 	DefaultCredentialWindow = 24 * time.Hour
 	DefaultClientTokenTTL   = 24 * time.Hour
 	DefaultMessageLog       = 256
+	DefaultProviderJournal  = 4096
 	DefaultRevokedKept      = 16
 	DefaultActorTimeout     = 5 * time.Second
 	DefaultOpenTimeout      = 30 * time.Second
@@ -40,6 +41,11 @@ type Config struct {
 	// MessageLog is how many messages a thread keeps (oldest dropped).
 	// Zero: DefaultMessageLog.
 	MessageLog int
+	// ProviderJournal is how many provider records (ProviderRecords: the
+	// provider events and what agents reported) the runtime keeps for the
+	// readers of its event stream (oldest dropped). Zero:
+	// DefaultProviderJournal.
+	ProviderJournal int
 	// RevokedKept is how many revoked credential rows a thread or grant
 	// keeps for inspection. Zero: DefaultRevokedKept.
 	RevokedKept int
@@ -91,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MessageLog <= 0 {
 		c.MessageLog = DefaultMessageLog
+	}
+	if c.ProviderJournal <= 0 {
+		c.ProviderJournal = DefaultProviderJournal
 	}
 	if c.RevokedKept <= 0 {
 		c.RevokedKept = DefaultRevokedKept

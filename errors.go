@@ -60,6 +60,15 @@ var (
 	ErrRunActive = fault.ErrRunActive
 	// ErrNoRun is returned by EndRun when there is no such active run.
 	ErrNoRun = fault.ErrNoRun
+	// ErrNoProviderSession is returned by StartTurn when no open provider
+	// session serves the (thread, instance).
+	ErrNoProviderSession = fault.ErrNoProviderSession
+	// ErrTurnsUnsupported is returned by StartTurn on an instance whose
+	// driver takes no prompts (inproc, exec: their runs are the host's).
+	ErrTurnsUnsupported = fault.ErrTurnsUnsupported
+	// ErrTurnRefused is returned by StartTurn when the agent did not accept
+	// the turn; the run is ended.
+	ErrTurnRefused = fault.ErrTurnRefused
 	// ErrBusy is returned by Rotate while a provider session for the same
 	// (thread, instance) is being opened.
 	ErrBusy = fault.ErrBusy

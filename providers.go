@@ -141,7 +141,8 @@ func (r *Runtime) ReleaseIdleProviderSessions(ctx context.Context) ([]string, er
 }
 
 // SwitchProvider makes instance the thread's current provider instance.
-// No credential changes; an active run of the previous instance ends.
+// No credential changes; an active run of the previous instance ends (and
+// its agent's turn, if it was one, is interrupted).
 func (r *Runtime) SwitchProvider(ctx context.Context, threadID, instance string) (SwitchResult, error) {
 	t, err := r.threadActor(threadID)
 	if err != nil {
@@ -154,6 +155,9 @@ func (r *Runtime) SwitchProvider(ctx context.Context, threadID, instance string)
 	if err != nil {
 		return SwitchResult{}, err
 	}
+	// The previous instance's run ended: if it was its agent's turn, the
+	// agent is asked to stop.
+	r.interrupt(ctx, threadID, res.Previous, res.EndedRun)
 	return SwitchResult{Previous: res.Previous, EndedRun: res.EndedRun}, nil
 }
 

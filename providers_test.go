@@ -2,6 +2,7 @@ package mcpruntime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
+	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/internal/actortest"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -212,6 +214,50 @@ func TestRotate(t *testing.T) {
 	noErr(t, rt.ReleaseProviderSession(ctx, a.ID))
 	assertReason(t, rt, "rotated token after release", tokNew, mcpruntime.AuthRevoked)
 	assertLive(t, rt, "(T, B) after release of (T, A)", tokB)
+}
+
+// TestRotateRevokesOnceTheAgentHoldsTheNew: while the driver hands the
+// new credential to the running agent (its Attach), the old token still
+// authenticates — an agent mid-turn keeps working — and once Rotate
+// returned it is revoked (SPEC §3.2).
+func TestRotateRevokesOnceTheAgentHoldsTheNew(t *testing.T) {
+	ctx := context.Background()
+	var rt *mcpruntime.Runtime
+	var oldTok string
+	var during []string // the old token's auth reason at each Attach with a new token
+	var mu sync.Mutex
+	inproc := &providertest.Inproc{}
+	rt = quietRuntime(t, mcpruntime.Config{Drivers: map[string]driver.Factory{"gated": func(instance string, raw json.RawMessage) (driver.Driver, error) {
+		inner, err := inproc.Factory()(instance, raw)
+		if err != nil {
+			return nil, err
+		}
+		return &providertest.Gated{Inner: inner, Attaching: func(b driver.Binding) {
+			if b.Authorization == "" {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			during = append(during, authReason(t, rt, oldTok))
+		}}, nil
+	}}})
+	noErr(t, rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: "gated"}))
+	createThreads(t, rt, "T")
+	_, tok := openMinted(t, rt, "T", "A")
+	mu.Lock()
+	oldTok = tok
+	mu.Unlock()
+
+	cred, err := rt.Rotate(ctx, "T", "A")
+	noErr(t, err)
+	mu.Lock()
+	got := slices.Clone(during)
+	mu.Unlock()
+	if !slices.Equal(got, []string{""}) {
+		t.Fatalf("old token's auth reason during the Attach of the new one = %q, want [\"\"] (still live)", got)
+	}
+	assertReason(t, rt, "old token once Rotate returned", tok, mcpruntime.AuthRevoked)
+	assertLive(t, rt, "new token", bearer(t, cred.Authorization))
 }
 
 // TestRotateWithoutSession: rotating a pair with no provider session mints

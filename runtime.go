@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/agenthost/mcpruntime/actors/client"
 	"github.com/agenthost/mcpruntime/actors/provider"
@@ -40,6 +41,8 @@ type Runtime struct {
 	oauth     *oauth.Server   // the authorization server; nil when off
 	jwt       *oauth.Verifier // the resource-server mode's verifier; nil when off
 	cluster   *clusterNode    // several nodes (SPEC §5d); nil on one
+	journal   *journal        // the provider records (ProviderRecords)
+	watch     *eventstream.Subscription
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -86,6 +89,7 @@ func New(cfg Config) (*Runtime, error) {
 		instances:     map[string]*actor.PID{},
 		closeTimeouts: map[string]time.Duration{},
 		clients:       map[string]*actor.PID{},
+		journal:       newJournal(cfg.ProviderJournal),
 	}
 	if err := r.newOAuth(); err != nil {
 		r.Close()
@@ -106,6 +110,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.Close()
 		return nil, fmt.Errorf("register built-in resources: %w", err)
 	}
+	r.watch = r.system.EventStream.Subscribe(r.heard)
 	if r.cluster != nil {
 		r.cluster.rt.Store(r)
 		r.adopt() // before New returns: a restarted node's threads answer at once
@@ -187,7 +192,11 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		dl = d
 	}
 	wait(instances, &provider.CloseAll{Reason: provider.ReasonShutdown}, dl.Add(r.cfg.ActorTimeout))
+	r.journal.close() // after the sessions' closes were heard
 	r.cancel()
+	if r.watch != nil {
+		r.system.EventStream.Unsubscribe(r.watch)
+	}
 	r.work.Wait()
 	for _, group := range [][]*actor.PID{threads, clients, instances} {
 		for _, pid := range group {

@@ -151,13 +151,22 @@ func (r *Runtime) StartRun(ctx context.Context, threadID, instance string) (stri
 }
 
 // EndRun ends the thread's active run; runID "" ends whichever is active.
+// A run that is an agent's turn (StartTurn) is interrupted: the agent is
+// asked to stop once the run is over, so nothing it does after EndRun
+// returned is a mutation.
 func (r *Runtime) EndRun(ctx context.Context, threadID, runID string) error {
-	t, err := r.threadActor(threadID)
+	var run memdb.Run
+	if t, err := r.store.Read().Thread(threadID); err == nil && t.Run != nil {
+		run = *t.Run
+	}
+	ended, err := r.endRun(ctx, threadID, runID)
 	if err != nil {
 		return err
 	}
-	_, err = call[*thread.EndRunResult](ctx, r, t, &thread.EndRun{RunID: runID}, r.budget(opActor, ""))
-	return err
+	if ended == run.ID {
+		r.interrupt(ctx, threadID, run.Instance, ended)
+	}
+	return nil
 }
 
 // Touch refreshes the liveness of the thread's live credentials.

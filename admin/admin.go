@@ -23,6 +23,9 @@ type Options struct {
 	MCP *mcpruntime.MCPEndpoint
 	// Logger. Nil: slog.Default().
 	Logger *slog.Logger
+	// MaxEventStreams bounds the event streams (GET /admin/v1/events) open
+	// at once; one more is refused with 503. Zero: DefaultMaxEventStreams.
+	MaxEventStreams int
 }
 
 // Server is the admin API, an http.Handler serving /admin/v1/….
@@ -30,6 +33,8 @@ type Server struct {
 	rt   *mcpruntime.Runtime
 	opts Options
 	mux  http.Handler
+	// streams holds a token per open event stream.
+	streams chan struct{}
 
 	// tokenSum is the SHA-256 of Options.Token; requests are compared
 	// against it, never against the token itself. Nil when Token is empty.
@@ -44,7 +49,10 @@ func New(rt *mcpruntime.Runtime, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{rt: rt, opts: opts}
+	if opts.MaxEventStreams <= 0 {
+		opts.MaxEventStreams = DefaultMaxEventStreams
+	}
+	s := &Server{rt: rt, opts: opts, streams: make(chan struct{}, opts.MaxEventStreams)}
 	if opts.Token != "" {
 		sum := sha256.Sum256([]byte(opts.Token))
 		s.tokenSum = sum[:]
@@ -120,6 +128,7 @@ func (s *Server) routes() http.Handler {
 	s.handle(rt, http.MethodPost, v1+"/threads/:id/switch", s.switchProvider)
 	s.handle(rt, http.MethodPost, v1+"/threads/:id/rotate", s.rotate)
 	s.handle(rt, http.MethodPost, v1+"/threads/:id/runs", s.startRun)
+	rt.Handle(http.MethodGet, v1+"/events", s.events)
 	s.handle(rt, http.MethodDelete, v1+"/threads/:id/runs/current", s.endRun)
 	s.handle(rt, http.MethodPost, v1+"/threads/:id/detach", s.detach)
 	s.handle(rt, http.MethodPost, v1+"/threads/:id/archive", s.archive)

@@ -75,6 +75,8 @@ var errorTable = []struct {
 	{mcpruntime.ErrNotCurrentInstance, http.StatusConflict, "not_current_instance"},
 	{mcpruntime.ErrNoRun, http.StatusConflict, "no_run"},
 	{mcpruntime.ErrBusy, http.StatusConflict, "busy"},
+	{mcpruntime.ErrNoProviderSession, http.StatusConflict, "no_provider_session"},
+	{mcpruntime.ErrTurnsUnsupported, http.StatusConflict, "turns_unsupported"},
 	// Several nodes (SPEC §5d): the thread's actor runs on its home node;
 	// the message names it (the *NotHomeError's text).
 	{mcpruntime.ErrNotHome, http.StatusConflict, CodeNotHome},
@@ -91,6 +93,8 @@ var errorTable = []struct {
 	{mcpruntime.ErrInvalidDriverConfig, http.StatusBadRequest, "invalid_driver_config"},
 	// The provider's driver could not open the session: upstream failure.
 	{mcpruntime.ErrProviderOpenFailed, http.StatusBadGateway, "provider_open_failed"},
+	// The agent did not take the prompt: upstream failure.
+	{mcpruntime.ErrTurnRefused, http.StatusBadGateway, "turn_refused"},
 	// The runtime is shutting down, an actor did not answer in time, or the
 	// request's own context ended: nothing is wrong with the request.
 	{mcpruntime.ErrClosed, http.StatusServiceUnavailable, CodeUnavailable},

@@ -36,6 +36,9 @@ func TestClassify(t *testing.T) {
 		{"run active", mcpruntime.ErrRunActive, 409, "run_active", true},
 		{"not current", mcpruntime.ErrNotCurrentInstance, 409, "not_current_instance", true},
 		{"no run", mcpruntime.ErrNoRun, 409, "no_run", true},
+		{"no provider session", mcpruntime.ErrNoProviderSession, 409, "no_provider_session", true},
+		{"turns unsupported", mcpruntime.ErrTurnsUnsupported, 409, "turns_unsupported", true},
+		{"turn refused", mcpruntime.ErrTurnRefused, 502, "turn_refused", true},
 		{"busy", mcpruntime.ErrBusy, 409, "busy", true},
 		{"not home", &mcpruntime.NotHomeError{Kind: "thread", ID: "t1", Home: "n1"}, 409, "not_home", false}, // its own text: TestClassifyNotHome
 		{"not live", mcpruntime.ErrNotLive, 409, "not_live", true},

@@ -352,13 +352,29 @@ type runIDJSON struct {
 	RunID string `json:"runId"`
 }
 
+// startRunRequest is a run's body: with an input, the run is the agent's
+// turn (Runtime.StartTurn).
+type startRunRequest struct {
+	Instance string  `json:"instance"`
+	Input    *string `json:"input"`
+}
+
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
-	instance, err := decodeInstance(w, r)
-	if err != nil {
+	var req startRunRequest
+	if err := decode(w, r, &req, false); err != nil {
+		return 0, nil, err
+	}
+	if err := required("instance", req.Instance); err != nil {
 		return 0, nil, err
 	}
 	id := ps.ByName("id")
-	run, err := s.rt.StartRun(r.Context(), id, instance)
+	var run string
+	var err error
+	if req.Input != nil {
+		run, err = s.rt.StartTurn(r.Context(), id, req.Instance, *req.Input)
+	} else {
+		run, err = s.rt.StartRun(r.Context(), id, req.Instance)
+	}
 	if err != nil {
 		return 0, nil, err
 	}

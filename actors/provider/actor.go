@@ -132,6 +132,10 @@ func (a *instanceActor) running(ctx actor.Context) {
 		a.rebind(ctx, msg)
 	case *DetachThread:
 		ctx.Respond(&DetachThreadResult{Sessions: a.detach(ctx, msg.Thread)})
+	case *StartTurn:
+		a.startTurn(ctx, msg)
+	case *InterruptTurn:
+		a.interruptTurn(ctx, msg)
 	case *CloseSession:
 		a.closeSession(ctx, msg)
 	case *CloseAll:

@@ -108,6 +108,38 @@ type DetachThreadResult struct {
 	Fault    fault.Fault
 }
 
+// StartTurn asks the open session serving Turn.Thread to send the turn to
+// its agent (the driver's Turner). Answered by *TurnStarted once the agent
+// accepted it; its end is published as *TurnEnded.
+type StartTurn struct {
+	deadline.Request
+	Turn driver.Turn
+}
+
+// TurnStarted answers StartTurn with the session that took the turn.
+// Fault: no open session serves the thread (fault.ErrNoProviderSession),
+// its driver takes no prompts (fault.ErrTurnsUnsupported), or the agent
+// refused (fault.ErrTurnRefused).
+type TurnStarted struct {
+	SessionID string
+	Fault     fault.Fault
+}
+
+// InterruptTurn asks the session serving Thread to stop its agent's turn
+// Turn (the host ended the run). Answered by *TurnInterrupted once the
+// driver took the request; a session whose driver takes no prompts has
+// nothing to stop.
+type InterruptTurn struct {
+	deadline.Request
+	Thread, Turn string
+}
+
+// TurnInterrupted answers InterruptTurn with the sessions asked to stop.
+type TurnInterrupted struct {
+	Sessions []string
+	Fault    fault.Fault
+}
+
 // CloseSession ends a provider session. Answered by *CloseSessionResult.
 type CloseSession struct {
 	deadline.Request
@@ -232,6 +264,12 @@ type TurnEnded struct {
 }
 
 // Err returns the reply's fault as an error (nil on success).
+func (r *TurnStarted) Err() error { return r.Fault.Err() }
+
+// Err returns the reply's fault as an error (nil on success).
+func (r *TurnInterrupted) Err() error { return r.Fault.Err() }
+
+// Err returns the reply's fault as an error (nil on success).
 func (r *SessionAcquired) Err() error { return r.Fault.Err() }
 
 // Err returns the reply's fault as an error (nil on success).
@@ -275,3 +313,5 @@ func (*CloseAll) providerMessage()           {}
 func (*GetSessions) providerMessage()        {}
 func (*ReleaseIdle) providerMessage()        {}
 func (*ReleaseCredentials) providerMessage() {}
+func (*StartTurn) providerMessage()          {}
+func (*InterruptTurn) providerMessage()      {}

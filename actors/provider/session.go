@@ -111,8 +111,11 @@ func (s *providerSessionActor) opening(ctx actor.Context) {
 			// The instance answers the open and stops this actor.
 			ctx.Send(ctx.Parent(), &childOpened{id: s.id, fault: f})
 			for _, op := range s.queue {
-				if a, ok := op.(*opAttach); ok {
-					ctx.Send(ctx.Parent(), &childAttached{id: s.id, seq: a.seq, fault: f})
+				switch op := op.(type) {
+				case *opAttach:
+					ctx.Send(ctx.Parent(), &childAttached{id: s.id, seq: op.seq, fault: f})
+				case *opTurn:
+					op.answer(ctx, s.id, gone(s.id))
 				}
 			}
 			s.queue = nil
@@ -123,7 +126,7 @@ func (s *providerSessionActor) opening(ctx actor.Context) {
 		s.behavior.Become(s.open)
 		ctx.Send(ctx.Parent(), &childOpened{id: s.id})
 		s.next(ctx)
-	case *opAttach, *opDetach, *opClose:
+	case *opAttach, *opDetach, *opClose, *opTurn:
 		s.queue = append(s.queue, msg)
 	case *died:
 		ctx.Send(ctx.Parent(), &childDied{id: s.id, cause: msg.err.Error()})
@@ -132,7 +135,7 @@ func (s *providerSessionActor) opening(ctx actor.Context) {
 
 func (s *providerSessionActor) open(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
-	case *opAttach, *opDetach, *opClose:
+	case *opAttach, *opDetach, *opClose, *opTurn:
 		s.queue = append(s.queue, msg)
 		s.next(ctx)
 	case *opDone:
@@ -148,6 +151,8 @@ func (s *providerSessionActor) open(ctx actor.Context) {
 			if msg.err != nil {
 				s.cfg.Logger.Warn("detach provider session", "session", s.id, "thread", op.thread, "err", msg.err)
 			}
+		case *opTurn:
+			s.turnDone(ctx, op, msg.err)
 		}
 		s.next(ctx)
 	case *died:
@@ -157,6 +162,10 @@ func (s *providerSessionActor) open(ctx actor.Context) {
 
 // closing: the driver's Close runs; a death reported now is the close.
 func (s *providerSessionActor) closing(ctx actor.Context) {
+	if op, ok := ctx.Message().(*opTurn); ok {
+		op.answer(ctx, s.id, gone(s.id))
+		return
+	}
 	if msg, ok := ctx.Message().(*opDone); ok {
 		if msg.err != nil {
 			s.cfg.Logger.Warn("close provider session", "session", s.id, "err", msg.err)
@@ -167,7 +176,16 @@ func (s *providerSessionActor) closing(ctx actor.Context) {
 }
 
 // failed: Open failed; the instance stops the actor.
-func (s *providerSessionActor) failed(actor.Context) {}
+func (s *providerSessionActor) failed(ctx actor.Context) {
+	if op, ok := ctx.Message().(*opTurn); ok {
+		op.answer(ctx, s.id, gone(s.id))
+	}
+}
+
+// gone is the answer to a turn for a session that is closing or failed.
+func gone(id string) fault.Fault {
+	return fault.New(fault.NoProviderSession, "start turn: provider session %s is closing: %v", id, fault.ErrNoProviderSession)
+}
 
 // next starts the oldest queued operation, if none is running.
 func (s *providerSessionActor) next(ctx actor.Context) {
@@ -184,8 +202,18 @@ func (s *providerSessionActor) next(ctx actor.Context) {
 		s.run(ctx, min(s.cfg.OpTimeout, deadline.Left(op.deadline)), func(c context.Context) any { return &opDone{op: op, err: h.Attach(c, b)} })
 	case *opDetach:
 		s.run(ctx, s.cfg.OpTimeout, func(c context.Context) any { return &opDone{op: op, err: h.Detach(c, op.thread)} })
+	case *opTurn:
+		if !s.runTurn(ctx, op) {
+			s.busy = false
+			s.next(ctx)
+		}
 	case *opClose:
 		s.behavior.Become(s.closing)
+		for _, q := range s.queue {
+			if t, ok := q.(*opTurn); ok {
+				t.answer(ctx, s.id, gone(s.id))
+			}
+		}
 		s.queue = nil
 		s.run(ctx, driver.CloseTimeout(s.cfg.Driver, s.cfg.OpTimeout), func(c context.Context) any { return &opDone{op: op, err: h.Close(c)} })
 	}

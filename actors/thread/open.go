@@ -323,7 +323,19 @@ func (a *threadActor) rotate(ctx actor.Context, instance string, dl time.Time) {
 		if err != nil {
 			return err
 		}
-		cred, tok, olds, err = a.mint(w, inst, credential.ReasonRotated, now)
+		// The pair's live credentials stay live until a session serving the
+		// thread holds the new one (SPEC §3.2): an agent mid-turn keeps
+		// working while its new token reaches it.
+		rows, err := w.CredentialsByThreadInstance(a.cfg.ID, instance)
+		if err != nil {
+			return err
+		}
+		for _, c := range rows {
+			if c.State == memdb.StateLive {
+				olds = append(olds, c.ID)
+			}
+		}
+		cred, tok, _, err = a.mint(w, inst, "", now)
 		return err
 	})
 	if err != nil {
@@ -346,7 +358,19 @@ func (a *threadActor) rotate(ctx actor.Context, instance string, dl time.Time) {
 		if err != nil {
 			a.cfg.Logger.Warn("rebind rotated credential", "thread", a.cfg.ID, "instance", instance, "err", err)
 		}
-		ctx.Send(reply, &RotateResult{CredentialID: cred.ID, Authorization: "Bearer " + tok})
+		// The sessions hold the new credential (or could not take it: the
+		// rotation stands regardless): the old ones are revoked now, before
+		// the rotation answers.
+		if err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+			if _, err := credential.RevokePair(w, a.cfg.ID, instance, cred.ID, credential.ReasonRotated, a.cfg.Now()); err != nil {
+				return err
+			}
+			return a.prune(w)
+		}); err != nil {
+			ctx.Send(reply, &RotateResult{Fault: fault.From(fmt.Errorf("rotate (%s, %s): revoke the old credentials: %w", a.cfg.ID, instance, err))})
+		} else {
+			ctx.Send(reply, &RotateResult{CredentialID: cred.ID, Authorization: "Bearer " + tok})
+		}
 		if a.flights[instance] != f {
 			return // deleted meanwhile: delete answered the waiters
 		}

@@ -73,8 +73,8 @@ type providerSessionCmds struct {
 }
 
 type runCmds struct {
-	Start threadInstance `cmd:"" help:"Start a run of the thread by an instance (POST …/threads/{id}/runs)."`
-	End   threadArg      `cmd:"" help:"End the thread's current run (DELETE …/threads/{id}/runs/current)."`
+	Start runStartCmd `cmd:"" help:"Start a run of the thread by an instance; with --input the run is the agent's turn (POST …/threads/{id}/runs)."`
+	End   threadArg   `cmd:"" help:"End the thread's current run (DELETE …/threads/{id}/runs/current)."`
 }
 
 type clientCmds struct {
@@ -117,6 +117,19 @@ type threadArg struct {
 type threadInstance struct {
 	Thread   string `arg:"" help:"Thread id."`
 	Instance string `arg:"" help:"Provider instance id."`
+}
+
+type runStartCmd struct {
+	threadInstance
+	Input *string `help:"The prompt: the run is the agent's turn and ends with it (drivers that take prompts: codex, claude, opencode)." placeholder:"TEXT"`
+}
+
+func (c *runStartCmd) Run(d *deps) error {
+	body := map[string]any{"instance": c.Instance}
+	if c.Input != nil {
+		body["input"] = *c.Input
+	}
+	return d.call(http.MethodPost, "/admin/v1/threads/"+url.PathEscape(c.Thread)+"/runs", body)
 }
 
 type idArg struct {
@@ -176,8 +189,6 @@ func (c *threadInstance) Run(d *deps, cmd kongCommand) error {
 		return d.call(http.MethodPost, t+"/rotate", body)
 	case "admin provider-session open <thread> <instance>", "admin session open <thread> <instance>":
 		return d.call(http.MethodPost, t+"/provider-sessions", body)
-	case "admin run start <thread> <instance>":
-		return d.call(http.MethodPost, t+"/runs", body)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
 }

@@ -109,6 +109,7 @@ func TestAdminCLIRequests(t *testing.T) {
 		{"session open t1 codex", "POST", "/admin/v1/threads/t1/provider-sessions", obj("instance", "codex"), 201, `{"providerSessionId":"ps_1"}`},
 		{"session release ps_1", "DELETE", "/admin/v1/provider-sessions/ps_1", nil, 200, `{"providerSessionId":"ps_1","status":"released"}`},
 		{"run start t1 codex", "POST", "/admin/v1/threads/t1/runs", obj("instance", "codex"), 201, `{"runId":"run_1"}`},
+		{"run start t1 codex --input=hello", "POST", "/admin/v1/threads/t1/runs", obj("instance", "codex", "input", "hello"), 201, `{"runId":"run_1"}`},
 		{"run end t1", "DELETE", "/admin/v1/threads/t1/runs/current", nil, 200, `{"id":"t1","run":null}`},
 		{"client create --label ci --access read-only", "POST", "/admin/v1/clients", obj("label", "ci", "access", "read-only"), 201, `{"clientId":"cl_1","token":"t"}`},
 		{"client create --label ci --access read-write", "POST", "/admin/v1/clients", obj("label", "ci", "access", "read-write"), 201, `{}`},

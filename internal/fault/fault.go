@@ -62,6 +62,9 @@ const (
 	UnknownReference
 	CapabilityNotDeclared
 	InvalidCursor
+	NoProviderSession
+	TurnsUnsupported
+	TurnRefused
 	codeCount // keep last
 )
 
@@ -114,6 +117,15 @@ var (
 	ErrRunActive = errors.New("thread already has an active run")
 	// ErrNoRun: the thread has no active run (or not the one named).
 	ErrNoRun = errors.New("thread has no such active run")
+	// ErrNoProviderSession: a run with an input for a (thread, instance)
+	// no open provider session serves.
+	ErrNoProviderSession = errors.New("no open provider session serves the thread")
+	// ErrTurnsUnsupported: a run with an input on an instance whose driver
+	// takes no prompts (inproc, exec).
+	ErrTurnsUnsupported = errors.New("the instance's driver takes no prompts")
+	// ErrTurnRefused: the agent did not accept the turn; the message has
+	// the agent's own words.
+	ErrTurnRefused = errors.New("the agent refused the turn")
 	// ErrBusy: a provider session for the same (thread, instance) is being
 	// opened; retry once it has.
 	ErrBusy = errors.New("provider session open in progress")
@@ -206,6 +218,9 @@ var sentinels = [codeCount]error{
 	UnknownReference:       ErrUnknownReference,
 	CapabilityNotDeclared:  ErrCapabilityNotDeclared,
 	InvalidCursor:          ErrInvalidCursor,
+	NoProviderSession:      ErrNoProviderSession,
+	TurnsUnsupported:       ErrTurnsUnsupported,
+	TurnRefused:            ErrTurnRefused,
 }
 
 // Sentinel returns the sentinel of c; nil for OK, ErrInternal for a code

@@ -11,7 +11,8 @@ import (
 // Gated wraps a driver so that a test can hold its calls where a race
 // happens: Open reports each session id on Opening (if set), then waits
 // for OpenGate (if set); a session's Attach fails while FailAttach is set;
-// its Close waits for CloseGate (if set). Every wait gives up when its
+// its Close waits for CloseGate (if set); Attaching (if set) is called
+// with every binding before the inner Attach. Every wait gives up when its
 // context is done. The zero value of each knob is off.
 type Gated struct {
 	Inner      driver.Driver
@@ -19,6 +20,7 @@ type Gated struct {
 	OpenGate   <-chan struct{} // Open waits until it is closed
 	CloseGate  <-chan struct{} // Close waits until it is closed
 	FailAttach *atomic.Bool    // Attach fails while it holds true
+	Attaching  func(driver.Binding)
 }
 
 // ErrAttachRefused is what Attach returns while FailAttach is set.
@@ -50,6 +52,9 @@ type gatedSession struct {
 func (s *gatedSession) Attach(ctx context.Context, b driver.Binding) error {
 	if s.d.FailAttach != nil && s.d.FailAttach.Load() {
 		return ErrAttachRefused
+	}
+	if s.d.Attaching != nil {
+		s.d.Attaching(b)
 	}
 	return s.Session.Attach(ctx, b)
 }
