@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agenthost/mcpruntime/actors/provider/agentproc"
+	"github.com/agenthost/mcpruntime/actors/provider/agenttest"
 	"github.com/agenthost/mcpruntime/actors/provider/opencode"
 )
 
@@ -16,7 +17,7 @@ import (
 // instance is registered; unknown fields, the driver's own variables and
 // options, and model settings that cannot work are refused with a reason.
 func TestParseConfig(t *testing.T) {
-	bin := binary(t, "opencode")
+	bin := agenttest.Binary(t, "opencode")
 	dir := t.TempDir()
 	tests := []struct {
 		name    string
@@ -62,7 +63,7 @@ func TestParseConfig(t *testing.T) {
 // the driver's own variables dropped from the default inherited list
 // (they are the session's).
 func TestParseConfigDefaults(t *testing.T) {
-	bin := binary(t, "opencode")
+	bin := agenttest.Binary(t, "opencode")
 	c, path, err := opencode.ParseConfig(json.RawMessage(`{"command":"` + bin + `"}`))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/actors/provider/agenttest"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/opencode"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
@@ -173,7 +174,7 @@ type env struct {
 	t     *testing.T
 	rt    *mcpruntime.Runtime
 	log   *capture
-	model *scriptedModel
+	model *agenttest.Model
 	rec   *recorder
 	key   string // the model API key, in apiKeyVar
 	url   string // the runtime's MCP endpoint
@@ -181,7 +182,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, log: newCapture(), model: newModel(t), rec: &recorder{}}
+	e := &env{t: t, log: newCapture(), model: agenttest.NewModel(t), rec: &recorder{}}
 	e.key = "model-key-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	t.Setenv(apiKeyVar, e.key)
 	ts := httptest.NewUnstartedServer(nil)
@@ -222,7 +223,7 @@ type instance struct {
 // its plugin package into its config directory at start).
 func (e *env) config(in instance) json.RawMessage {
 	raw, err := json.Marshal(map[string]any{
-		"command":   binary(e.t, "opencode"),
+		"command":   agenttest.Binary(e.t, "opencode"),
 		"dir":       in.workDir,
 		"configDir": in.configDir,
 		"env":       map[string]string{"npm_config_offline": "true"},
@@ -249,7 +250,8 @@ func (e *env) register(id string) instance {
 // opened is a provider session the runtime opened on a thread.
 type opened struct {
 	mcpruntime.ProviderSession
-	thread string
+	thread   string
+	instance string
 	*recorded
 	pid  int
 	took time.Duration // OpenProviderSession's time: OpenCode up and connected
@@ -281,22 +283,75 @@ func (e *env) open(thread string, in instance) *opened {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return &opened{ProviderSession: ps, thread: thread, recorded: e.rec.session(e.t, ps.ID), pid: pid, took: took}
+	return &opened{ProviderSession: ps, thread: thread, instance: in.id, recorded: e.rec.session(e.t, ps.ID), pid: pid, took: took}
 }
 
-// turn runs input as turn id on s and waits for its end.
-func (s *opened) turn(t *testing.T, id, input string) driver.TurnEnd {
+// turn runs input as the agent's turn of a new run (the runtime's
+// StartTurn), waits for the turn's end and for the runtime to end the run
+// with it, and returns the run id and the end.
+func (e *env) turn(s *opened, input string) (string, driver.TurnEnd) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	run, err := e.rt.StartTurn(ctx, s.thread, s.instance, input)
+	if err != nil {
+		e.t.Fatalf("StartTurn(%s, %s, %q): %v", s.thread, s.instance, input, err)
+	}
+	end := s.waitEnd(e.t, run)
+	e.waitNoRun(s.thread)
+	return run, end
+}
+
+// waitEnd waits for the end of turn.
+func (s *opened) waitEnd(t *testing.T, turn string) driver.TurnEnd {
+	t.Helper()
+	end, ok := s.ev.TurnEnd(turn, wait)
+	if !ok {
+		t.Fatalf("turn %s did not end; events %+v", turn, s.ev.Events())
+	}
+	return end
+}
+
+// direct sends input to s's agent as turn id, outside the runtime (no
+// run), and waits for the turn's end.
+func (s *opened) direct(t *testing.T, id, input string) driver.TurnEnd {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := s.Session.(driver.Turner).StartTurn(ctx, driver.Turn{Thread: s.thread, ID: id, Input: input}); err != nil {
 		t.Fatalf("StartTurn(%s, %q): %v", id, input, err)
 	}
-	end, ok := s.ev.TurnEnd(id, wait)
-	if !ok {
-		t.Fatalf("turn %s (%q) did not end; events %+v", id, input, s.ev.Events())
+	return s.waitEnd(t, id)
+}
+
+// waitNoRun waits until thread has no active run.
+func (e *env) waitNoRun(thread string) {
+	e.t.Helper()
+	end := time.Now().Add(wait)
+	for {
+		th, err := e.rt.Thread(context.Background(), thread)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if th.Run == nil {
+			return
+		}
+		if time.Now().After(end) {
+			e.t.Fatalf("thread %s still has run %+v", thread, th.Run)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return end
+}
+
+// chatBodies are the bodies of the model's Chat Completions requests.
+func (e *env) chatBodies() []string {
+	var out []string
+	for _, r := range e.model.Requests() {
+		if r.Format == agenttest.FormatChat {
+			out = append(out, string(r.Body))
+		}
+	}
+	return out
 }
 
 // events returns the events s reported during turn.

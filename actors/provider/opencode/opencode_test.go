@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agenthost/mcpruntime/actors/provider/agenttest"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/opencode"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
@@ -90,26 +91,23 @@ func TestOpen(t *testing.T) {
 	t.Logf("measured: RSS of the OpenCode process tree after open: %d MiB", rssKiB(s.pid)/1024)
 }
 
-// TestTurn: a turn of a run posts to the thread through OpenCode's own MCP
-// connection, authored by the session's credential, and ends completed,
-// reported with what the agent did; once the run has ended the same call
-// is refused and the model sees a result beginning with the refusal's
-// code.
+// TestTurn: a run started with an input is OpenCode's turn: its call
+// posts to the thread through OpenCode's own MCP connection, authored by
+// the session's credential, with the model key the model API got; the
+// turn ends completed, reported with what the agent did, and its end ends
+// the run. A prompt sent once the run is over makes the same call, which
+// is refused: the model sees a result beginning with the refusal's code.
 func TestTurn(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
 	in := e.register("oc")
 	s := e.open("T", in)
-	run, err := e.rt.StartRun(ctx, "T", in.id)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	start := time.Now()
-	end := s.turn(t, run, `call thread_post {"text":"hi"}`)
-	t.Logf("measured: turn round trip (prompt → tool call → answer → idle) %v", time.Since(start).Round(time.Millisecond))
-	if end.Outcome != driver.TurnCompleted || end.Thread != "T" {
-		t.Fatalf("turn end %+v, want completed on T", end)
+	run, end := e.turn(s, `call thread_post {"text":"hi"}`)
+	t.Logf("measured: turn round trip (StartTurn → tool call → answer → idle → run ended) %v", time.Since(start).Round(time.Millisecond))
+	if end.Outcome != driver.TurnCompleted || end.Thread != "T" || end.Turn != run {
+		t.Fatalf("turn end %+v, want completed on T for run %s", end, run)
 	}
 	t.Logf("measured: RSS of the OpenCode process tree after a turn: %d MiB", rssKiB(s.pid)/1024)
 	th, err := e.rt.Thread(ctx, "T")
@@ -138,11 +136,17 @@ func TestTurn(t *testing.T) {
 	if !strings.HasPrefix(msg.Text, "saw: ") {
 		t.Errorf("message %+v, want the model's \"saw: …\"", msg)
 	}
-
-	if err := e.rt.EndRun(ctx, "T", run); err != nil {
-		t.Fatal(err)
+	reqs := e.model.Requests()
+	if len(reqs) != 2 {
+		t.Errorf("the model got %d requests, want 2 (the call, the answer; no title)", len(reqs))
 	}
-	end = s.turn(t, "after-the-run", `call thread_post {"text":"late"}`)
+	for _, r := range reqs {
+		if r.Format != agenttest.FormatChat || r.Header.Get("Authorization") != "Bearer "+e.key {
+			t.Errorf("model request %s %s: Authorization %q, want the model key", r.Format, r.Path, r.Header.Get("Authorization"))
+		}
+	}
+
+	end = s.direct(t, "after-the-run", `call thread_post {"text":"late"}`)
 	if end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn after the run %+v, want completed (the agent saw a refusal)", end)
 	}
@@ -164,24 +168,24 @@ func TestTurn(t *testing.T) {
 	}
 }
 
-// TestInterrupt: Interrupt of a turn the model holds for 30s aborts it in
-// OpenCode: the turn ends interrupted within seconds, and the session
+// TestInterrupt: ending the run of a turn the model holds for 30s
+// interrupts it (the runtime calls Interrupt, the driver aborts OpenCode's
+// session): the turn ends interrupted within seconds, and the session
 // takes the next turn. The interrupt comes as the first turn begins,
 // when OpenCode would be loading its model had Open not loaded it: an
 // abort of that first load leaves every later prompt failing.
 func TestInterrupt(t *testing.T) {
+	ctx := context.Background()
 	e := newEnv(t)
 	in := e.register("oc")
 	s := e.open("T", in)
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	turner := s.Session.(driver.Turner)
-	if err := turner.StartTurn(ctx, driver.Turn{Thread: "T", ID: "long", Input: "sleep 30s"}); err != nil {
+	run, err := e.rt.StartTurn(ctx, "T", in.id, "sleep 30s")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if !s.ev.Wait(wait, func(ev *providertest.Events) bool {
 		for _, e := range ev.Events() {
-			if e.Turn == "long" && e.Kind == driver.EventTurnStarted {
+			if e.Turn == run && e.Kind == driver.EventTurnStarted {
 				return true
 			}
 		}
@@ -190,20 +194,21 @@ func TestInterrupt(t *testing.T) {
 		t.Fatalf("turn did not start: %+v", s.ev.Events())
 	}
 	start := time.Now()
-	if err := turner.Interrupt(ctx, "T", "long"); err != nil {
+	if err := e.rt.EndRun(ctx, "T", run); err != nil {
 		t.Fatal(err)
 	}
-	end, ok := s.ev.TurnEnd("long", 10*time.Second)
+	end, ok := s.ev.TurnEnd(run, 10*time.Second)
 	if !ok || end.Outcome != driver.TurnInterrupted {
 		t.Fatalf("turn end %+v (%v), want interrupted", end, ok)
 	}
-	t.Logf("measured: Interrupt → TurnEnded interrupted in %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("measured: EndRun → TurnEnded interrupted in %v", time.Since(start).Round(time.Millisecond))
 	// The next turn is not ended by the idles the abort left behind: it
 	// ends once the model answered.
-	if end := s.turn(t, "next", "hello"); end.Outcome != driver.TurnCompleted {
+	next, end := e.turn(s, "hello")
+	if end.Outcome != driver.TurnCompleted {
 		t.Fatalf("next turn %+v, want completed", end)
 	}
-	if evs := s.events("next"); len(evs) == 0 || evs[len(evs)-1].Kind != driver.EventMessage || evs[len(evs)-1].Text != "ok: hello" {
+	if evs := s.events(next); len(evs) == 0 || evs[len(evs)-1].Kind != driver.EventMessage || evs[len(evs)-1].Text != "ok: hello" {
 		t.Fatalf("next turn's events %+v, want the model's answer last", evs)
 	}
 }
@@ -219,15 +224,8 @@ func TestRotation(t *testing.T) {
 	e := newEnv(t)
 	in := e.register("oc")
 	s := e.open("T", in)
-	run, err := e.rt.StartRun(ctx, "T", in.id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if end := s.turn(t, run, `call thread_post {"text":"one"}`); end.Outcome != driver.TurnCompleted {
+	if _, end := e.turn(s, `call thread_post {"text":"one"}`); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("first turn %+v", end)
-	}
-	if err := e.rt.EndRun(ctx, "T", run); err != nil {
-		t.Fatal(err)
 	}
 
 	start := time.Now()
@@ -265,13 +263,11 @@ func TestRotation(t *testing.T) {
 		t.Fatal("the old token still authenticates")
 	}
 
-	run2, err := e.rt.StartRun(ctx, "T", in.id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if end := s.turn(t, run2, `call thread_post {"text":"two"}`); end.Outcome != driver.TurnCompleted {
+	start = time.Now()
+	if _, end := e.turn(s, `call thread_post {"text":"two"}`); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("second turn %+v", end)
 	}
+	t.Logf("measured: a later turn's round trip %v", time.Since(start).Round(time.Millisecond))
 	th, err := e.rt.Thread(ctx, "T")
 	if err != nil {
 		t.Fatal(err)
@@ -287,8 +283,8 @@ func TestRotation(t *testing.T) {
 	}
 	// The same OpenCode session: the model's last request carries the
 	// first turn's prompt.
-	bodies := e.model.bodiesCopy()
-	last := string(bodies[len(bodies)-1])
+	bodies := e.chatBodies()
+	last := bodies[len(bodies)-1]
 	if !strings.Contains(last, `thread_post {\"text\":\"one\"}`) || !strings.Contains(last, `thread_post {\"text\":\"two\"}`) {
 		t.Fatalf("the model's last request does not hold both turns:\n%s", last)
 	}
@@ -312,11 +308,7 @@ func TestTwoInstances(t *testing.T) {
 		s  *opened
 		in instance
 	}{{sa, a}, {sb, b}} {
-		run, err := e.rt.StartRun(ctx, x.s.thread, x.in.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if end := x.s.turn(t, run, `call thread_post {"text":"from `+x.in.id+`"}`); end.Outcome != driver.TurnCompleted {
+		if _, end := e.turn(x.s, `call thread_post {"text":"from `+x.in.id+`"}`); end.Outcome != driver.TurnCompleted {
 			t.Fatalf("turn of %s: %+v", x.in.id, end)
 		}
 	}
@@ -329,11 +321,11 @@ func TestTwoInstances(t *testing.T) {
 	dirs := []string{a.configDir, a.workDir, b.configDir, b.workDir}
 	for _, s := range []*opened{sa, sb} {
 		token := strings.TrimPrefix(s.Authorization, "Bearer ")
-		if where := leaks(token, nil, dirs, e.log.bytes()); len(where) > 0 {
+		if where := agenttest.Leaks(token, nil, dirs, e.log.bytes()); len(where) > 0 {
 			t.Errorf("the token of %s leaked: %v", s.ID, where)
 		}
 	}
-	if where := leaks(e.key, nil, nil, e.log.bytes()); len(where) > 0 {
+	if where := agenttest.Leaks(e.key, nil, nil, e.log.bytes()); len(where) > 0 {
 		t.Errorf("the model API key leaked: %v", where)
 	}
 	for _, x := range []struct {
@@ -397,19 +389,19 @@ func TestDied(t *testing.T) {
 		t.Fatalf("deaths %v, want one \"opencode exited\"", d)
 	}
 	wantGone(t, "after the kill", s.pid)
+	// The runtime releases the session: its record goes, then its
+	// credential is revoked.
 	end := time.Now().Add(wait)
 	for {
 		_, err := e.rt.ProviderSession(s.ID)
-		if err != nil {
+		_, aerr := e.rt.Authenticate(strings.TrimPrefix(s.Authorization, "Bearer "))
+		if err != nil && aerr != nil {
 			break
 		}
 		if time.Now().After(end) {
-			t.Fatal("the runtime did not release the dead session")
+			t.Fatalf("the runtime did not release the dead session: session %v, token %v", err, aerr)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	if _, err := e.rt.Authenticate(strings.TrimPrefix(s.Authorization, "Bearer ")); err == nil {
-		t.Fatal("the dead session's token still authenticates")
 	}
 	wantEmpty(t, "after the death", in.configDir)
 }
@@ -511,11 +503,7 @@ func TestReregister(t *testing.T) {
 	}) {
 		t.Fatalf("statuses after the dispose %+v, want pending … connected", s.ev.Statuses()[before:])
 	}
-	run, err := e.rt.StartRun(ctx, "T", in.id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if end := s.turn(t, run, `call thread_post {"text":"after"}`); end.Outcome != driver.TurnCompleted {
+	if _, end := e.turn(s, `call thread_post {"text":"after"}`); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn %+v", end)
 	}
 	if th, _ := e.rt.Thread(ctx, "T"); len(th.Messages) != 1 || th.Messages[0].Text != "after" {
