@@ -59,8 +59,9 @@
 //	           "headers": {"Authorization": "Bearer <token>"}, "oauth": false, "enabled": true}}
 //
 // The name is Config.ServerName (default "mcpruntime") and a short hash of
-// the session id: a project's opencode.json overrides OPENCODE_CONFIG and
-// would shadow a configured entry of the same name, never this one.
+// the session id, a name no repository's opencode.json uses: a project's
+// configuration overrides OPENCODE_CONFIG's, and an entry of its own under
+// the same name would replace the runtime's.
 // OpenCode's MCP tools are then named "<name>_<tool>" (thread_post is
 // "mcpruntime-1a2b3c4d_thread_post"). The token is never in argv, never in
 // the environment, never in a file (opencode.json, OpenCode's database and
@@ -120,17 +121,16 @@
 //     (Error, Text OpenCode's error); a finished text part of an assistant
 //     message → message; session.error → error. Text is cut at 4 KiB.
 //   - An idle (session.status idle, session.idle) ends the turn once the
-//     session went busy with it, none of the assistant messages that
-//     appeared during it is still open, and its last answer is in (an
-//     assistant message that completed asking for no tool: completed), or
-//     OpenCode reported an error (failed, with its text), or it was
-//     interrupted or aborted (interrupted). A session.error that comes
-//     after the idle ends the turn then. So the idles an abort leaves
-//     behind — one before the aborted message is closed, one after, the
-//     first of which may come after the next prompt began — end neither
-//     the aborted turn too early (OpenCode would fail the next prompt)
-//     nor the next one. After the stream reconnects, GET /session/status
-//     settles a turn whose idle was missed.
+//     session went busy with it, OpenCode answered it (an assistant
+//     message appeared during it), reported an error or was interrupted,
+//     and none of the turn's assistant messages is still open: completed;
+//     failed, with the session.error's text; or interrupted (aborted). A
+//     session.error that comes after the idle ends the turn then. An
+//     abort is followed by two idles, one before the aborted message is
+//     closed and one after: the first does not end the aborted turn
+//     (OpenCode fails a prompt sent that soon), the second is not left
+//     over to end the next one. After the stream reconnects, GET
+//     /session/status settles a turn whose idle was missed.
 //   - Interrupt aborts the session's run (POST /session/{id}/abort); the
 //     turn ends interrupted at the idle that follows, within a second.
 //     Open has OpenCode load its providers (GET /config/providers, which
@@ -140,8 +140,11 @@
 //     prompt of the server failing with "All fibers interrupted without
 //     error".
 //   - OpenCode asks permission (permission.asked) only where a
-//     configuration says "ask": the driver rejects it and reports an
-//     error event, as "opencode run" does.
+//     configuration says "ask" (a project's opencode.json may): the
+//     driver rejects it, for the subagents' sessions too, and reports an
+//     error event, as "opencode run" does. OpenCode then fails that tool
+//     call ("The user rejected permission to use this specific tool
+//     call.") and ends the turn.
 //   - OpenCode hands the model only an MCP result's text content (not its
 //     structuredContent nor an error flag): the runtime's refusals begin
 //     with their code ("parent_not_active: …"), which is what the model
@@ -151,9 +154,10 @@
 //
 // Attach with a new Authorization (a rotation) registers the entry again
 // under the same name with the new header, on the running server: OpenCode
-// closes the old MCP client and connects a new one (initialize, tool
-// listing) with the new token; Attach returns once POST /mcp and GET /mcp
-// say connected, so the runtime may revoke the old token. The process, the
+// replaces the entry's MCP client with one it connects with the new token
+// (a new MCP session: initialize, tool listing); Attach returns once POST
+// /mcp and GET /mcp say connected, so the runtime may revoke the old
+// token. The process, the
 // OpenCode session and its conversation stay; a tool call in flight at that
 // moment may fail. Attach with an empty Authorization is a re-attach and
 // does nothing; Detach keeps the server (a handoff).

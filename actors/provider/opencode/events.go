@@ -30,8 +30,6 @@ type props struct {
 		Time struct {
 			Completed int64 `json:"completed"`
 		} `json:"time"`
-		Finish string          `json:"finish"` // stop, tool-calls, length, …
-		Error  json.RawMessage `json:"error"`
 	} `json:"info"` // message.updated
 	Part       *part    `json:"part"`       // message.part.updated
 	ID         string   `json:"id"`         // permission.asked, question.asked
@@ -141,7 +139,9 @@ func (s *session) handle(ev event) {
 	if sid == "" && p.Part != nil {
 		sid = p.Part.SessionID
 	}
-	if sid != s.oc {
+	// A question or a permission request of a subagent's session is
+	// answered too: every session of the server is the thread's.
+	if sid != s.oc && ev.Type != "permission.asked" && ev.Type != "question.asked" {
 		return
 	}
 	s.logger.Debug("opencode event", "type", ev.Type)
@@ -211,14 +211,14 @@ func (s *session) handle(ev event) {
 		}
 		done := p.Info.Time.Completed > 0
 		if ts != nil && m.turn == ts && m.role == "assistant" {
+			if !known {
+				ts.answers++
+			}
 			switch {
 			case !known && !done:
 				ts.open++
 			case known && !m.completed && done:
 				ts.open--
-			}
-			if done && ((p.Info.Finish != "" && p.Info.Finish != "tool-calls") || len(p.Info.Error) > 0) {
-				ts.final = true
 			}
 		}
 		m.completed = m.completed || done
@@ -311,7 +311,7 @@ func (s *session) endLocked(ts *turnState) *driver.TurnEnd {
 	if ts == nil || s.turn != ts {
 		return nil
 	}
-	if ts.open > 0 || !(ts.started || ts.interrupted) || !(ts.final || ts.err != "" || ts.interrupted || ts.aborted) {
+	if ts.open > 0 || !(ts.started || ts.interrupted) || !(ts.answers > 0 || ts.err != "" || ts.interrupted || ts.aborted) {
 		return nil
 	}
 	return s.takeLocked(ts)

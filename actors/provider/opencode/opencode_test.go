@@ -9,6 +9,7 @@ package opencode_test
 import (
 	"context"
 	"encoding/json"
+	mcpruntime "github.com/agenthost/mcpruntime"
 	"log/slog"
 	"net/http"
 	"os"
@@ -508,5 +509,36 @@ func TestReregister(t *testing.T) {
 	}
 	if th, _ := e.rt.Thread(ctx, "T"); len(th.Messages) != 1 || th.Messages[0].Text != "after" {
 		t.Fatalf("thread messages %+v, want \"after\"", th.Messages)
+	}
+}
+
+// TestPermissionRejected: a project whose opencode.json says "ask" for a
+// tool gets no answer from a person: the driver rejects the request, the
+// turn goes on (the tool's result is the rejection) and ends, and the
+// request is reported as an error event.
+func TestPermissionRejected(t *testing.T) {
+	e := newEnv(t)
+	in := instance{id: "oc", configDir: t.TempDir(), workDir: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(in.workDir, "opencode.json"), []byte(`{"permission":{"bash":"ask"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.RegisterInstance(context.Background(), in.id, mcpruntime.InstanceSpec{Driver: opencode.Kind, Config: e.config(in)}); err != nil {
+		t.Fatal(err)
+	}
+	s := e.open("T", in)
+	run, end := e.turn(s, `call bash {"command":"touch made-it","description":"touch a file"}`)
+	if end.Outcome != driver.TurnCompleted {
+		t.Fatalf("turn %+v, want completed", end)
+	}
+	var asked, rejected bool
+	for _, ev := range s.events(run) {
+		asked = asked || (ev.Kind == driver.EventError && strings.Contains(ev.Text, "asked permission for bash"))
+		rejected = rejected || (ev.Kind == driver.EventToolResult && ev.Tool == "bash" && ev.Error)
+	}
+	if !asked || !rejected {
+		t.Fatalf("events %+v, want the request reported and the bash call failed", s.events(run))
+	}
+	if _, err := os.Stat(filepath.Join(in.workDir, "made-it")); err == nil {
+		t.Fatal("the rejected command ran")
 	}
 }

@@ -81,18 +81,18 @@ type message struct {
 }
 
 // turnState is a turn sent to OpenCode and not yet ended. It ends at the
-// first idle of the OpenCode session after it began, once none of its
-// assistant messages is still open, and once its last answer is in (an
-// assistant message of its own that completed and asks for no tool), it
-// failed, or it was interrupted. The idles an abort leaves behind (two:
-// one before the aborted message is closed, one after, when OpenCode is
-// ready for the next prompt) are thus not taken for the end of the next
-// turn, nor is the first for the end of the aborted one.
+// first idle of the OpenCode session once it began, OpenCode answered it
+// (an assistant message appeared during it) or failed or was interrupted,
+// and none of its assistant messages is still open. An abort is followed
+// by two idles, one before the aborted message is closed and one after,
+// when OpenCode is ready for the next prompt: the first does not end the
+// aborted turn (OpenCode would fail a prompt sent then), the second is not
+// left over for the next turn.
 type turnState struct {
 	id          string
 	started     bool // OpenCode's session went busy (or failed) with it
-	open        int  // its assistant messages not yet completed
-	final       bool // its last answer is in
+	answers     int  // assistant messages that appeared during it
+	open        int  // those not yet completed
 	interrupted bool // Interrupt asked for an abort
 	aborted     bool // OpenCode reported the abort
 	err         string
