@@ -141,8 +141,9 @@ func (r *Runtime) ReleaseIdleProviderSessions(ctx context.Context) ([]string, er
 }
 
 // SwitchProvider makes instance the thread's current provider instance.
-// No credential changes; an active run of the previous instance ends (and
-// its agent's turn, if it was one, is interrupted).
+// No credential changes; an active run of the previous instance ends. An
+// agent whose turn that run was is not stopped: it finishes its turn, and
+// its mutations are refused from the switch on (SPEC §3.7).
 func (r *Runtime) SwitchProvider(ctx context.Context, threadID, instance string) (SwitchResult, error) {
 	t, err := r.threadActor(threadID)
 	if err != nil {
@@ -155,9 +156,6 @@ func (r *Runtime) SwitchProvider(ctx context.Context, threadID, instance string)
 	if err != nil {
 		return SwitchResult{}, err
 	}
-	// The previous instance's run ended: if it was its agent's turn, the
-	// agent is asked to stop.
-	r.interrupt(ctx, threadID, res.Previous, res.EndedRun)
 	return SwitchResult{Previous: res.Previous, EndedRun: res.EndedRun}, nil
 }
 

@@ -15,7 +15,7 @@ import (
 const MaxTurnInput = 256 << 10
 
 // StartTurn starts a run of instance on the thread whose input is the
-// agent's turn (SPEC §3.4): the run starts, then the open provider session
+// agent's turn (SPEC §3.7): the run starts, then the open provider session
 // serving the pair sends input to its agent (Codex turn/start, a Claude
 // Code user message, an OpenCode prompt). It returns the run id once the
 // agent accepted the prompt; the run ends when the agent's turn ends
@@ -84,7 +84,7 @@ func (r *Runtime) endRun(ctx context.Context, threadID, runID string) (string, e
 }
 
 // interrupt asks the agent of instance to stop the turn runID on the
-// thread: the host ended the run, or switched the thread away. A driver
+// thread: the host ended the run. A driver
 // that takes no prompts has nothing to stop; a failure is logged, the run
 // is over regardless.
 func (r *Runtime) interrupt(ctx context.Context, threadID, instance, runID string) {

@@ -39,7 +39,7 @@ func runOf(t *testing.T, rt *mcpruntime.Runtime, thread string) *mcpruntime.Run 
 // TestStartTurnIsTheAgentsTurn: a run with an input is the agent's turn —
 // the agent gets the prompt under the run's id, its credential may mutate
 // while the turn runs, and once the agent reports the turn ended the run
-// is over and the same post is refused (SPEC §3.4).
+// is over and the same post is refused (SPEC §3.7).
 func TestStartTurnIsTheAgentsTurn(t *testing.T) {
 	ctx := context.Background()
 	rt, agent, p := agentRuntime(t, mcpruntime.Config{})
@@ -66,12 +66,12 @@ func TestStartTurnIsTheAgentsTurn(t *testing.T) {
 	}
 }
 
-// TestEndRunInterruptsTheTurn: the host ending the run, or switching the
-// thread away, asks the agent to stop the turn; the agent's end of it then
-// changes nothing.
+// TestEndRunInterruptsTheTurn: the host ending the run asks the agent to
+// stop the turn; a switch does not — the agent finishes its turn, and what
+// it mutates meanwhile is refused.
 func TestEndRunInterruptsTheTurn(t *testing.T) {
 	ctx := context.Background()
-	rt, agent, _ := agentRuntime(t, mcpruntime.Config{})
+	rt, agent, p := agentRuntime(t, mcpruntime.Config{})
 	run, err := rt.StartTurn(ctx, "T", "A", "work")
 	noErr(t, err)
 	noErr(t, rt.EndRun(ctx, "T", ""))
@@ -82,10 +82,16 @@ func TestEndRunInterruptsTheTurn(t *testing.T) {
 
 	second, err := rt.StartTurn(ctx, "T", "A", "more work")
 	noErr(t, err)
-	_, err = rt.SwitchProvider(ctx, "T", "plain")
+	res, err := rt.SwitchProvider(ctx, "T", "plain")
 	noErr(t, err)
-	if got := s.Interrupts(); !slices.Equal(got, []string{run, second}) {
-		t.Fatalf("interrupts after the switch = %q, want [%s %s]", got, run, second)
+	if res.EndedRun != second {
+		t.Fatalf("switch ended %q, want %s", res.EndedRun, second)
+	}
+	if got := s.Interrupts(); !slices.Equal(got, []string{run}) {
+		t.Fatalf("interrupts after the switch = %q, want [%s] (the switch lets the turn finish)", got, run)
+	}
+	if _, err := rt.Post(ctx, p, "T", "still in my turn"); !errors.Is(err, mcpruntime.ErrNotLive) {
+		t.Fatalf("the switched-away agent's post = %v, want ErrNotLive", err)
 	}
 }
 

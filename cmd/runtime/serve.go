@@ -304,6 +304,7 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		ProviderIdle:     runtimeDuration(s.ProviderIdle),
 		MaxThreads:       s.MaxThreads,
 		Logger:           log,
+		Drivers:          agentDrivers(log),
 	})
 	if errors.Is(err, mcpruntime.ErrInvalidArgument) {
 		return srv, usageError{err} // a setting the runtime refuses, such as --node's shape

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// agentsDir is where the pinned CLIs' package.json lives, from the
+// agentsDir is where the pinned CLIs' npm package lives, from the
 // repository's root.
 const agentsDir = "e2e/agents"
 

@@ -235,9 +235,17 @@ func (m *Model) decide(c conversation) answer {
 	case "call":
 		return m.callFor(c, strings.TrimSpace(rest))
 	case "sleep":
-		d, err := time.ParseDuration(strings.TrimSpace(rest))
+		// "sleep <dur>", or "sleep <dur> then call <tool> <json>": the
+		// call held that long, as a slow model's would be.
+		dur, then, _ := strings.Cut(strings.TrimSpace(rest), " then ")
+		d, err := time.ParseDuration(strings.TrimSpace(dur))
 		if err != nil {
 			return answer{text: "error: sleep: " + err.Error()}
+		}
+		if tool, ok := strings.CutPrefix(strings.TrimSpace(then), "call "); ok {
+			a := m.callFor(c, strings.TrimSpace(tool))
+			a.sleep = d
+			return a
 		}
 		return answer{text: "slept", sleep: d}
 	}

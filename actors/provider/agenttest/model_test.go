@@ -630,3 +630,22 @@ func TestCodexOutputHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestSleepThenCall: "sleep <d> then call <tool> <json>" holds the call's
+// answer d — here the answer for a tool no request offers, the error text.
+func TestSleepThenCall(t *testing.T) {
+	for _, f := range formats {
+		t.Run(f.name, func(t *testing.T) {
+			m := agenttest.NewModel(t)
+			start := time.Now()
+			_, evs, _ := post(t, context.Background(), m.URL+f.path, f.ask(`sleep 200ms then call thread_post {"text":"x"}`, true))
+			got := f.read(t, evs)
+			if d := time.Since(start); d < 200*time.Millisecond {
+				t.Errorf("answered after %v, want at least 200ms", d)
+			}
+			if got.Text == "slept" || got.Text == "" && got.Name == "" {
+				t.Errorf("answer %+v, want the call's answer", got)
+			}
+		})
+	}
+}

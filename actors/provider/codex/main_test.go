@@ -1,0 +1,61 @@
+package codex_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if a test leaves a goroutine behind (every
+// session's reader and watcher must be gone once its app-server is) or an
+// app-server of its own running.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if left := leftAgents(); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "FAIL: app-servers left running: %v\n", left)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: goroutines left: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leftAgents returns the processes (after a short grace for the last
+// reaping) whose CODEX_HOME is under a test's temporary directory.
+func leftAgents() []string {
+	prefix := []byte("CODEX_HOME=" + filepath.Join(os.TempDir(), "Test"))
+	var left []string
+	for range 50 {
+		left = left[:0]
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err != nil {
+				continue
+			}
+			for _, v := range bytes.Split(env, []byte{0}) {
+				if bytes.HasPrefix(v, prefix) {
+					cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+					left = append(left, e.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
+				}
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return left
+}

@@ -1,0 +1,16 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/agenthost/mcpruntime/actors/provider/codex"
+	"github.com/agenthost/mcpruntime/actors/provider/driver"
+)
+
+// agentDrivers are the provider kinds the server adds to the runtime's
+// built-in inproc and exec: a driver per real agent (docs/providers.md).
+func agentDrivers(log *slog.Logger) map[string]driver.Factory {
+	return map[string]driver.Factory{
+		codex.Kind: codex.Factory(log),
+	}
+}
