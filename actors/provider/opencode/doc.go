@@ -1,7 +1,10 @@
 // Package opencode is the "opencode" provider kind: every provider session
 // is one OpenCode server ("opencode serve", OpenCode 1.18) serving one
-// thread, driven over its HTTP API (the server describes it at GET /doc),
-// with the runtime's MCP endpoint registered in it live.
+// thread, driven over its HTTP API, with the runtime's MCP endpoint
+// registered in it live. It is written against OpenCode 1.18.33; the
+// server describes its API in an OpenAPI document (GET /doc), and
+// TestAPIPinned fails if an endpoint, field or event the driver uses is
+// gone from it.
 //
 // # What the agent needs
 //

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -477,17 +478,11 @@ func TestReregister(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("%d ready records", len(recs))
 	}
-	var password string
-	for _, kv := range strings.Split(procEnviron(t, s.pid), "\x00") {
-		if v, ok := strings.CutPrefix(kv, "OPENCODE_SERVER_PASSWORD="); ok {
-			password = v
-		}
-	}
 	req, err := http.NewRequest(http.MethodPost, recs[0].Attrs["url"]+"/instance/dispose", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.SetBasicAuth(opencode.Username, password)
+	req.SetBasicAuth(opencode.Username, s.password(t))
 	before := len(s.ev.Statuses())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -541,4 +536,120 @@ func TestPermissionRejected(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(in.workDir, "made-it")); err == nil {
 		t.Fatal("the rejected command ran")
 	}
+}
+
+// TestAPIPinned: the server's own OpenAPI document (GET /doc) still has
+// every endpoint, request field and event the driver uses, so an OpenCode
+// upgrade that drops one fails here rather than in a turn.
+func TestAPIPinned(t *testing.T) {
+	e := newEnv(t)
+	in := e.register("oc")
+	s := e.open("T", in)
+	doc := s.get(t, e, "/doc")
+	var api struct {
+		Paths      map[string]map[string]json.RawMessage `json:"paths"`
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(doc, &api); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []struct{ method, path string }{
+		{"get", "/global/health"}, {"get", "/config/providers"}, {"get", "/event"},
+		{"get", "/mcp"}, {"post", "/mcp"}, {"post", "/session"}, {"get", "/session/status"},
+		{"post", "/session/{sessionID}/prompt_async"}, {"post", "/session/{sessionID}/abort"},
+		{"post", "/permission/{requestID}/reply"}, {"post", "/question/{requestID}/reject"},
+	} {
+		if _, ok := api.Paths[op.path][op.method]; !ok {
+			t.Errorf("GET /doc has no %s %s", strings.ToUpper(op.method), op.path)
+		}
+	}
+	// Request bodies: the fields the driver sends.
+	for _, body := range []struct {
+		method, path string
+		fields       []string
+	}{
+		{"post", "/mcp", []string{`"name"`, `"config"`}},
+		{"post", "/session", []string{`"title"`, `"permission"`}},
+		{"post", "/session/{sessionID}/prompt_async", []string{`"model"`, `"providerID"`, `"modelID"`, `"parts"`}},
+		{"post", "/permission/{requestID}/reply", []string{`"reply"`, `"reject"`}},
+	} {
+		raw := string(api.Paths[body.path][body.method])
+		for _, f := range body.fields {
+			if !strings.Contains(raw, f) {
+				t.Errorf("%s %s: its body has no %s", strings.ToUpper(body.method), body.path, f)
+			}
+		}
+	}
+	schemas := map[string][]string{
+		"McpRemoteConfig":             {`"url"`, `"headers"`, `"oauth"`, `"enabled"`},
+		"MCPStatusConnected":          {`"connected"`},
+		"MCPStatusFailed":             {`"failed"`, `"error"`},
+		"EventServerConnected":        {`"server.connected"`},
+		"EventServerInstanceDisposed": {`"server.instance.disposed"`},
+		"EventSessionStatus":          {`"session.status"`, `"sessionID"`},
+		"EventSessionIdle":            {`"session.idle"`},
+		"EventSessionError":           {`"session.error"`},
+		"EventMessageUpdated":         {`"message.updated"`, `"info"`},
+		"EventMessagePartUpdated":     {`"message.part.updated"`, `"part"`},
+		"EventPermissionAsked":        {`"permission.asked"`, `"permission"`, `"patterns"`},
+		"EventQuestionAsked":          {`"question.asked"`},
+		"AssistantMessage":            {`"role"`, `"completed"`},
+		"ToolPart":                    {`"tool"`, `"state"`},
+		"ToolStateCompleted":          {`"output"`},
+		"ToolStateError":              {`"error"`},
+		"TextPart":                    {`"text"`, `"synthetic"`, `"end"`},
+	}
+	for name, fields := range schemas {
+		raw := string(api.Components.Schemas[name])
+		if raw == "" {
+			t.Errorf("GET /doc has no schema %s", name)
+			continue
+		}
+		for _, f := range fields {
+			if !strings.Contains(raw, f) {
+				t.Errorf("schema %s has no %s", name, f)
+			}
+		}
+	}
+}
+
+// get calls the session's OpenCode server as the driver does (the test
+// runs as the runtime's user: the password is in the server's
+// environment, the URL in the driver's log).
+func (s *opened) get(t *testing.T, e *env, path string) []byte {
+	t.Helper()
+	recs := e.log.find("opencode session ready", "session", s.ID)
+	if len(recs) != 1 {
+		t.Fatalf("%d ready records", len(recs))
+	}
+	req, err := http.NewRequest(http.MethodGet, recs[0].Attrs["url"]+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(opencode.Username, s.password(t))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", path, resp.Status, err)
+	}
+	return body
+}
+
+// password is the server's basic-auth password, from its environment.
+func (s *opened) password(t *testing.T) string {
+	t.Helper()
+	for _, kv := range strings.Split(procEnviron(t, s.pid), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "OPENCODE_SERVER_PASSWORD="); ok {
+			return v
+		}
+	}
+	t.Fatal("no OPENCODE_SERVER_PASSWORD in the server's environment")
+	return ""
 }
