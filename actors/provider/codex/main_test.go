@@ -16,9 +16,19 @@ import (
 // session's reader and watcher must be gone once its app-server is) or an
 // app-server of its own running.
 func TestMain(m *testing.M) {
+	// Every test's directories, and so every CODEX_HOME of this package's
+	// app-servers, under one directory of this run: the leak check below
+	// then finds this package's processes only, not those of a package
+	// tested beside it (go test ./... runs packages in parallel).
+	root, err := os.MkdirTemp("", "codex-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("TMPDIR", root)
 	code := m.Run()
 	if code == 0 {
-		if left := leftAgents(); len(left) > 0 {
+		if left := leftAgents(root); len(left) > 0 {
 			fmt.Fprintf(os.Stderr, "FAIL: app-servers left running: %v\n", left)
 			code = 1
 		}
@@ -29,13 +39,14 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
+	os.RemoveAll(root)
 	os.Exit(code)
 }
 
 // leftAgents returns the processes (after a short grace for the last
-// reaping) whose CODEX_HOME is under a test's temporary directory.
-func leftAgents() []string {
-	prefix := []byte("CODEX_HOME=" + filepath.Join(os.TempDir(), "Test"))
+// reaping) whose CODEX_HOME is under root, this run's directory.
+func leftAgents(root string) []string {
+	prefix := []byte("CODEX_HOME=" + root + string(filepath.Separator))
 	var left []string
 	for range 50 {
 		left = left[:0]
