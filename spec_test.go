@@ -203,6 +203,10 @@ var mcpMethodPrefixes = map[string]bool{
 	"sampling": true, "elicitation": true, "roots": true, "logging": true, "subscriptions": true, "server": true,
 }
 
+// agentsFiles are files an agent reads in its own project or home, named
+// in the drivers' docs, not files of this repository.
+var agentsFiles = map[string]bool{"opencode.json": true}
+
 // pathExts are the extensions that make a lone word (no slash) a file
 // name: "backend.go", "README.md".
 var pathExts = []string{".go", ".md", ".sh", ".json", ".txtar", ".mut", ".py", ".toml", ".golden", ".mod", ".sum", ".png"}
@@ -316,7 +320,7 @@ func citedPaths(word string, tops map[string]bool) []string {
 			}
 		}
 	}
-	if !isPath {
+	if !isPath || agentsFiles[w] {
 		return nil
 	}
 	return expandBraces(w)
