@@ -46,6 +46,7 @@ type Model struct {
 	URL string
 
 	done chan struct{} // closed when the model closes: held answers give up
+	srv  *httptest.Server
 
 	mu       sync.Mutex // guards the fields below
 	requests []ModelRequest
@@ -58,14 +59,26 @@ type Model struct {
 // test ends, held answers ("sleep") abandoned first.
 func NewModel(t testing.TB) *Model {
 	t.Helper()
-	m := &Model{done: make(chan struct{}), seen: map[string]bool{}}
-	srv := httptest.NewServer(http.HandlerFunc(m.serve))
-	m.URL = srv.URL
-	t.Cleanup(func() {
-		close(m.done)
-		srv.Close()
-	})
+	m := StartModel()
+	t.Cleanup(m.Close)
 	return m
+}
+
+// StartModel starts a scripted model on 127.0.0.1 outside a test (for
+// examples/scriptedmodel, which serves it to `make demo`); the caller
+// closes it.
+func StartModel() *Model {
+	m := &Model{done: make(chan struct{}), seen: map[string]bool{}}
+	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
+	m.URL = m.srv.URL
+	return m
+}
+
+// Close stops the model, held answers ("sleep") abandoned first. It is
+// called once.
+func (m *Model) Close() {
+	close(m.done)
+	m.srv.Close()
 }
 
 // ToolResults returns the text of every tool result the model saw, in
