@@ -22,10 +22,11 @@ run-cluster: ## three runtime nodes and a development etcd on loopback (n1 runs 
 	bash scripts/run-cluster.sh
 
 .PHONY: demo
-demo: ## the whole story over real HTTP on free loopback ports, with real agent processes; fails if a step deviates
+demo: ## the whole story over real HTTP on free loopback ports, with real agent processes (and the real agent CLIs, when installed); fails if a step deviates
 	$(GO) build -o bin/runtime ./cmd/runtime
 	$(GO) build -o bin/agent ./examples/agent
-	bash scripts/demo.sh bin/runtime bin/agent
+	$(GO) build -o bin/scriptedmodel ./examples/scriptedmodel
+	bash scripts/demo.sh bin/runtime bin/agent bin/scriptedmodel
 
 .PHONY: test-deps
 test-deps: ## install what the tests need besides Go when missing: the TypeScript SDK clients and the agent CLIs (npm, pinned) and Chromium (apt-get)

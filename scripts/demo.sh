@@ -5,22 +5,37 @@
 # deviates from the expected outcome. The server it started is stopped by
 # PID (SIGTERM) and must exit 0.
 #
-# Usage: scripts/demo.sh [path/to/runtime [path/to/agent]]
-#        (default: bin/runtime and bin/agent, built by `make demo`)
+# When the agent CLIs pinned in e2e/agents are installed (make test-deps),
+# the story is told again with them: Codex and OpenCode (the drivers of
+# runtime serve) on one thread, answered by a scripted model on loopback
+# (examples/scriptedmodel), each step through `runtime admin …`. Without
+# them that part says so and is left out.
+#
+# Usage: scripts/demo.sh [path/to/runtime [path/to/agent [path/to/scriptedmodel]]]
+#        (default: bin/runtime, bin/agent and bin/scriptedmodel, built by `make demo`)
 set -euo pipefail
 
 BIN=${1:-bin/runtime}
 AGENT=${2:-bin/agent}
-for b in "$BIN" "$AGENT"; do
+MODEL=${3:-bin/scriptedmodel}
+for b in "$BIN" "$AGENT" "$MODEL"; do
   [[ -x $b ]] || { echo "demo: $b is not an executable; run make demo" >&2; exit 2; }
 done
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 AGENT=$(cd "$(dirname "$AGENT")" && pwd)/$(basename "$AGENT")
+MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
+CLIS=$(cd "$(dirname "$0")/.." && pwd)/e2e/agents/node_modules/.bin
+
+# The real agents of the story's second telling, by driver kind; each needs
+# its CLI in $CLIS. (Claude Code joins as "claude" once its driver lands.)
+REAL_AGENTS=(codex opencode)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcpruntime-demo.XXXXXX")
 LOG=$WORK/server.log
 SERVER_PID=
+MODEL_PID=
 cleanup() {
+  if [[ -n $MODEL_PID ]]; then kill -TERM "$MODEL_PID" 2>/dev/null || true; fi
   if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
     kill -TERM "$SERVER_PID" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
@@ -33,6 +48,9 @@ trap cleanup EXIT
 # Settings for both the server and the CLI, by their one set of names.
 export RUNTIME_ADMIN_TOKEN_FILE=$WORK/admin-token
 unset RUNTIME_ADMIN_TOKEN RUNTIME_CONFIG RUNTIME_ADMIN_URL
+# The real agents' model key (their instances' apiKeyEnv): the scripted
+# model takes any.
+export DEMO_MODEL_KEY=demo-model-key-$RANDOM$RANDOM
 
 FAILED=0
 if [[ -t 1 ]]; then G=$'\033[32m' R=$'\033[31m' N=$'\033[0m'; else G= R= N=; fi
@@ -181,6 +199,158 @@ grep -F "session=$PS_CLAUDE " "$LOG" | grep -qF 'msg="provider process exited"' 
 wait_agent "codex's agent still calls" "$PS_CODEX" "$OK" 3
 admin "delete t2: every credential of t2 is revoked" thread delete t2
 wait_agent "codex's agent now gets 401" "$PS_CODEX" "$DENIED" 2
+
+# The second telling, with real agents. Instances are named after their
+# kind with "-agent" ("codex" is the exec instance above).
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+
+# agent_config KIND: the instance config of a real agent against the model.
+agent_config() {
+  local kind=$1 dir=$WORK/$1-agent
+  mkdir -p "$dir/sessions" "$dir/project" "$dir/home"
+  case $kind in
+  codex) printf '{"command":"%s","inheritEnv":["PATH"],"env":{"HOME":"%s"},"configDir":"%s","baseURL":"%s/v1","model":"scripted","apiKeyEnv":"DEMO_MODEL_KEY","grace":"3s"}' \
+      "$CLIS/codex" "$dir/home" "$dir/sessions" "$MODEL_URL" ;;
+  opencode) printf '{"command":"%s","dir":"%s","env":{"npm_config_offline":"true"},"configDir":"%s","baseURL":"%s/v1","model":"scripted","apiKeyEnv":"DEMO_MODEL_KEY","grace":"3s"}' \
+      "$CLIS/opencode" "$dir/project" "$dir/sessions" "$MODEL_URL" ;;
+  *) echo "demo: no configuration for agent kind $kind" >&2; return 1 ;;
+  esac
+}
+
+# refused STEP CODE ARGS…: a `runtime admin …` that must fail with CODE.
+refused() {
+  local step=$1 code=$2; shift 2
+  if "$BIN" admin "$@" >/dev/null 2>"$WORK/err"; then fail "$step: succeeded, want $code"
+  elif grep -qF ": $code:" "$WORK/err"; then ok "$step: refused $code"
+  else fail "$step: $(cat "$WORK/err"), want $code"; fi
+}
+
+# turn STEP KIND INPUT: a run of KIND-agent on t3 whose input is its agent's
+# turn; sets RUN.
+turn() {
+  admin "$1" run start t3 "$2-agent" --input "$3" -f runId
+  RUN=$OUT
+}
+
+# turn_end STEP RUN [OUTCOME]: wait for the turn's end on the event stream
+# (`runtime admin events`); EVENTS gets its records, a JSON line each.
+turn_end() {
+  local step=$1 run=$2 want=${3:-completed}
+  if ! EVENTS=$("$BIN" admin events --thread t3 --after 0 --turn "$run" --until turn.ended --timeout 90s 2>"$WORK/err"); then
+    fail "$step: $(cat "$WORK/err")"; EVENTS=; return
+  fi
+  local kinds state
+  kinds=$(sed -n 's/.*"kind":"\([^"]*\)".*/\1/p' <<<"$EVENTS" | xargs)
+  state=$(tail -n1 <<<"$EVENTS" | sed -n 's/.*"state":"\([^"]*\)".*/\1/p')
+  [[ $state == "$want" ]] && ok "$step: $kinds" || fail "$step: ended $state, want $want: $EVENTS"
+}
+
+# told STEP WORDS: the turn's last tool result, as its agent reported it
+# (what it hands its model), holds WORDS.
+told() {
+  local line
+  line=$(grep -F '"kind":"agent.tool_result"' <<<"$EVENTS" | tail -n1)
+  grep -qF -- "$2" <<<"$line" && ok "$1: the agent is told ${2}" || fail "$1: tool result ${line:-none}, want $2"
+}
+
+# group_gone STEP SESSION: no process is left of the session's agent (the
+# process groups the server's log names for it).
+group_gone() {
+  local pids left=
+  pids=$(grep -F "session=$2 " "$LOG" | grep -E 'msg="(codex app-server|provider process) started"' | sed -n 's/.* pid=\([0-9]*\).*/\1/p')
+  [[ -n $pids ]] || { fail "$1: the log names no process of $2"; return; }
+  for pid in $pids; do left+=$(ps -e -o pgid=,pid= | awk -v g="$pid" '$1 == g {printf " %s", $2}'); done
+  [[ -z $left ]] && ok "$1: no process left (groups $(xargs <<<"$pids"))" || fail "$1: processes$left left"
+}
+
+real_agents() {
+  local first=${REAL_AGENTS[0]} second=${REAL_AGENTS[1]} kind t0
+  "$MODEL" >"$WORK/model.url" 2>"$WORK/model.log" &
+  MODEL_PID=$!
+  for _ in $(seq 50); do [[ -s $WORK/model.url ]] && break; sleep 0.1; done
+  MODEL_URL=$(head -n1 "$WORK/model.url")
+  [[ $MODEL_URL == http://127.0.0.1:* ]] && ok "scripted model (pid $MODEL_PID) at $MODEL_URL" || { fail "the scripted model did not start"; return; }
+
+  declare -A PS
+  for kind in "${REAL_AGENTS[@]}"; do
+    admin "instance $kind-agent (driver $kind)" instance create "$kind-agent" --driver "$kind" --driver-config "$(agent_config "$kind")"
+  done
+  admin "thread t3 on $first-agent" thread create t3 --instance "$first-agent"
+  for kind in "${REAL_AGENTS[@]}"; do
+    t0=$(date +%s%N)
+    admin "provider session (t3, $kind-agent) starts $kind" provider-session open t3 "$kind-agent" -f providerSessionId
+    PS[$kind]=$OUT
+    ok "$kind is up, its MCP connection to the runtime too, in $(ms_since "$t0") ms"
+  done
+
+  say "$first posts; the run is its turn"
+  turn "$first's turn" "$first" 'call thread_post {"text":"from '"$first"'"}'
+  turn_end "$first's turn" "$RUN"
+  admin "thread t3" thread get t3
+  grep -qF '"from '"$first"'"' <<<"$OUT" && ok "t3 holds $first's post" || fail "t3 lacks $first's post"
+  [[ $OUT == *'"run": null'* ]] && ok "the run ended with the turn" || fail "t3 still has a run: $OUT"
+
+  say "Switch to $second while $first's turn waits for its model; $first's post is refused"
+  turn "$first's slow turn" "$first" 'sleep 4s then call thread_post {"text":"'"$first"', too late"}'
+  local late=$RUN
+  admin "switch t3 to $second-agent: ends $first's run" thread switch t3 "$second-agent" -f endedRun
+  [[ $OUT == "$late" ]] && ok "the switch ended $late" || fail "the switch ended ${OUT:-no run}, want $late"
+  turn "$second's turn" "$second" 'call thread_post {"text":"from '"$second"'"}'
+  turn_end "$second's turn" "$RUN"
+  turn_end "$first's slow turn" "$late"
+  told "$first's late post" parent_not_active
+  refused "a run of $first-agent" not_current_instance run start t3 "$first-agent" --input 'call thread_read {}'
+
+  say "Back to $first: both agents' sessions are open, both credentials live"
+  admin "switch t3 back to $first-agent" thread switch t3 "$first-agent"
+  for kind in "$first" "$second"; do
+    admin "re-open (t3, $kind-agent)" provider-session open t3 "$kind-agent" -f reused
+    [[ $OUT == true ]] && ok "the same session ${PS[$kind]}" || fail "re-open of (t3, $kind-agent) was not a reuse: $OUT"
+  done
+  turn "$first reads" "$first" 'call thread_read {}'
+  turn_end "$first reads" "$RUN"
+  told "$first reads" "from $second"
+
+  say "Rotate $first's credential mid-conversation"
+  admin "rotate (t3, $first-agent)" thread rotate t3 "$first-agent" -f credentialId
+  local cred=$OUT
+  turn "$first posts again" "$first" 'call thread_post {"text":"after the rotation"}'
+  turn_end "$first posts again" "$RUN"
+  admin "thread t3" thread get t3
+  grep -qF '"author": "cred:'"$cred"'"' <<<"$OUT" && ok "the post is by the new credential $cred" || fail "no post by $cred: $OUT"
+
+  say "Archive t3 while both agents wait for their model: each one's next call is refused"
+  admin "switch t3 to $second-agent" thread switch t3 "$second-agent"
+  turn "$second's slow read" "$second" 'sleep 8s then call thread_read {}'
+  local late2=$RUN
+  admin "switch t3 to $first-agent" thread switch t3 "$first-agent"
+  turn "$first's slow read" "$first" 'sleep 4s then call thread_read {}'
+  local late1=$RUN
+  admin "archive t3" thread archive t3 -f status
+  [[ $OUT == archived ]] && ok "t3 is archived" || fail "archive: $OUT"
+  turn_end "$first's slow read" "$late1"
+  told "$first's read" "Authentication required"
+  turn_end "$second's slow read" "$late2"
+  told "$second's read" "unauthorized"
+  refused "a run on t3" thread_archived run start t3 "$first-agent"
+
+  say "Release the agents' sessions: no process is left"
+  for kind in "${REAL_AGENTS[@]}"; do
+    admin "release $kind's session" provider-session release "${PS[$kind]}"
+    group_gone "$kind" "${PS[$kind]}"
+  done
+  kill -TERM "$MODEL_PID" && wait "$MODEL_PID" && ok "scripted model stopped" || fail "scripted model exited non-zero"
+  MODEL_PID=
+}
+
+say "Real agents: ${REAL_AGENTS[*]} on thread t3, answered by a scripted model"
+missing=()
+for kind in "${REAL_AGENTS[@]}"; do [[ -x $CLIS/$kind ]] || missing+=("$kind"); done
+if (( ${#missing[@]} > 0 )); then
+  echo "  skipped: the agent CLIs ${missing[*]} are not installed in $CLIS (make test-deps installs them)"
+else
+  real_agents
+fi
 
 say "Stop the server (SIGTERM to pid $SERVER_PID)"
 kill -TERM "$SERVER_PID"

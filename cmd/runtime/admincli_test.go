@@ -310,3 +310,48 @@ func TestAdminCLIThreadListFollowsCursor(t *testing.T) {
 		t.Errorf("--limit 2: exit %d, printed %s, queries %q", code, stdout, q)
 	}
 }
+
+// TestAdminCLIEvents: `admin events` asks for the stream with its filters,
+// prints each record a line (or one field of it), keeps only --turn's, stops
+// after --until's kind, and fails when the stream ends before it.
+func TestAdminCLIEvents(t *testing.T) {
+	f := newFakeAdmin(t)
+	env := map[string]string{"RUNTIME_ADMIN_TOKEN": "admintok", "RUNTIME_ADMIN_URL": f.URL}
+	stream := ": keep-alive\n\n" +
+		"id: 1\nevent: agent.turn_started\ndata: {\"id\":1,\"kind\":\"agent.turn_started\",\"turn\":\"r1\"}\n\n" +
+		"id: 2\nevent: agent.message\ndata: {\"id\":2,\"kind\":\"agent.message\",\"turn\":\"r2\",\"text\":\"other\"}\n\n" +
+		"event: gap\ndata: {\"from\":3,\"to\":4}\n\n" +
+		"id: 5\nevent: turn.ended\ndata: {\"id\":5,\"kind\":\"turn.ended\",\"turn\":\"r1\",\"state\":\"completed\"}\n\n" +
+		"id: 6\nevent: session.closed\ndata: {\"id\":6,\"kind\":\"session.closed\"}\n\n"
+	for _, tc := range []struct {
+		name, args, path, want, wantErr string
+	}{
+		{"everything until the stream ends", "events", "/admin/v1/events",
+			`{"id":1,"kind":"agent.turn_started","turn":"r1"}` + "\n" + `{"id":2,"kind":"agent.message","turn":"r2","text":"other"}` + "\n" +
+				`{"kind":"gap","missed":{"from":3,"to":4}}` + "\n" + `{"id":5,"kind":"turn.ended","turn":"r1","state":"completed"}` + "\n" + `{"id":6,"kind":"session.closed"}` + "\n", ""},
+		{"a turn until its end", "events --thread t1 --after 0 --turn r1 --until turn.ended", "/admin/v1/events?after=0&thread=t1",
+			`{"id":1,"kind":"agent.turn_started","turn":"r1"}` + "\n" + `{"id":5,"kind":"turn.ended","turn":"r1","state":"completed"}` + "\n", ""},
+		{"one field", "-f kind events --instance codex --until turn.ended", "/admin/v1/events?instance=codex",
+			"agent.turn_started\nagent.message\ngap\nturn.ended\n", ""},
+		{"the stream ends first", "events --turn r2 --until turn.ended", "/admin/v1/events",
+			`{"id":2,"kind":"agent.message","turn":"r2","text":"other"}` + "\n", "the event stream ended before a turn.ended record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.respond(200, stream)
+			code, stdout, stderr := runCLI(context.Background(), env, append([]string{"admin"}, strings.Fields(tc.args)...)...)
+			if tc.wantErr == "" && code != 0 || tc.wantErr != "" && (code != 1 || !strings.Contains(stderr, tc.wantErr)) {
+				t.Errorf("exit %d, stderr %q; want error %q", code, stderr, tc.wantErr)
+			}
+			if stdout != tc.want {
+				t.Errorf("printed\n%s\nwant\n%s", stdout, tc.want)
+			}
+			if reqs := f.requests(); len(reqs) != 1 || reqs[0].Method != "GET" || reqs[0].Path != tc.path || reqs[0].Auth != "Bearer admintok" {
+				t.Errorf("requests %+v, want one GET %s", reqs, tc.path)
+			}
+		})
+	}
+	f.respond(503, `{"error":"unavailable","message":"too many event streams open; retry later"}`)
+	if code, _, stderr := runCLI(context.Background(), env, "admin", "events"); code != 1 || !strings.Contains(stderr, "503 Service Unavailable: unavailable: too many") {
+		t.Errorf("a refused stream: exit %d %q", code, stderr)
+	}
+}
