@@ -213,8 +213,16 @@ agent_config() {
       "$CLIS/codex" "$dir/home" "$dir/sessions" "$MODEL_URL" ;;
   opencode) printf '{"command":"%s","dir":"%s","env":{"npm_config_offline":"true"},"configDir":"%s","baseURL":"%s/v1","model":"scripted","apiKeyEnv":"DEMO_MODEL_KEY","grace":"3s"}' \
       "$CLIS/opencode" "$dir/project" "$dir/sessions" "$MODEL_URL" ;;
+  claude) printf '{"command":"%s","dir":"%s","configDir":"%s","baseURL":"%s","model":"scripted","apiKeyEnv":"DEMO_MODEL_KEY","grace":"3s"}' \
+      "$CLIS/claude" "$dir/project" "$dir/sessions" "$MODEL_URL" ;;
   *) echo "demo: no configuration for agent kind $kind" >&2; return 1 ;;
   esac
+}
+
+# revoked KIND: what an agent tells its model when a call's token is
+# revoked (the runtime's 401, in the agent's words).
+revoked() {
+  case $1 in codex) echo "Authentication required" ;; opencode) echo "unauthorized" ;; *) echo 401 ;; esac
 }
 
 # refused STEP CODE ARGS…: a `runtime admin …` that must fail with CODE.
@@ -257,7 +265,7 @@ told() {
 # process groups the server's log names for it).
 group_gone() {
   local pids left=
-  pids=$(grep -F "session=$2 " "$LOG" | grep -E 'msg="(codex app-server|provider process) started"' | sed -n 's/.* pid=\([0-9]*\).*/\1/p')
+  pids=$(grep -F "session=$2 " "$LOG" | grep -E 'msg="(codex app-server|provider process|claude) started"' | sed -n 's/.* pid=\([0-9]*\).*/\1/p')
   [[ -n $pids ]] || { fail "$1: the log names no process of $2"; return; }
   for pid in $pids; do left+=$(ps -e -o pgid=,pid= | awk -v g="$pid" '$1 == g {printf " %s", $2}'); done
   [[ -z $left ]] && ok "$1: no process left (groups $(xargs <<<"$pids"))" || fail "$1: processes$left left"
@@ -319,6 +327,15 @@ real_agents() {
   admin "thread t3" thread get t3
   grep -qF '"author": "cred:'"$cred"'"' <<<"$OUT" && ok "the post is by the new credential $cred" || fail "no post by $cred: $OUT"
 
+  for kind in "${REAL_AGENTS[@]:2}"; do
+    say "$kind takes a turn too"
+    admin "switch t3 to $kind-agent" thread switch t3 "$kind-agent"
+    turn "$kind's turn" "$kind" 'call thread_post {"text":"from '"$kind"'"}'
+    turn_end "$kind's turn" "$RUN"
+    admin "thread t3" thread get t3
+    grep -qF '"from '"$kind"'"' <<<"$OUT" && ok "t3 holds $kind's post" || fail "t3 lacks $kind's post"
+  done
+
   say "Archive t3 while both agents wait for their model: each one's next call is refused"
   admin "switch t3 to $second-agent" thread switch t3 "$second-agent"
   turn "$second's slow read" "$second" 'sleep 8s then call thread_read {}'
@@ -329,9 +346,9 @@ real_agents() {
   admin "archive t3" thread archive t3 -f status
   [[ $OUT == archived ]] && ok "t3 is archived" || fail "archive: $OUT"
   turn_end "$first's slow read" "$late1"
-  told "$first's read" "Authentication required"
+  told "$first's read" "$(revoked "$first")"
   turn_end "$second's slow read" "$late2"
-  told "$second's read" "unauthorized"
+  told "$second's read" "$(revoked "$second")"
   refused "a run on t3" thread_archived run start t3 "$first-agent"
 
   say "Release the agents' sessions: no process is left"

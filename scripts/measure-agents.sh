@@ -11,7 +11,7 @@
 #             until `runtime admin events --until turn.ended` returns (two
 #             CLI processes included, a few ms each): a text answer ("hello")
 #             and one MCP tool call (thread_post)
-#   one-shot  the same CLI's one-shot mode (codex exec, opencode run) with
+#   one-shot  the same CLI's one-shot mode (codex exec, opencode run, claude -p) with
 #             the same prompt against the same model: process start, model
 #             request, answer, exit
 #
@@ -28,7 +28,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$ROOT/bin/runtime
 MODEL=$ROOT/bin/scriptedmodel
 CLIS=$ROOT/e2e/agents/node_modules/.bin
-AGENTS=(codex opencode)
+AGENTS=(codex opencode) # claude too, once its driver lands
 for b in "$BIN" "$MODEL"; do [[ -x $b ]] || { echo "measure: $b missing (make build; go build -o bin/scriptedmodel ./examples/scriptedmodel)" >&2; exit 2; }; done
 for a in "${AGENTS[@]}"; do [[ -x $CLIS/$a ]] || { echo "measure: $CLIS/$a missing (make test-deps)" >&2; exit 2; }; done
 
@@ -73,7 +73,7 @@ rss_mib() {
 }
 
 # groups SESSION: the process groups the log names for a session.
-groups() { grep -F "session=$1 " "$LOG" | grep -E 'msg="(codex app-server|provider process) started"' | sed -n 's/.* pid=\([0-9]*\).*/\1/p'; }
+groups() { grep -F "session=$1 " "$LOG" | grep -E 'msg="(codex app-server|provider process|claude) started"' | sed -n 's/.* pid=\([0-9]*\).*/\1/p'; }
 
 config() {
   local dir=$WORK/$1
@@ -83,6 +83,8 @@ config() {
       "$CLIS/codex" "$dir/home" "$dir/sessions" "$MODEL_URL" ;;
   opencode) printf '{"command":"%s","dir":"%s","env":{"npm_config_offline":"true"},"configDir":"%s","baseURL":"%s/v1","model":"scripted","apiKeyEnv":"MEASURE_MODEL_KEY","grace":"3s"}' \
       "$CLIS/opencode" "$dir/project" "$dir/sessions" "$MODEL_URL" ;;
+  claude) printf '{"command":"%s","dir":"%s","configDir":"%s","baseURL":"%s","model":"scripted","apiKeyEnv":"MEASURE_MODEL_KEY","grace":"3s"}' \
+      "$CLIS/claude" "$dir/project" "$dir/sessions" "$MODEL_URL" ;;
   esac
 }
 
@@ -120,6 +122,10 @@ EOF
       OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_DEFAULT_PLUGINS=1 \
       OPENCODE_DISABLE_LSP_DOWNLOAD=1 OPENCODE_DISABLE_SHARE=1 OPENCODE_DISABLE_CLAUDE_CODE=1 \
       "$CLIS/opencode" run -m fake/scripted "$prompt" </dev/null 2>"$dir/err") ;;
+  claude)
+    out=$(cd "$dir" && env -i PATH="$PATH" HOME="$dir/home" ANTHROPIC_BASE_URL="$MODEL_URL" ANTHROPIC_API_KEY=dummy \
+      DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_ERROR_REPORTING=1 \
+      "$CLIS/claude" -p "$prompt" --strict-mcp-config </dev/null 2>"$dir/err") ;;
   esac
   ms "$t0"
   grep -q "ok: $prompt" <<<"$out" || { echo "measure: $kind one-shot printed: $out $(tail -5 "$dir/err")" >&2; touch "$WORK/failed"; }

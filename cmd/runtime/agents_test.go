@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -148,7 +149,7 @@ func TestAgentsStory(t *testing.T) {
 	if rot.CredentialID == "" || rot.CredentialID == old.credential || !strings.HasPrefix(rot.Authorization, "Bearer ") {
 		t.Fatalf("rotate answered %+v", rot)
 	}
-	s.tokens = append(s.tokens, strings.TrimPrefix(rot.Authorization, "Bearer "))
+	s.addToken(first, rot.Authorization)
 	s.agents[first].credential = rot.CredentialID
 	run = s.turn(first, `call thread_post {"text":"after the rotation"}`)
 	s.waitTurnEnd(run)
@@ -227,7 +228,7 @@ func TestAgentsStory(t *testing.T) {
 	if code := s.stop(); code != 0 {
 		t.Fatalf("runtime exited %d after SIGTERM; log:\n%s", code, s.logs.String())
 	}
-	for _, secret := range append(slices.Clone(s.tokens), storyKey) {
+	for secret := range s.secrets() {
 		if leaks := agenttest.Leaks(secret, nil, nil, []byte(s.logs.String())); len(leaks) > 0 {
 			t.Errorf("a secret is in the server's log after its exit: %v", leaks)
 		}
@@ -262,6 +263,9 @@ func agentConfig(t *testing.T, kind, modelURL, configDir, workDir, home string) 
 	case "opencode":
 		c["dir"] = workDir
 		c["env"] = map[string]string{"npm_config_offline": "true"}
+	case "claude":
+		c["baseURL"] = modelURL // Claude Code posts to <baseURL>/v1/messages
+		c["dir"] = workDir
 	default:
 		t.Fatalf("agentConfig: no configuration for kind %q", kind)
 	}
@@ -282,8 +286,8 @@ type story struct {
 	logs     *syncBuffer
 	stop     func() int
 	agents   map[string]*storyAgent
-	tokens   []string // every token minted
-	dirs     []string // every directory an agent may write to
+	tokens   map[string]string // every token minted (and the admin token): the agent kind holding it, "" for none
+	dirs     []string          // every directory an agent may write to
 
 	mu     sync.Mutex // guards events
 	events []storyEvent
@@ -325,7 +329,7 @@ func startStory(t *testing.T, ctx context.Context) *story {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	s.http = &http.Client{Transport: tr}
-	s.tokens = append(s.tokens, s.token)
+	s.tokens = map[string]string{s.token: ""}
 	s.dirs = append(s.dirs, s.home, dir)
 
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
@@ -499,7 +503,7 @@ func (s *story) open(kind string) {
 	}
 	a := s.agents[kind]
 	a.session, a.credential, a.authorization = ps.ProviderSessionID, ps.CredentialID, ps.Authorization
-	s.tokens = append(s.tokens, strings.TrimPrefix(ps.Authorization, "Bearer "))
+	s.addToken(kind, ps.Authorization)
 	var rss int
 	for _, pid := range s.pids(a.session) {
 		rss += rssKiB(processGroup(pid))
@@ -651,6 +655,10 @@ func (s *story) refused(results []string, words string) bool {
 	return slices.ContainsFunc(results, func(r string) bool { return strings.Contains(r, words) })
 }
 
+// startedMsgs are the drivers' log messages that name an agent process
+// they started ("pid").
+var startedMsgs = map[string]bool{"codex app-server started": true, "provider process started": true, "claude started": true}
+
 // pids are the process (group) ids of a session's agent processes, from
 // the server's log.
 func (s *story) pids(session string) []int {
@@ -664,7 +672,7 @@ func (s *story) pids(session string) []int {
 		if json.Unmarshal([]byte(line), &rec) != nil || rec.Session != session || rec.PID == 0 {
 			continue
 		}
-		if rec.Msg == "codex app-server started" || rec.Msg == "provider process started" {
+		if startedMsgs[rec.Msg] {
 			out = append(out, rec.PID)
 		}
 	}
@@ -674,12 +682,34 @@ func (s *story) pids(session string) []int {
 	return out
 }
 
+// tokenFiles are the agent kinds whose driver writes the token into a
+// 0600 file in the session's private directory (Claude Code's
+// --mcp-config); the others keep it in memory or the environment only.
+var tokenFiles = map[string]bool{"claude": true}
+
+// addToken records a token minted for kind's agent.
+func (s *story) addToken(kind, authorization string) {
+	s.tokens[strings.TrimPrefix(authorization, "Bearer ")] = kind
+}
+
+// secrets are every token and the model key, each with the agent kind
+// that holds it ("" for none).
+func (s *story) secrets() map[string]string {
+	out := maps.Clone(s.tokens)
+	out[storyKey] = ""
+	return out
+}
+
 // checkLeaks: no token, nor the model key, in any argv, the server's log
 // or a file under the agents' directories.
 func (s *story) checkLeaks() {
 	s.t.Helper()
-	for _, secret := range append(slices.Clone(s.tokens), storyKey) {
-		if leaks := agenttest.Leaks(secret, nil, s.dirs, []byte(s.logs.String())); len(leaks) > 0 {
+	for secret, kind := range s.secrets() {
+		var allow []string
+		if tokenFiles[kind] {
+			allow = []string{s.agents[kind].configDir} // its session's private directory
+		}
+		if leaks := agenttest.Leaks(secret, allow, s.dirs, []byte(s.logs.String())); len(leaks) > 0 {
 			s.t.Errorf("a secret is out of place: %v", leaks)
 		}
 	}
