@@ -306,7 +306,7 @@ func (s *session) abandon(a *agent) {
 	s.mu.Lock()
 	a.retired = true
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.d.cfg.Grace)+killMargin)
+	ctx, cancel := context.WithTimeout(context.Background(), s.d.cfg.CloseBudget())
 	defer cancel()
 	_ = a.proc.Stop(ctx, time.Duration(s.d.cfg.Grace))
 	<-a.gone
@@ -322,7 +322,7 @@ func (s *session) Attach(ctx context.Context, b driver.Binding) error {
 	if b.Authorization == "" {
 		return nil
 	}
-	token, err := bearer(b.Authorization)
+	token, err := agentproc.Bearer(b.Authorization)
 	if err != nil {
 		return fmt.Errorf("codex: rotate session %s: %w", s.id, err)
 	}

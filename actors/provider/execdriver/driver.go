@@ -39,7 +39,6 @@ package execdriver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -54,19 +53,9 @@ const Kind = "exec"
 // Factory returns the [driver.Factory] to register under [Kind]. Process
 // output is logged to logger.
 func Factory(logger *slog.Logger) driver.Factory {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return func(instance string, raw json.RawMessage) (driver.Driver, error) {
-		cfg, path, err := ParseConfig(raw)
-		if err != nil {
-			return nil, err
-		}
-		if err := agentproc.Supported(); err != nil {
-			return nil, err
-		}
-		return &execDriver{cfg: cfg, path: path, logger: logger.With("instance", instance)}, nil
-	}
+	return agentproc.Factory(logger, ParseConfig, func(cfg Config, path string, logger *slog.Logger) driver.Driver {
+		return &execDriver{cfg: cfg, path: path, logger: logger}
+	})
 }
 
 type execDriver struct {
@@ -77,14 +66,12 @@ type execDriver struct {
 
 func (d *execDriver) MultiThread() bool { return false }
 
-// killMargin is what a Close may take beyond the grace: SIGKILL, then the
-// process reaped and its output drained.
-const killMargin = 5 * time.Second
-
 // CloseBudget implements [driver.CloseBudgeter]: a Close gives the
 // process its whole grace, however long, and then kills it; the runtime's
 // bound on driver calls (Config.OpenTimeout) does not cut the grace short.
-func (d *execDriver) CloseBudget() time.Duration { return time.Duration(d.cfg.Grace) + killMargin }
+func (d *execDriver) CloseBudget() time.Duration {
+	return time.Duration(d.cfg.Grace) + agentproc.KillMargin
+}
 
 func (d *execDriver) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	if req.Binding.Authorization == "" {

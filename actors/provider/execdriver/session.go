@@ -49,7 +49,7 @@ func start(ctx context.Context, d *execDriver, req driver.OpenRequest) (*session
 	}
 	proc, err := agentproc.Start(agentproc.Spec{
 		Path: d.path, Args: args, Dir: d.cfg.Dir, Env: environ(d.cfg, file, req), Logger: logger,
-		Redact: []string{token(b.Authorization)},
+		Redact: []string{agentproc.Secret(b.Authorization)},
 	})
 	if err != nil {
 		os.Remove(file)
@@ -111,12 +111,6 @@ func stderrTail(p *agentproc.Proc) string {
 	return ""
 }
 
-// token is the secret of an Authorization header value, "Bearer <token>".
-func token(authorization string) string {
-	_, tok, _ := strings.Cut(authorization, " ")
-	return tok
-}
-
 // exitedAtOnce is Open's error for a process that exited within
 // StartupWait; call it once done is closed.
 func (s *session) exitedAtOnce() error {
@@ -138,7 +132,7 @@ func (s *session) Attach(ctx context.Context, b driver.Binding) error {
 	if s.exited {
 		return fmt.Errorf("exec: session %s: process has exited", s.id)
 	}
-	s.proc.Redact(token(b.Authorization))
+	s.proc.Redact(agentproc.Secret(b.Authorization))
 	return rewriteConfig(s.file, s.cfg.ServerName, b)
 }
 

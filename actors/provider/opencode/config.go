@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/agenthost/mcpruntime/actors/provider/agentproc"
@@ -208,7 +207,3 @@ func fileConfig(c Config) ([]byte, error) {
 	}
 	return json.MarshalIndent(m, "", "  ")
 }
-
-// killMargin is what a Close may take beyond the grace: SIGKILL, then the
-// process reaped and its output drained.
-const killMargin = 5 * time.Second

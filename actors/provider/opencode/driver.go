@@ -2,7 +2,6 @@ package opencode
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -17,19 +16,9 @@ const Kind = "opencode"
 // Factory returns the [driver.Factory] to register under [Kind]. The
 // server's logs are logged to logger, a record per line.
 func Factory(logger *slog.Logger) driver.Factory {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return func(instance string, raw json.RawMessage) (driver.Driver, error) {
-		cfg, path, err := ParseConfig(raw)
-		if err != nil {
-			return nil, err
-		}
-		if err := agentproc.Supported(); err != nil {
-			return nil, err
-		}
-		return &ocDriver{cfg: cfg, path: path, logger: logger.With("instance", instance)}, nil
-	}
+	return agentproc.Factory(logger, ParseConfig, func(cfg Config, path string, logger *slog.Logger) driver.Driver {
+		return &ocDriver{cfg: cfg, path: path, logger: logger}
+	})
 }
 
 type ocDriver struct {
@@ -43,7 +32,7 @@ func (d *ocDriver) MultiThread() bool { return false }
 
 // CloseBudget implements [driver.CloseBudgeter]: a Close gives the server
 // its whole grace, then kills it.
-func (d *ocDriver) CloseBudget() time.Duration { return time.Duration(d.cfg.Grace) + killMargin }
+func (d *ocDriver) CloseBudget() time.Duration { return d.cfg.CloseBudget() }
 
 func (d *ocDriver) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	if req.Binding.Authorization == "" {

@@ -9,7 +9,6 @@ package opencode_test
 import (
 	"context"
 	"encoding/json"
-	mcpruntime "github.com/agenthost/mcpruntime"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider/agenttest"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/opencode"

@@ -170,7 +170,7 @@ func open(ctx context.Context, d *ocDriver, req driver.OpenRequest) (*session, e
 		endpoint: b.Endpoint, auth: b.Authorization,
 		msgs: map[string]message{}, seen: map[string]uint8{},
 	}
-	s.secrets = []string{bearerToken(b.Authorization), password}
+	s.secrets = []string{agentproc.Secret(b.Authorization), password}
 	if apiKey != "" {
 		s.secrets = append(s.secrets, apiKey)
 	}
@@ -196,7 +196,7 @@ func open(ctx context.Context, d *ocDriver, req driver.OpenRequest) (*session, e
 			err = fmt.Errorf("%w (the server exited: %s%s)", err, proc.Status(), tailOf(proc))
 		default:
 		}
-		stop, done := context.WithTimeout(context.Background(), time.Duration(c.Grace)+killMargin)
+		stop, done := context.WithTimeout(context.Background(), c.CloseBudget())
 		defer done()
 		s.shutdown(stop)
 		return nil, err
@@ -299,15 +299,6 @@ func randomSecret() (string, error) {
 		return "", err
 	}
 	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-// bearerToken is the secret of an Authorization value: the token of
-// "Bearer <token>", or the whole value.
-func bearerToken(auth string) string {
-	if t, ok := strings.CutPrefix(auth, "Bearer "); ok && t != "" {
-		return t
-	}
-	return auth
 }
 
 func tailOf(p *agentproc.Proc) string {
@@ -418,7 +409,7 @@ func (s *session) Attach(ctx context.Context, b driver.Binding) error {
 	if b.Authorization == "" {
 		return nil
 	}
-	s.addSecret(bearerToken(b.Authorization))
+	s.addSecret(agentproc.Secret(b.Authorization))
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
 	s.mu.Lock()
