@@ -222,7 +222,7 @@ agent_config() {
 # revoked KIND: what an agent tells its model when a call's token is
 # revoked (the runtime's 401, in the agent's words).
 revoked() {
-  case $1 in codex) echo "Authentication required" ;; opencode) echo "unauthorized" ;; *) echo 401 ;; esac
+  case $1 in codex) echo "Authentication required" ;; opencode) echo "unauthorized" ;; claude) echo "rejected the Authorization header" ;; *) echo 401 ;; esac
 }
 
 # refused STEP CODE ARGS…: a `runtime admin …` that must fail with CODE.

@@ -240,7 +240,7 @@ func TestAgentsStory(t *testing.T) {
 var revokedWords = map[string]string{
 	"codex":    "Authentication required",
 	"opencode": "unauthorized",
-	"claude":   "401",
+	"claude":   "rejected the Authorization header",
 }
 
 // agentConfig is the instance configuration of each agent kind: the
