@@ -194,7 +194,7 @@ admin "switch t2 back to codex" thread switch t2 codex
 admin "re-open (t2, codex): the same session, no new process" provider-session open t2 codex -f reused
 [[ $OUT == true ]] && ok "reused" || fail "re-open of (t2, codex) was not a reuse: $OUT"
 admin "release claude's session: its process is stopped" provider-session release "$PS_CLAUDE"
-grep -F "session=$PS_CLAUDE " "$LOG" | grep -qF 'msg="provider process exited"' \
+grep -F "session=$PS_CLAUDE " "$LOG" | grep -F 'msg="provider process exited"' >/dev/null \
   && ok "claude's process exited" || fail "claude's process is still running"
 wait_agent "codex's agent still calls" "$PS_CODEX" "$OK" 3
 admin "delete t2: every credential of t2 is revoked" thread delete t2
@@ -379,7 +379,7 @@ else
   [[ $CODE == 0 ]] && ok "server exited 0" || fail "server exited $CODE"
 fi
 SERVER_PID=
-grep -F "session=$PS_CODEX " "$LOG" | grep -qF 'msg="provider process exited"' \
+grep -F "session=$PS_CODEX " "$LOG" | grep -F 'msg="provider process exited"' >/dev/null \
   && ok "codex's agent was stopped with the server" || fail "codex's agent did not exit"
 leftover=$(find "$WORK" -name 'mcp-*.json' | wc -l)
 [[ $leftover == 0 ]] && ok "no MCP config file left behind" || fail "$leftover MCP config files left behind"
