@@ -325,7 +325,7 @@ func startStory(t *testing.T, ctx context.Context) *story {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	s := &story{t: t, ctx: ctx, model: agenttest.NewModel(t), home: agenttest.Home(t), logs: &syncBuffer{},
-		agents: map[string]*storyAgent{}, token: "story-admin-token-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+		agents: map[string]*storyAgent{}, token: "story-admin-token-0123456789abcdef-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	s.http = &http.Client{Transport: tr}
@@ -459,7 +459,8 @@ func (s *story) admin(method, path string, body any, status int, code ...string)
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != status {
-		s.t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, out, status)
+		s.stop() // its log read to the end
+		s.t.Fatalf("%s %s: %d %s, want %d; the server's warnings and errors:\n%s", method, path, resp.StatusCode, out, status, s.problems())
 	}
 	if len(code) > 0 {
 		var e struct{ Error string }
@@ -471,6 +472,19 @@ func (s *story) admin(method, path string, body any, status int, code ...string)
 		s.t.Logf("%s %s → %d (%v)", method, path, resp.StatusCode, time.Since(start).Round(time.Millisecond))
 	}
 	return out
+}
+
+// problems are the server's log records above info and those that name
+// an error or a failure, a line each.
+func (s *story) problems() string {
+	var b strings.Builder
+	for _, line := range strings.Split(s.logs.String(), "\n") {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) || strings.Contains(line, `"err":`) || strings.Contains(line, "fail") {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 func (s *story) decode(data []byte, v any) {

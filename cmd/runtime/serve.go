@@ -46,6 +46,7 @@ type serveCmd struct {
 	BodyBytesInFlight    byteSize `config:"" default:"64MiB" placeholder:"SIZE" help:"Bytes of MCP POST bodies held at once (at least --body-limit); a body that does not fit gets 503."`
 	IdleTimeout          duration `config:"" default:"30m" placeholder:"DURATION" help:"An MCP session with nothing in flight for this long ends; never: no eviction."`
 	ProviderIdle         duration `config:"" default:"30m" placeholder:"DURATION" help:"A provider session none of whose threads had a turn for this long (and none has a run in flight) is released; never: no idle release."`
+	ProviderOpenTimeout  duration `config:"" default:"90s" placeholder:"DURATION" help:"Bound on opening a provider session (its agent started and connected) and on each other call to its driver (a rotation, a turn's start); the agents' own startTimeout (60s unless their instance says otherwise) must fit in it."`
 	SessionsPerNamespace int      `config:"" default:"64" placeholder:"N" help:"MCP sessions per principal; the next initialize evicts its least recently active idle one, or gets 429."`
 	MaxSessions          int      `config:"" default:"100000" placeholder:"N" help:"MCP sessions in all; past it initialize gets 503."`
 	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
@@ -119,6 +120,7 @@ func (s *serveCmd) validate() error {
 		{"client-token-ttl", s.ClientTokenTTL, true},
 		{"idle-timeout", s.IdleTimeout, true},
 		{"provider-idle", s.ProviderIdle, true},
+		{"provider-open-timeout", s.ProviderOpenTimeout, false},
 		{"keep-alive", s.KeepAlive, false},
 		{"ask-timeout", s.AskTimeout, false},
 		{"header-timeout", s.HeaderTimeout, false},
@@ -302,6 +304,7 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		CredentialWindow: runtimeDuration(s.CredentialWindow),
 		ClientTokenTTL:   runtimeDuration(s.ClientTokenTTL),
 		ProviderIdle:     runtimeDuration(s.ProviderIdle),
+		OpenTimeout:      time.Duration(s.ProviderOpenTimeout),
 		MaxThreads:       s.MaxThreads,
 		Logger:           log,
 		Drivers:          agentDrivers(log),
