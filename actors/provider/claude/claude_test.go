@@ -542,8 +542,8 @@ func TestRevoked(t *testing.T) {
 		}
 	}
 	t.Logf("refused calls: %q", refused)
-	if len(refused) == 0 {
-		t.Errorf("events %+v, want thread_read's result refused", o.events.Events())
+	if len(refused) == 0 || !strings.Contains(refused[0], "rejected the Authorization header") {
+		t.Errorf("events %+v, want thread_read's result refused (rejected the Authorization header)", o.events.Events())
 	}
 	if !hasStatus(o.events, driver.StatusNeedsAuth) {
 		t.Errorf("statuses %+v, want needs_auth", o.events.Statuses())

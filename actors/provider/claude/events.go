@@ -170,9 +170,11 @@ func (s *session) blockEvent(t *turnState, typ string, b block) (driver.Event, b
 }
 
 // authFailure reports whether a tool result's text is the endpoint's
-// refusal of the credential, in Claude Code's words.
+// refusal of the credential, in Claude Code's words (2.1.328: `MCP server
+// "<name>" rejected the Authorization header in its config (update it,
+// then run /mcp to reconnect)`).
 func authFailure(text string) bool {
-	for _, w := range []string{"HTTP 401", "401", "Unauthorized", "Authentication required", "invalid_token"} {
+	for _, w := range []string{"rejected the Authorization header", "HTTP 401", "Authentication required"} {
 		if strings.Contains(text, w) {
 			return true
 		}
