@@ -83,7 +83,7 @@
 // initialize, then asks mcp_status until Claude Code reports the
 // runtime's server connected, with the session's Authorization in its
 // configuration and its tools listed, all within Config.StartTimeout and
-// the open's context (measured: 1.2–1.6 s with the scripted model; one
+// the open's context (measured: 1.2–2.7 s with the scripted model; one
 // process, RSS ~190 MB). Otherwise Open fails with Claude Code's own
 // words, the process stopped and the directory removed: for a refused
 // token `MCP server "mcpruntime" failed: Server rejected the configured
@@ -117,9 +117,15 @@
 // errors or result text) for is_error or another subtype. Interrupt sends
 // the control request interrupt and returns once Claude Code answered;
 // the result that follows (error_during_execution) is reported
-// interrupted (measured: 70–190 ms from Runtime.EndRun to the end).
-// Turn round trips measured with the scripted model: 80–160 ms for a text
-// answer, 370–680 ms for one with an MCP call.
+// interrupted (measured: 60–230 ms from Runtime.EndRun to the end). An
+// Interrupt that comes before Claude Code took the prompt off its queue
+// (before the turn's system/init) may not stop it: the driver stamps no
+// uuid on its prompts, so cancel_queued cannot name it; the turn is
+// reported interrupted when its result comes, and the runtime has ended
+// its run already, so its mutations are refused.
+// Turn round trips measured with the scripted model: 80–210 ms for a text
+// answer, 190 ms–1.4 s for one with an MCP call (a session's first turn
+// the slowest).
 //
 // # Rotation
 //
@@ -128,10 +134,10 @@
 // replaced whole; the token goes on stdin, never in argv), and asks
 // mcp_status until the server is connected with the new Authorization and
 // its tools listed; only then it returns, and the runtime revokes the old
-// credential (measured: 40–50 ms; no request carries the old token after
+// credential (measured: 40–65 ms; no request carries the old token after
 // it). It is the same process: the conversation goes on. A turn in
 // progress is neither waited for nor interrupted: Claude Code takes
-// mcp_set_servers mid-turn (measured: 260 ms during a held model answer)
+// mcp_set_servers mid-turn (measured: 190–260 ms during a held model answer)
 // and the turn completes; a call of the old token's already in flight
 // when the old credential is revoked may fail. If the rotation fails the
 // session is dead: Attach fails and Died is reported. Attach with an
@@ -141,7 +147,7 @@
 //
 // Detach keeps Claude Code (a handoff). Close stops it (stdin closed,
 // SIGTERM, SIGKILL after Config.Grace, to its whole process group: Claude
-// Code and what it started; measured ~110 ms), reports a turn still
+// Code and what it started; measured 110–200 ms), reports a turn still
 // running as interrupted, and removes the private directory. A Claude
 // Code that exits on its own, or whose stdout ends, is reported with Died
 // (with its exit status and last stderr lines), after the end of a turn
