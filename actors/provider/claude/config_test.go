@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agenthost/mcpruntime/actors/provider/claude"
 )
 
@@ -65,5 +67,23 @@ func TestParseConfig(t *testing.T) {
 				t.Fatalf("ParseConfig(%s) = %v, want an error with %q", raw, err, test.wantErr)
 			}
 		})
+	}
+}
+
+// TestArgs: the host's arguments come first, the driver's after them, so
+// that a host's variadic flag ends where the driver's begin and the
+// driver's settings are the ones Claude Code reads.
+func TestArgs(t *testing.T) {
+	c, _, err := claude.ParseConfig([]byte(`{"command":"` + claudeBinary(t) + `","args":["--allowedTools","Read","Grep"],"model":"claude-x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := claude.ClaudeArgs(c, "/private/mcp.json")
+	want := []string{"--allowedTools", "Read", "Grep",
+		"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+		"--mcp-config", "/private/mcp.json", "--strict-mcp-config",
+		"--allowedTools", "mcp__mcpruntime__*", "--model", "claude-x"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ClaudeArgs (-want +got):\n%s", diff)
 	}
 }
