@@ -549,3 +549,49 @@ func TestRevoked(t *testing.T) {
 		t.Errorf("statuses %+v, want needs_auth", o.events.Statuses())
 	}
 }
+
+// TestShellEnvironment: a host's own --allowedTools (Config.Args) adds to
+// the driver's: the model's Bash command runs, and its environment, the
+// agent's, holds no MCP token (the model key it does hold, unless
+// scrubSubprocessEnv).
+func TestShellEnvironment(t *testing.T) {
+	e := newEnv(t)
+	e.register("A", "T", t.TempDir(), map[string]any{"args": []string{"--allowedTools", "Bash"}})
+	ps, o := e.open("T", "A")
+	end, _ := e.turn(o, "T", "shell", `call Bash {"command":"env"}`)
+	if end.Outcome != driver.TurnCompleted {
+		t.Fatalf("turn %+v", end)
+	}
+	var out string
+	for _, ev := range o.events.Events() {
+		if ev.Turn == "shell" && ev.Kind == driver.EventToolResult && ev.Tool == "Bash" {
+			if ev.Error {
+				t.Fatalf("Bash was refused: %q", ev.Text)
+			}
+			out = ev.Text
+		}
+	}
+	if !strings.Contains(out, "CLAUDE_CONFIG_DIR=") {
+		t.Fatalf("the command's output %q is not its environment", out)
+	}
+	if strings.Contains(out, token(ps.Authorization)) {
+		t.Error("the model's command sees the MCP token")
+	}
+	t.Logf("the model's command sees the model key: %v", strings.Contains(out, apiKey))
+	// Still the runtime's tools too: the driver's --allowedTools holds.
+	if end, _ := e.turn(o, "T", "mcp", `call thread_read {}`); end.Outcome != driver.TurnCompleted {
+		t.Fatalf("turn %+v", end)
+	}
+	var read bool
+	for _, ev := range o.events.Events() {
+		if ev.Turn == "mcp" && ev.Kind == driver.EventToolResult && ev.Tool == "mcp__mcpruntime__thread_read" {
+			read = true
+			if ev.Error {
+				t.Errorf("thread_read refused: %q", ev.Text)
+			}
+		}
+	}
+	if !read {
+		t.Errorf("no thread_read result; events %+v", o.events.Events())
+	}
+}

@@ -71,7 +71,9 @@
 // tools keep Claude Code's default permission mode: in -p mode a tool
 // that needs approval is refused (measured: Bash "This command requires
 // approval", reported as an error event and an error tool result); a host
-// may allow more with its own --allowedTools or --permission-mode. The
+// may allow more with its own --allowedTools or --permission-mode
+// (measured: a host's --allowedTools Bash adds to the driver's; the
+// model's `env` then shows the model key, never the MCP token). The
 // driver passes no --permission-prompt-tool, so Claude Code asks it
 // nothing; a can_use_tool control request that comes anyway is denied
 // ("no one is there to approve"), any other request of Claude Code's is
