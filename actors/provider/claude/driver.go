@@ -2,8 +2,6 @@ package claude
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -21,19 +19,9 @@ const Kind = "claude"
 // Factory returns the [driver.Factory] to register under [Kind]. Claude
 // Code's stderr, and what the driver does, is logged to logger.
 func Factory(logger *slog.Logger) driver.Factory {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return func(instance string, raw json.RawMessage) (driver.Driver, error) {
-		cfg, path, err := ParseConfig(raw)
-		if err != nil {
-			return nil, err
-		}
-		if err := agentproc.Supported(); err != nil {
-			return nil, err
-		}
-		return &claudeDriver{cfg: cfg, path: path, logger: logger.With("instance", instance)}, nil
-	}
+	return agentproc.Factory(logger, ParseConfig, func(cfg Config, path string, logger *slog.Logger) driver.Driver {
+		return &claudeDriver{cfg: cfg, path: path, logger: logger}
+	})
 }
 
 type claudeDriver struct {
@@ -46,16 +34,12 @@ type claudeDriver struct {
 // holds another thread's token.
 func (d *claudeDriver) MultiThread() bool { return false }
 
-// killMargin is what a Close may take beyond the grace: SIGKILL, then the
-// process reaped and its output drained.
-const killMargin = 5 * time.Second
-
 // CloseBudget implements [driver.CloseBudgeter].
-func (d *claudeDriver) CloseBudget() time.Duration { return time.Duration(d.cfg.Grace) + killMargin }
+func (d *claudeDriver) CloseBudget() time.Duration { return d.cfg.CloseBudget() }
 
 func (d *claudeDriver) Open(ctx context.Context, req driver.OpenRequest) (driver.Session, error) {
 	b := req.Binding
-	if err := checkAuthorization(b.Authorization); err != nil {
+	if _, err := agentproc.Bearer(b.Authorization); err != nil {
 		return nil, fmt.Errorf("claude: open %s: %w", req.SessionID, err)
 	}
 	var apiKey string
@@ -85,15 +69,6 @@ func (d *claudeDriver) Open(ctx context.Context, req driver.OpenRequest) (driver
 		return nil, fmt.Errorf("claude: open %s: %w", req.SessionID, err)
 	}
 	return s, nil
-}
-
-// checkAuthorization accepts "Bearer <token>" only.
-func checkAuthorization(authorization string) error {
-	tok, ok := strings.CutPrefix(authorization, "Bearer ")
-	if !ok || tok == "" || strings.ContainsAny(tok, "\x00\r\n ") {
-		return errors.New(`the binding's Authorization is not "Bearer <token>"`)
-	}
-	return nil
 }
 
 // safeName keeps the letters, digits, '-' and '_' of s, for a file name.

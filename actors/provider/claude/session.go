@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -112,7 +111,7 @@ func (s *session) open(ctx context.Context, authorization string) error {
 		return err
 	}
 	env, redact := s.environ()
-	redact = append(redact, strings.TrimPrefix(authorization, "Bearer "))
+	redact = append(redact, agentproc.Secret(authorization))
 	p, err := agentproc.Start(agentproc.Spec{
 		Path: s.d.path, Args: claudeArgs(s.d.cfg, s.mcpPath), Dir: s.d.cfg.Dir,
 		Env: env, Logger: s.logger, Stdio: true, Redact: redact,
@@ -290,7 +289,7 @@ func (s *session) abandon() {
 	s.mu.Lock()
 	s.retired = true
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.d.cfg.Grace)+killMargin)
+	ctx, cancel := context.WithTimeout(context.Background(), s.d.cfg.CloseBudget())
 	defer cancel()
 	_ = s.proc.Stop(ctx, time.Duration(s.d.cfg.Grace))
 	<-s.gone
@@ -308,7 +307,7 @@ func (s *session) Attach(ctx context.Context, b driver.Binding) error {
 	if b.Authorization == "" {
 		return nil
 	}
-	if err := checkAuthorization(b.Authorization); err != nil {
+	if _, err := agentproc.Bearer(b.Authorization); err != nil {
 		return fmt.Errorf("claude: rotate session %s: %w", s.id, err)
 	}
 	s.ops.Lock()
@@ -346,7 +345,7 @@ func (s *session) Attach(ctx context.Context, b driver.Binding) error {
 func (s *session) rotate(ctx context.Context, authorization string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.d.cfg.StartTimeout))
 	defer cancel()
-	s.proc.Redact(strings.TrimPrefix(authorization, "Bearer "))
+	s.proc.Redact(agentproc.Secret(authorization))
 	cfgJSON, err := mcpConfigJSON(s.d.cfg.ServerName, s.endpoint, authorization)
 	if err != nil {
 		return err
