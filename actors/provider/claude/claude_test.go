@@ -595,3 +595,40 @@ func TestShellEnvironment(t *testing.T) {
 		t.Errorf("no thread_read result; events %+v", o.events.Events())
 	}
 }
+
+// TestInterruptEarly: an interrupt right after the prompt was written,
+// before Claude Code began the turn, still stops it (the prompt's uuid,
+// cancel_queued): the turn ends interrupted, the model's held answer
+// never comes, and no stray result ends the next turn.
+func TestInterruptEarly(t *testing.T) {
+	e := newEnv(t)
+	e.register("A", "T", t.TempDir(), nil)
+	_, o := e.open("T", "A")
+	tr := o.session.(driver.Turner)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	for i := range 3 {
+		id := fmt.Sprintf("early-%d", i)
+		if err := tr.StartTurn(ctx, driver.Turn{Thread: "T", ID: id, Input: "sleep 20s"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Interrupt(ctx, "T", id); err != nil {
+			t.Fatal(err)
+		}
+		end, ok := o.events.TurnEnd(id, deadline)
+		if !ok || end.Outcome != driver.TurnInterrupted {
+			t.Fatalf("turn end %+v (%v), want interrupted", end, ok)
+		}
+		for _, ev := range o.events.Events() {
+			if ev.Turn == id && ev.Kind == driver.EventMessage {
+				t.Errorf("the interrupted turn went on: message %q", ev.Text)
+			}
+		}
+	}
+	if end, _ := e.turn(o, "T", "after", "hello"); end.Outcome != driver.TurnCompleted {
+		t.Errorf("turn after the interrupts %+v, want completed", end)
+	}
+	if ends := o.events.TurnsEnded(); len(ends) != 4 {
+		t.Errorf("turn ends %+v, want one for each turn", ends)
+	}
+}

@@ -102,8 +102,8 @@
 //
 // # Turns
 //
-// StartTurn writes a user message ({"type":"user","message":{"role":
-// "user","content":[{"type":"text","text":…}]}}) and returns once it is
+// StartTurn writes a user message ({"type":"user","uuid":…,"message":
+// {"role":"user","content":[{"type":"text","text":…}]}}) and returns once it is
 // written (stream-json acknowledges nothing; Claude Code reads stdin in
 // order); one turn at a time. Claude Code's messages map to Events: the
 // turn's first system/init → turn_started; an assistant message's text
@@ -119,12 +119,11 @@
 // errors or result text) for is_error or another subtype. Interrupt sends
 // the control request interrupt and returns once Claude Code answered;
 // the result that follows (error_during_execution) is reported
-// interrupted (measured: 60–230 ms from Runtime.EndRun to the end). An
-// Interrupt that comes before Claude Code took the prompt off its queue
-// (before the turn's system/init) may not stop it: the driver stamps no
-// uuid on its prompts, so cancel_queued cannot name it; the turn is
-// reported interrupted when its result comes, and the runtime has ended
-// its run already, so its mutations are refused.
+// interrupted (measured: 50–640 ms from Runtime.EndRun to the end). Each
+// prompt carries a uuid and the interrupt asks cancel_queued, so an
+// Interrupt that comes before Claude Code began the turn (it is still
+// queued) cancels it: Claude Code names it in its answer's cancelled
+// list, sends no result for it, and the driver reports it interrupted.
 // Turn round trips measured with the scripted model: 80–210 ms for a text
 // answer, 190 ms–1.4 s for one with an MCP call (a session's first turn
 // the slowest).

@@ -130,9 +130,11 @@ type permissionDeny struct {
 	Message  string `json:"message"`
 }
 
-// userMessage is a prompt.
+// userMessage is a prompt. Its uuid lets an interrupt cancel it while
+// it is still queued.
 type userMessage struct {
 	Type    string `json:"type"` // typeUser
+	UUID    string `json:"uuid"`
 	Message struct {
 		Role    string        `json:"role"` // "user"
 		Content []textContent `json:"content"`
@@ -182,4 +184,18 @@ type systemMessage struct {
 	Attempt    int               `json:"attempt,omitempty"`     // api_retry
 	MaxRetries int               `json:"max_retries,omitempty"` // api_retry
 	Error      json.RawMessage   `json:"error,omitempty"`       // api_retry
+}
+
+// interruptRequest stops the turn in progress and, with CancelQueued,
+// cancels the uuid-stamped prompts Claude Code has not begun yet.
+type interruptRequest struct {
+	Subtype      string `json:"subtype"` // reqInterrupt
+	CancelQueued bool   `json:"cancel_queued"`
+}
+
+// interruptResult is interrupt's answer: the prompts it cancelled before
+// they began (their uuids), and those it could not reach.
+type interruptResult struct {
+	StillQueued json.RawMessage `json:"still_queued,omitempty"`
+	Cancelled   json.RawMessage `json:"cancelled,omitempty"`
 }

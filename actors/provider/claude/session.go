@@ -1,7 +1,9 @@
 package claude
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +62,7 @@ type session struct {
 // turnState is the turn in progress.
 type turnState struct {
 	id          string // the runtime's (driver.Turn.ID)
+	uuid        string // the prompt's uuid, Claude Code's name of it in an interrupt's answer
 	done        chan struct{}
 	started     bool              // turn_started was reported
 	interrupted bool              // the driver sent interrupt: the end is an interruption
@@ -414,12 +417,12 @@ func (s *session) StartTurn(ctx context.Context, t driver.Turn) error {
 		s.mu.Unlock()
 		return fmt.Errorf("claude: start turn %s: turn %s is still running", t.ID, busy)
 	}
-	ts := &turnState{id: t.ID, done: make(chan struct{}), tools: map[string]string{}}
+	ts := &turnState{id: t.ID, uuid: newUUID(), done: make(chan struct{}), tools: map[string]string{}}
 	s.turn = ts
 	s.mu.Unlock()
 
 	var m userMessage
-	m.Type = typeUser
+	m.Type, m.UUID = typeUser, ts.uuid
 	m.Message.Role = "user"
 	m.Message.Content = []textContent{{Type: "text", Text: t.Input}}
 	if err := s.conn.write(m); err != nil {
@@ -451,10 +454,25 @@ func (s *session) Interrupt(ctx context.Context, thread, turn string) error {
 	}
 	ts.interrupted = true
 	s.mu.Unlock()
-	if err := s.conn.control(ctx, subtypeOnly{Subtype: reqInterrupt}, reqInterrupt, nil); err != nil {
+	var res interruptResult
+	if err := s.conn.control(ctx, interruptRequest{Subtype: reqInterrupt, CancelQueued: true}, reqInterrupt, &res); err != nil {
 		return fmt.Errorf("claude: interrupt turn %s: %w", turn, err)
 	}
+	s.logger.Debug("claude interrupt answered", "turn", turn, "cancelled", string(res.Cancelled), "stillQueued", string(res.StillQueued))
+	if bytes.Contains(res.Cancelled, []byte(ts.uuid)) {
+		// Cancelled before it began: no result of it will come.
+		s.endTurn(ts, driver.TurnInterrupted, "")
+	}
 	return nil
+}
+
+// newUUID is a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // endTurn reports the end of t, once.
