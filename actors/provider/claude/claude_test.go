@@ -632,3 +632,29 @@ func TestInterruptEarly(t *testing.T) {
 		t.Errorf("turn ends %+v, want one for each turn", ends)
 	}
 }
+
+// TestRotateRefused: a rotation to a token the endpoint refuses fails
+// with Claude Code's words for it, and the session, whose agent holds no
+// working token now, is reported dead.
+func TestRotateRefused(t *testing.T) {
+	e := newEnv(t)
+	e.register("A", "T", t.TempDir(), nil)
+	ps, o := e.open("T", "A")
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	err := o.session.Attach(ctx, driver.Binding{Thread: "T", Instance: "A", Endpoint: e.endpoint, Authorization: "Bearer mcprt_not-a-token"})
+	if err == nil || !strings.Contains(err.Error(), "HTTP 401") {
+		t.Fatalf("Attach with a refused token: %v, want Claude Code's error with HTTP 401", err)
+	}
+	t.Logf("rotation error: %v", err)
+	if !o.events.Wait(deadline, func(ev *providertest.Events) bool { return len(ev.Deaths()) > 0 }) {
+		t.Fatal("no Died after the failed rotation")
+	}
+	if !hasStatus(o.events, driver.StatusNeedsAuth) {
+		t.Errorf("statuses %+v, want needs_auth", o.events.Statuses())
+	}
+	if err := o.session.(driver.Turner).StartTurn(ctx, driver.Turn{Thread: "T", ID: "x", Input: "hello"}); err == nil {
+		t.Error("StartTurn on the dead session succeeded")
+	}
+	waitGone(t, "after the failed rotation's release", e.lastPid(ps.ID))
+}

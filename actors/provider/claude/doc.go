@@ -140,8 +140,10 @@
 // progress is neither waited for nor interrupted: Claude Code takes
 // mcp_set_servers mid-turn (measured: 190–260 ms during a held model answer)
 // and the turn completes; a call of the old token's already in flight
-// when the old credential is revoked may fail. If the rotation fails the
-// session is dead: Attach fails and Died is reported. Attach with an
+// when the old credential is revoked may fail. If the rotation fails
+// (mcp_set_servers answers the server's error, for a refused token the
+// same "HTTP 401" words as an open, reported needs_auth) the session is
+// dead: Attach fails with Claude Code's words and Died is reported. Attach with an
 // empty Authorization is a re-attach: nothing happens.
 //
 // # Close and death

@@ -365,6 +365,7 @@ func (s *session) rotate(ctx context.Context, authorization string) error {
 		return err
 	}
 	if e, ok := res.Errors[s.d.cfg.ServerName]; ok {
+		s.status(serverStatus(s.thread, mcpServerStatus{Name: s.d.cfg.ServerName, Status: mcpFailed, Error: e}))
 		return fmt.Errorf("mcp_set_servers: claude refused the server: %s", e)
 	}
 	return s.waitConnected(ctx, authorization)
