@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -44,9 +45,38 @@ type env struct {
 	rec      *recorder
 	endpoint string
 
-	authMu sync.Mutex     // guards auths
-	auths  map[string]int // Authorization header → requests the endpoint got with it
+	authMu sync.Mutex          // guards auths and log
+	auths  map[string]int      // Authorization header → requests the endpoint got with it
+	log    map[string][]string // Authorization header → each request's HTTP method, MCP method and status ("?" until answered), in order
 }
+
+// requestLog is what the endpoint got with authorization, in order.
+func (e *env) requestLog(authorization string) []string {
+	e.authMu.Lock()
+	defer e.authMu.Unlock()
+	return slices.Clone(e.log[authorization])
+}
+
+// statusWriter keeps a response's status.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // requestsWith is how many requests the endpoint got with authorization.
 func (e *env) requestsWith(authorization string) int {
@@ -58,6 +88,10 @@ func (e *env) requestsWith(authorization string) int {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	t.Setenv(apiKeyVar, apiKey)
+	// The test's first TempDir registers the removal of all of them: first,
+	// so that it runs last, once rt.Close stopped every Claude Code (one
+	// still writing into its HOME would make the removal fail).
+	_ = t.TempDir()
 	e := &env{t: t, model: agenttest.NewModel(t), logs: &capture{}}
 	logger := slog.New(e.logs)
 	e.rec = &recorder{inner: claude.Factory(logger), opened: map[string]*opened{}}
@@ -76,12 +110,27 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatalf("MCPHandler: %v", err)
 	}
-	e.auths = map[string]int{}
+	e.auths, e.log = map[string]int{}, map[string][]string{}
 	ts.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var m struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(body, &m)
+		// Logged as the request comes (its status once it is answered), so
+		// the log's order is the requests'.
 		e.authMu.Lock()
-		e.auths[r.Header.Get("Authorization")]++
+		e.auths[auth]++
+		i := len(e.log[auth])
+		e.log[auth] = append(e.log[auth], r.Method+" "+m.Method+" ?")
 		e.authMu.Unlock()
-		h.ServeHTTP(w, r)
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		e.authMu.Lock()
+		e.log[auth][i] = fmt.Sprintf("%s %s %d", r.Method, m.Method, sw.status)
+		e.authMu.Unlock()
 	})
 	ts.Start()
 	e.rt = rt
