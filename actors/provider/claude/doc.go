@@ -135,10 +135,13 @@
 // replaced whole; the token goes on stdin, never in argv), and asks
 // mcp_status until the server is connected with the new Authorization and
 // its tools listed; only then it returns, and the runtime revokes the old
-// credential (measured: 40–65 ms; no request carries the old token after
-// it). It is the same process: the conversation goes on. A turn in
+// credential (measured: 40–240 ms, the higher under load). After that the
+// old token comes back at most once, refused: the replaced client's
+// notification stream (subscriptions/listen), closed by the revocation,
+// reconnecting while Claude Code tears that client down (seen under
+// load); no call is made with it. It is the same process: the conversation goes on. A turn in
 // progress is neither waited for nor interrupted: Claude Code takes
-// mcp_set_servers mid-turn (measured: 190–260 ms during a held model answer)
+// mcp_set_servers mid-turn (measured: 0.2–1.5 s during a held model answer)
 // and the turn completes; a call of the old token's already in flight
 // when the old credential is revoked may fail. If the rotation fails
 // (mcp_set_servers answers the server's error, for a refused token the
