@@ -204,8 +204,10 @@ var mcpMethodPrefixes = map[string]bool{
 }
 
 // agentsFiles are files an agent reads in its own project or home, named
-// in the drivers' docs, not files of this repository.
-var agentsFiles = map[string]bool{"opencode.json": true}
+// in the drivers' docs (OpenCode's project file, the claude driver's
+// --mcp-config file in a session's private directory), not files of this
+// repository.
+var agentsFiles = map[string]bool{"opencode.json": true, "mcp.json": true}
 
 // pathExts are the extensions that make a lone word (no slash) a file
 // name: "backend.go", "README.md".

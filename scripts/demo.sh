@@ -6,7 +6,7 @@
 # PID (SIGTERM) and must exit 0.
 #
 # When the agent CLIs pinned in e2e/agents are installed (make test-deps),
-# the story is told again with them: Codex and OpenCode (the drivers of
+# the story is told again with them: Codex, Claude Code and OpenCode (the drivers of
 # runtime serve) on one thread, answered by a scripted model on loopback
 # (examples/scriptedmodel), each step through `runtime admin …`. Without
 # them that part says so and is left out.
@@ -27,8 +27,8 @@ MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
 CLIS=$(cd "$(dirname "$0")/.." && pwd)/e2e/agents/node_modules/.bin
 
 # The real agents of the story's second telling, by driver kind; each needs
-# its CLI in $CLIS. (Claude Code joins as "claude" once its driver lands.)
-REAL_AGENTS=(codex opencode)
+# its CLI in $CLIS.
+REAL_AGENTS=(codex claude opencode)
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mcpruntime-demo.XXXXXX")
 LOG=$WORK/server.log

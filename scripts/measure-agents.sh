@@ -28,7 +28,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$ROOT/bin/runtime
 MODEL=$ROOT/bin/scriptedmodel
 CLIS=$ROOT/e2e/agents/node_modules/.bin
-AGENTS=(codex opencode) # claude too, once its driver lands
+AGENTS=(codex claude opencode)
 for b in "$BIN" "$MODEL"; do [[ -x $b ]] || { echo "measure: $b missing (make build; go build -o bin/scriptedmodel ./examples/scriptedmodel)" >&2; exit 2; }; done
 for a in "${AGENTS[@]}"; do [[ -x $CLIS/$a ]] || { echo "measure: $CLIS/$a missing (make test-deps)" >&2; exit 2; }; done
 

@@ -31,8 +31,8 @@ import (
 
 // storyAgents are the agents of TestAgentsStory, by driver kind: thread t1
 // starts on the first (Codex), switches to the second and back, and visits
-// the others once. When the Claude Code driver lands, it goes second.
-var storyAgents = []string{"codex", "opencode"}
+// the others once.
+var storyAgents = []string{"codex", "claude", "opencode"}
 
 // storyWait bounds each wait of the story; storyBudget the whole test. A
 // correct runtime is far from either (an agent starts in seconds).

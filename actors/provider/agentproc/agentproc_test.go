@@ -101,9 +101,15 @@ func TestStopKillsTheGroup(t *testing.T) {
 	if err := p.Stop(context.Background(), 100*time.Millisecond); !errors.Is(err, agentproc.ErrKilled) {
 		t.Fatalf("Stop = %v, want ErrKilled", err)
 	}
-	// Killed, it is a zombie until its new parent reaps it.
-	if st := procState(child); st != "" && st != "Z" {
-		t.Errorf("child %d is still running (state %s)", child, st)
+	// The group took SIGKILL, which the child cannot ignore; it dies as the
+	// kernel gets to it (a moment after its leader was reaped), then is a
+	// zombie until its new parent reaps it.
+	end := time.Now().Add(10 * time.Second)
+	for st := procState(child); st != "" && st != "Z"; st = procState(child) {
+		if time.Now().After(end) {
+			t.Fatalf("child %d is still running (state %s) after its group's SIGKILL", child, st)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
