@@ -9,7 +9,8 @@
 #             group) after the open, and after the first turns
 #   turn      a turn through the runtime: `runtime admin run start --input`
 #             until `runtime admin events --until turn.ended` returns (two
-#             CLI processes included, a few ms each): a text answer ("hello")
+#             CLI processes included, a few ms each): a text answer ("hello", the
+#             session's first turn, so its warm-up included)
 #             and one MCP tool call (thread_post)
 #   one-shot  the same CLI's one-shot mode (codex exec, opencode run, claude -p) with
 #             the same prompt against the same model: process start, model

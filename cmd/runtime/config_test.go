@@ -151,7 +151,7 @@ func TestDefaults(t *testing.T) {
 		Listen: "127.0.0.1:7331", MCPPath: "/mcp", AdminListen: "127.0.0.1:7332",
 		AdminTokenFile:   "/home/u/.cache/mcpruntime/admin-token",
 		CredentialWindow: duration(24 * time.Hour), ClientTokenTTL: duration(24 * time.Hour),
-		BodyLimit: 4 << 20, IdleTimeout: duration(30 * time.Minute), ProviderIdle: duration(30 * time.Minute), SessionsPerNamespace: 64,
+		BodyLimit: 4 << 20, IdleTimeout: duration(30 * time.Minute), ProviderIdle: duration(30 * time.Minute), ProviderOpenTimeout: duration(90 * time.Second), SessionsPerNamespace: 64,
 		MaxSessions: 100000, KeepAlive: duration(25 * time.Second), AskTimeout: duration(time.Minute), ShutdownGrace: duration(10 * time.Second), Demo: false,
 		HeaderTimeout: duration(10 * time.Second), BodyTimeout: duration(30 * time.Second), RequestsPerNamespace: 256,
 		MaxRequests: 4096, BodyBytesInFlight: 64 << 20,
