@@ -23,7 +23,7 @@ type adminCmd struct {
 	AdminTokenFile string        `config:"" default:"${default_token_file}" placeholder:"FILE" help:"File holding the admin token; read when $RUNTIME_ADMIN_TOKEN is not set."`
 	Field          string        `short:"f" placeholder:"NAME" help:"Print only this top-level field of the answer (a string without quotes), for scripts."`
 	Verbose        bool          `short:"v" help:"Print each request and its HTTP status on stderr."`
-	Timeout        time.Duration `default:"60s" help:"Bound on each request."`
+	Timeout        time.Duration `default:"120s" help:"Bound on each request (longer than the server's bound on a provider open, 90s by default)."`
 
 	Instance        instanceCmds        `cmd:"" help:"Provider instances."`
 	Thread          threadCmds          `cmd:"" help:"Threads."`

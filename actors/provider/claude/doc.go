@@ -10,8 +10,8 @@
 //
 // # What the agent needs
 //
-// The `claude` command (Config.Command, else "claude" in PATH; the npm
-// package's bin/claude.exe is a native executable, no node needed) and a
+// The `claude` command (Config.Command, else "claude" in PATH; what the
+// npm package installs is a native executable, no node needed) and a
 // model: Config.BaseURL, an Anthropic Messages API (Claude Code posts to
 // <baseURL>/v1/messages), handed over as ANTHROPIC_BASE_URL; Config.Model
 // (--model); Config.APIKeyEnv, the runtime's variable holding the model
