@@ -20,7 +20,7 @@ const (
 	DefaultProviderJournal  = 4096
 	DefaultRevokedKept      = 16
 	DefaultActorTimeout     = 5 * time.Second
-	DefaultOpenTimeout      = 30 * time.Second
+	DefaultOpenTimeout      = 90 * time.Second
 	DefaultProviderIdle     = 30 * time.Minute
 	DefaultMaxThreads       = 10_000
 )
