@@ -188,3 +188,24 @@ func TestConfigRefuses(t *testing.T) {
 		t.Error("trailing data accepted")
 	}
 }
+
+// TestReadLine: lines come without their newline, whole however many
+// buffer fills they span; one over the bound is an error, not a cut line;
+// the end of the output is io.EOF.
+func TestReadLine(t *testing.T) {
+	long := strings.Repeat("x", 40)
+	br := bufio.NewReaderSize(strings.NewReader("a\n\n"+long+"\n"+long+"y\n"), 16) // 16: bufio's minimum
+	for _, want := range []string{"a", "", long} {
+		got, err := agentproc.ReadLine(br, len(long)+1) // the bound counts the newline
+		if err != nil || string(got) != want {
+			t.Fatalf("ReadLine = %q, %v; want %q", got, err, want)
+		}
+	}
+	if got, err := agentproc.ReadLine(br, len(long)+1); err == nil || !strings.Contains(err.Error(), "longer than 41 bytes") {
+		t.Fatalf("ReadLine of %d bytes = %q, %v; want the bound's error", len(long)+2, got, err)
+	}
+	br = bufio.NewReader(strings.NewReader("tail"))
+	if got, err := agentproc.ReadLine(br, 100); !errors.Is(err, io.EOF) {
+		t.Fatalf("ReadLine at the end = %q, %v; want io.EOF", got, err)
+	}
+}

@@ -1,7 +1,10 @@
 package agentproc
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -199,4 +202,26 @@ func (l *lineLogger) tail() string {
 		return ""
 	}
 	return strings.Join(l.last, " | ")
+}
+
+// ReadLine reads one line of an agent's protocol from br, without its
+// newline; a line longer than max bytes is an error (the agent's output
+// is bounded like any input), the end of the output io.EOF.
+func ReadLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > max {
+			return nil, fmt.Errorf("a line longer than %d bytes", max)
+		}
+		switch {
+		case err == nil:
+			return line[:len(line)-1], nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			return nil, err
+		}
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strconv"
 	"sync"
+
+	"github.com/agenthost/mcpruntime/actors/provider/agentproc"
 )
 
 // maxMessage bounds one line Claude Code writes; a longer one ends the
@@ -54,8 +56,11 @@ func (c *conn) read(r io.ReadCloser) {
 	var err error
 	for {
 		var line []byte
-		line, err = readLine(br)
+		line, err = agentproc.ReadLine(br, maxMessage)
 		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				err = fmt.Errorf("claude's output: %w", err)
+			}
 			break
 		}
 		if len(line) == 0 {
@@ -78,26 +83,6 @@ func (c *conn) read(r io.ReadCloser) {
 	c.mu.Unlock()
 	for _, ch := range pending {
 		close(ch)
-	}
-}
-
-// readLine reads one line without its newline, at most maxMessage bytes.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxMessage {
-			return nil, fmt.Errorf("claude wrote a message longer than %d bytes", maxMessage)
-		}
-		switch {
-		case err == nil:
-			return line[:len(line)-1], nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		default:
-			return nil, err
-		}
 	}
 }
 
