@@ -178,7 +178,7 @@ func (m *model) namespaceState(ns string) nsState {
 func (m *model) clone() *model {
 	out := newModel(m.now, m.window, m.clientTTL, m.idle, m.endpoint)
 	for k, v := range m.instances {
-		out.instances[k] = modelInstance{caps: slices.Clone(v.caps), multi: v.multi}
+		out.instances[k] = modelInstance{caps: slices.Clone(v.caps), multi: v.multi, turns: v.turns}
 	}
 	for k, v := range m.threads {
 		t := *v
@@ -441,6 +441,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		inproc: in,
 		clock:  clock,
 		m:      newModel(testStart, testWindow, 0, testProviderIdle, testEndpoint),
+		turns:  map[string]*machineTurn{},
 	}
 	unsubscribe := subscribeCounting(rt.SubscribeProviderEvents, &lm.closes)
 	t.Cleanup(unsubscribe)
@@ -452,7 +453,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		if err := rt.RegisterInstance(lm.ctx, inst.id, spec); err != nil {
 			t.Fatalf("RegisterInstance(%q): %v", inst.id, err)
 		}
-		lm.m.instances[inst.id] = modelInstance{caps: inst.caps, multi: inst.multi}
+		lm.m.instances[inst.id] = modelInstance{caps: inst.caps, multi: inst.multi, turns: inst.turns}
 	}
 	h := &httpMachine{
 		lifecycleMachine: lm,

@@ -55,16 +55,18 @@ var (
 	testStart    = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	threadPool   = []string{"t0", "t1", "t2"}
 	instancePool = []string{"i0", "i1", "i2"}
-	// testInstances are registered in every iteration; i2 is multi-thread.
+	// testInstances are registered in every iteration; i2 is multi-thread;
+	// the sessions of i1 and i2 take prompts, as a real agent's do.
 	testInstances = []struct {
 		id     string
 		multi  bool
+		turns  bool
 		config string
 		caps   []string
 	}{
-		{"i0", false, "", []string{"thread.read", "thread.post"}},
-		{"i1", false, `{"multiThread":false}`, []string{"thread.read"}},
-		{"i2", true, `{"multiThread":true}`, nil},
+		{"i0", false, false, "", []string{"thread.read", "thread.post"}},
+		{"i1", false, true, `{"multiThread":false,"turns":true}`, []string{"thread.read"}},
+		{"i2", true, true, `{"multiThread":true,"turns":true}`, nil},
 	}
 	clockSteps = []time.Duration{time.Minute, 20 * time.Minute, 61 * time.Minute, 3 * time.Hour, time.Hour, 59 * time.Minute, 10 * time.Minute}
 )
@@ -87,6 +89,15 @@ type lifecycleMachine struct {
 	// (resources_prop_test.go).
 	subs      []modelSub
 	resources bool
+	// turns are the agents' turns the runtime started (StartTurn), by run
+	// id: which session has it, and whether the agent ended it.
+	turns map[string]*machineTurn
+}
+
+// machineTurn is one turn a driver session was given.
+type machineTurn struct {
+	thread, session string
+	ended           bool // the agent reported its end (AgentEndsTurn)
 }
 
 // subscribeCounting subscribes to the runtime's provider events and counts
@@ -122,6 +133,7 @@ func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
 		inproc: in,
 		clock:  clock,
 		m:      newModel(testStart, testWindow, testClientTTL, testProviderIdle, testEndpoint),
+		turns:  map[string]*machineTurn{},
 	}
 	// Subscribed after the runtime's own subscriber, which turns a death
 	// into the release of the session's credentials: when this one counts
@@ -136,7 +148,7 @@ func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
 		if err := rt.RegisterInstance(s.ctx, inst.id, spec); err != nil {
 			t.Fatalf("RegisterInstance(%q): %v", inst.id, err)
 		}
-		s.m.instances[inst.id] = modelInstance{caps: inst.caps, multi: inst.multi}
+		s.m.instances[inst.id] = modelInstance{caps: inst.caps, multi: inst.multi, turns: inst.turns}
 	}
 	return s
 }
@@ -153,6 +165,8 @@ var extraWeight = map[string]int{
 	"ReleaseProviderSession": 1,
 	"Rotate":                 1,
 	"StartRun":               2,
+	"StartTurn":              2,
+	"AgentEndsTurn":          1,
 }
 
 // lifecycleProp is the property: any sequence of actions keeps the runtime
@@ -589,6 +603,11 @@ func (s *lifecycleMachine) SwitchProvider(t *rapid.T) {
 	if err == nil && (res.Previous != prev || res.EndedRun != ended) {
 		t.Fatalf("%s = %+v, want Previous %q EndedRun %q", call, res, prev, ended)
 	}
+	// A switch ends the run but lets the switched-away agent finish its
+	// turn: it interrupts nothing (SPEC §3.7).
+	if turn := s.turns[ended]; turn != nil && slices.Contains(s.inproc.Session(turn.session).Interrupts(), ended) {
+		t.Fatalf("%s interrupted the turn %s of session %s", call, ended, turn.session)
+	}
 	s.frame(t, call, before, nil)
 }
 
@@ -661,8 +680,100 @@ func (s *lifecycleMachine) EndRun(t *rapid.T) {
 	}
 	call := fmt.Sprintf("EndRun(%s, %q)", th, runID)
 	before := s.liveness()
+	var active string // the run EndRun ends, if it does
+	if mt := s.m.threads[th]; mt != nil {
+		active = mt.runID
+	}
 	want := s.m.endRun(th, runID)
 	wantErr(t, call, s.rt.EndRun(s.ctx, th, runID), want)
+	// Ending a run that is an agent's turn interrupts the turn, before
+	// EndRun returns (SPEC §3.7); a run that is no turn interrupts nothing.
+	if turn := s.turns[active]; want == nil && turn != nil {
+		if ps := s.m.sessByID[turn.session]; ps.open && !slices.Contains(s.inproc.Session(turn.session).Interrupts(), active) {
+			t.Fatalf("%s ended the turn %s, its session %s was not interrupted", call, active, turn.session)
+		}
+	}
+	s.frame(t, call, before, nil)
+}
+
+// StartTurn starts a run whose input is the agent's turn (SPEC §3.7),
+// mostly on the thread's current instance.
+func (s *lifecycleMachine) StartTurn(t *rapid.T) {
+	th := s.genThread(t)
+	inst := genInstanceID().Draw(t, "instance")
+	if mt := s.m.threads[th]; mt != nil && mt.instance != "" && rapid.IntRange(0, 3).Draw(t, "current") > 0 {
+		inst = mt.instance
+	}
+	input := rapid.SampledFrom([]string{"post a summary", "read the thread", ""}).Draw(t, "input")
+	call := fmt.Sprintf("StartTurn(%s, %s, %q)", th, inst, input)
+	before := s.liveness()
+	want, starts := s.m.predictStartTurn(th, inst, input)
+	ps := s.m.attachedSession(th, inst)
+	runID, err := s.rt.StartTurn(s.ctx, th, inst, input)
+	wantErr(t, call, err, want)
+	switch {
+	case err == nil:
+		if runID == "" || slices.Contains(s.m.runs, runID) {
+			t.Fatalf("%s = %q, want a new run id", call, runID)
+		}
+		got := s.inproc.Session(ps.id).Turns()
+		if len(got) == 0 || got[len(got)-1] != (driver.Turn{Thread: th, ID: runID, Input: input}) {
+			t.Fatalf("%s: session %s was given the turns %+v, want the last one run %s of %s with the input", call, ps.id, got, runID, th)
+		}
+		s.m.applyStartRun(th, inst, runID)
+		s.turns[runID] = &machineTurn{thread: th, session: ps.id}
+	case starts:
+		s.m.applyRefusedTurn(th)
+	}
+	s.frame(t, call, before, nil)
+}
+
+// AgentEndsTurn makes an agent report the end of a turn it was given, as
+// a real one does when its answer is complete: the turn's run ends, unless
+// it is no longer the thread's (ended by the host, or overtaken by a
+// switch, whose agent goes on to finish its turn), or the session is
+// closed (its events are no longer heard).
+func (s *lifecycleMachine) AgentEndsTurn(t *rapid.T) {
+	var open []string
+	for id, turn := range s.turns {
+		if !turn.ended {
+			open = append(open, id)
+		}
+	}
+	if len(open) == 0 {
+		t.Skip("no turn in progress")
+	}
+	slices.Sort(open)
+	runID := pick(t, "turn", open)
+	turn := s.turns[runID]
+	turn.ended = true
+	outcome := rapid.SampledFrom([]string{driver.TurnCompleted, driver.TurnFailed}).Draw(t, "outcome")
+	call := fmt.Sprintf("AgentEndsTurn(%s of %s, %s)", runID, turn.thread, outcome)
+	before := s.liveness()
+	mt := s.m.threads[turn.thread]
+	ends := mt != nil && mt.runID == runID && s.m.sessByID[turn.session].open
+	s.inproc.Session(turn.session).End(turn.thread, runID, outcome)
+	if ends {
+		// The runtime ends the run on a goroutine of its own once it heard
+		// the end; poll for it.
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			got, err := s.rt.Thread(s.ctx, turn.thread)
+			if err != nil {
+				t.Fatalf("%s: Thread(%s) = %v", call, turn.thread, err)
+			}
+			if got.Run == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the run %+v still active after %v", call, got.Run, waitTimeout)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := s.m.endRun(turn.thread, runID); err != nil {
+			t.Fatalf("%s: model endRun: %v", call, err)
+		}
+	}
 	s.frame(t, call, before, nil)
 }
 

@@ -93,6 +93,7 @@ type modelThread struct {
 type modelInstance struct {
 	caps  []string
 	multi bool
+	turns bool // its sessions take prompts (driver.Turner)
 }
 
 // modelClient is a client grant.
@@ -601,6 +602,36 @@ func (m *model) endRun(thread, runID string) error {
 	t.runID, t.runInstance, t.runStarted = "", "", time.Time{}
 	t.lastTurn = m.now
 	return nil
+}
+
+// predictStartTurn says what StartTurn(thread, instance, input) should
+// do (SPEC §3.7): the error, and whether a run starts first (it stays as
+// the agent's turn, or is ended at once when the instance's sessions take
+// no prompts). It does not change the model.
+func (m *model) predictStartTurn(thread, instance, input string) (err error, starts bool) {
+	if input == "" {
+		return mcpruntime.ErrInvalidArgument, false
+	}
+	if m.attachedSession(thread, instance) == nil {
+		if m.threads[thread] == nil {
+			return mcpruntime.ErrUnknownThread, false
+		}
+		return mcpruntime.ErrNoProviderSession, false
+	}
+	if err := m.predictStartRun(thread, instance); err != nil {
+		return err, false
+	}
+	if !m.instances[instance].turns {
+		return mcpruntime.ErrTurnsUnsupported, true
+	}
+	return nil, true
+}
+
+// applyRefusedTurn records a turn the agent never had: its run started
+// (the turn start's liveness refresh) and ended at once.
+func (m *model) applyRefusedTurn(thread string) {
+	m.touchThread(thread)
+	m.threads[thread].lastTurn = m.now
 }
 
 // touch: Touch(thread).

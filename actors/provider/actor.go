@@ -86,6 +86,10 @@ type child struct {
 	// to the driver session: an attach that completes after a later detach
 	// was sent must not mark the thread attached again.
 	threadSeq map[string]uint64
+	// turns is, per thread, the id of the last turn the session was given
+	// for it (one turn at a time per thread): where an interrupt of that
+	// turn goes, whether or not the thread is still attached.
+	turns map[string]string
 	// lastActive is when the session was opened or last had a thread
 	// attached or detached; turns on its threads count too (see idleSince).
 	lastActive time.Time

@@ -26,21 +26,33 @@ func (a *instanceActor) startTurn(ctx actor.Context, msg *StartTurn) {
 	}
 	c := serving[0]
 	c.lastActive = a.cfg.Now()
+	if c.turns == nil {
+		c.turns = map[string]string{}
+	}
+	c.turns[msg.Turn.Thread] = msg.Turn.ID
 	ctx.Send(c.pid, &opTurn{
 		start: &msg.Turn, sender: ctx.Sender(), deadline: msg.Or(a.cfg.ActorTimeout),
 	})
 }
 
-// interruptTurn asks the session serving the thread to stop the turn; it
-// answers once the driver took the request (the turn's end is reported
-// when the agent stopped), at once when no session serves the thread.
+// interruptTurn asks the open session that was given the turn to stop it
+// — attached to the thread still or not — and answers once the driver
+// took the request (the turn's end is reported when the agent stopped);
+// at once when no open session has the turn (a run that was no turn, or
+// whose session is gone).
 func (a *instanceActor) interruptTurn(ctx actor.Context, msg *InterruptTurn) {
-	serving := a.serving(msg.Thread)
-	if len(serving) == 0 {
+	var c *child
+	for _, o := range a.sorted(open) {
+		if msg.Turn != "" && o.turns[msg.Thread] == msg.Turn {
+			c = o
+			break
+		}
+	}
+	if c == nil {
 		ctx.Respond(&TurnInterrupted{})
 		return
 	}
-	ctx.Send(serving[0].pid, &opTurn{
+	ctx.Send(c.pid, &opTurn{
 		interrupt: &driver.Turn{Thread: msg.Thread, ID: msg.Turn}, sender: ctx.Sender(), deadline: msg.Or(a.cfg.ActorTimeout),
 	})
 }

@@ -33,7 +33,12 @@ type Inproc struct {
 // driver.InprocKind.
 func (d *Inproc) Factory() driver.Factory {
 	return func(instance string, raw json.RawMessage) (driver.Driver, error) {
-		var cfg driver.InprocConfig
+		var cfg struct {
+			driver.InprocConfig
+			// Turns makes the instance's sessions take prompts
+			// (driver.Turner), as a real agent's do; see InprocSession.End.
+			Turns bool `json:"turns"`
+		}
 		if len(raw) > 0 && string(raw) != "null" {
 			dec := json.NewDecoder(bytes.NewReader(raw))
 			dec.DisallowUnknownFields()
@@ -41,7 +46,7 @@ func (d *Inproc) Factory() driver.Factory {
 				return nil, fmt.Errorf("inproc config: %w", err)
 			}
 		}
-		return &inprocDriver{parent: d, multi: cfg.MultiThread}, nil
+		return &inprocDriver{parent: d, multi: cfg.MultiThread, turns: cfg.Turns}, nil
 	}
 }
 
@@ -84,6 +89,7 @@ func (d *Inproc) Session(id string) *InprocSession {
 type inprocDriver struct {
 	parent *Inproc
 	multi  bool
+	turns  bool
 }
 
 func (d *inprocDriver) MultiThread() bool { return d.multi }
@@ -107,7 +113,58 @@ func (d *inprocDriver) Open(ctx context.Context, req driver.OpenRequest) (driver
 		bindings: []driver.Binding{req.Binding.Clone()},
 	}
 	p.sessions = append(p.sessions, s)
+	if d.turns {
+		return turnSession{s}, nil
+	}
 	return s, nil
+}
+
+// turnSession is an InprocSession that takes prompts: the session of an
+// instance whose config says "turns": true.
+type turnSession struct{ *InprocSession }
+
+// StartTurn implements driver.Turner: the turn is recorded (Turns) and
+// runs until the test ends it (End) or the runtime interrupts it.
+func (s turnSession) StartTurn(ctx context.Context, t driver.Turn) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("inproc: session closed")
+	}
+	s.turns = append(s.turns, t)
+	return nil
+}
+
+// Interrupt implements driver.Turner: the interrupt is recorded
+// (Interrupts) and the turn ends, interrupted.
+func (s turnSession) Interrupt(ctx context.Context, thread, turn string) error {
+	s.mu.Lock()
+	s.interrupts = append(s.interrupts, turn)
+	s.mu.Unlock()
+	s.End(thread, turn, driver.TurnInterrupted)
+	return nil
+}
+
+// Turns returns the turns the session was given, in order (a session of
+// an instance with "turns": true).
+func (s *InprocSession) Turns() []driver.Turn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.turns)
+}
+
+// Interrupts returns the ids of the turns the runtime asked the session
+// to stop, in order.
+func (s *InprocSession) Interrupts() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.interrupts)
+}
+
+// End reports the end of the thread's turn with outcome, as an agent
+// whose turn is over would.
+func (s *InprocSession) End(thread, turn, outcome string) {
+	s.events.TurnEnded(driver.TurnEnd{Thread: thread, Turn: turn, Outcome: outcome})
 }
 
 // InprocSession is one session of the in-process driver.
@@ -120,6 +177,9 @@ type InprocSession struct {
 	bindings []driver.Binding // every binding given, in order
 	attached map[string]bool
 	closed   bool
+	// turns and interrupts: what a session that takes prompts was given.
+	turns      []driver.Turn
+	interrupts []string
 }
 
 // Bindings returns every binding the session was given (Open's, then each
