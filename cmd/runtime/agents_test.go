@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/agenthost/mcpruntime/actors/provider/agenttest"
+	"github.com/agenthost/mcpruntime/actors/provider/drivertest"
 )
 
 // storyAgents are the agents of TestAgentsStory, by driver kind: thread t1
@@ -216,7 +217,7 @@ func TestAgentsStory(t *testing.T) {
 			t.Errorf("release of %s: status %q", a.session, rel.Status)
 		}
 		for _, pid := range s.pids(a.session) {
-			if left := processGroup(pid); len(left) > 0 {
+			if left := drivertest.Group(pid); len(left) > 0 {
 				t.Errorf("%s: processes %v of group %d are left after the release", kind, left, pid)
 			}
 		}
@@ -520,7 +521,7 @@ func (s *story) open(kind string) {
 	s.addToken(kind, ps.Authorization)
 	var rss int
 	for _, pid := range s.pids(a.session) {
-		rss += rssKiB(processGroup(pid))
+		rss += drivertest.RSSKiB(drivertest.Group(pid))
 	}
 	s.t.Logf("measured: %s open → connected %v, process tree RSS %d MiB", kind, took.Round(time.Millisecond), rss/1024)
 }
@@ -727,47 +728,4 @@ func (s *story) checkLeaks() {
 			s.t.Errorf("a secret is out of place: %v", leaks)
 		}
 	}
-}
-
-// processGroup returns the pids of the processes in group pgid.
-func processGroup(pgid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid pgrp …": the fields after the last ')'.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		if f := strings.Fields(string(stat[i+1:])); len(f) > 2 && f[2] == strconv.Itoa(pgid) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// rssKiB is the resident memory of the processes, summed, in KiB.
-func rssKiB(pids []int) int {
-	total := 0
-	for _, pid := range pids {
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-				total += n
-			}
-		}
-	}
-	return total
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/provider/agenttest"
 	"github.com/agenthost/mcpruntime/actors/provider/claude"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
+	"github.com/agenthost/mcpruntime/actors/provider/drivertest"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 )
 
@@ -73,16 +74,16 @@ func mcpAuthorization(t *testing.T, dir string) string {
 func TestOpen(t *testing.T) {
 	e := newEnv(t)
 	configDir := t.TempDir()
-	e.register("A", "T", configDir, nil)
+	e.Register("A", "T", configDir, nil)
 	start := time.Now()
-	ps, o := e.open("T", "A")
+	ps, o := e.Open("T", "A")
 	took := time.Since(start)
-	if !hasStatus(o.events, driver.StatusConnected) {
-		t.Fatalf("no connected status; statuses %+v", o.events.Statuses())
+	if !drivertest.HasStatus(o.Events, driver.StatusConnected) {
+		t.Fatalf("no connected status; statuses %+v", o.Events.Statuses())
 	}
-	pid := e.lastPid(ps.ID)
-	pids := group(pid)
-	t.Logf("measured: open → connected %v; claude tree %d processes, RSS %d KiB", took.Round(time.Millisecond), len(pids), rssKiB(pids))
+	pid := e.LastPid(ps.ID)
+	pids := drivertest.Group(pid)
+	t.Logf("measured: open → connected %v; claude tree %d processes, RSS %d KiB", took.Round(time.Millisecond), len(pids), drivertest.RSSKiB(pids))
 
 	if e.requestsWith(ps.Authorization) == 0 {
 		t.Errorf("the endpoint got no request with the session's credential")
@@ -100,11 +101,11 @@ func TestOpen(t *testing.T) {
 		t.Errorf("mcp.json holds another Authorization than the session's")
 	}
 
-	tok := token(ps.Authorization)
-	env := environ(t, pid)
+	tok := drivertest.Token(ps.Authorization)
+	env := drivertest.Environ(t, pid)
 	vars := strings.Split(env, "\x00")
 	for _, want := range []string{"ANTHROPIC_API_KEY=" + apiKey, "HOME=" + filepath.Join(dir, "home"),
-		"CLAUDE_CONFIG_DIR=" + filepath.Join(dir, "home", ".claude"), "ANTHROPIC_BASE_URL=" + e.model.URL,
+		"CLAUDE_CONFIG_DIR=" + filepath.Join(dir, "home", ".claude"), "ANTHROPIC_BASE_URL=" + e.Model.URL,
 		"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"} {
 		if !slices.Contains(vars, want) {
 			t.Errorf("claude's environment lacks %s", strings.SplitN(want, "=", 2)[0])
@@ -118,10 +119,10 @@ func TestOpen(t *testing.T) {
 	if strings.Contains(env, tok) {
 		t.Error("claude's environment holds the token")
 	}
-	if leaks := agenttest.Leaks(tok, []string{mcpFile}, []string{configDir, os.TempDir()}, e.logs.text()); len(leaks) > 0 {
+	if leaks := agenttest.Leaks(tok, []string{mcpFile}, []string{configDir, os.TempDir()}, e.Logs.Text()); len(leaks) > 0 {
 		t.Errorf("token found in %v", leaks)
 	}
-	if leaks := agenttest.Leaks(apiKey, nil, []string{configDir}, e.logs.text()); len(leaks) > 0 {
+	if leaks := agenttest.Leaks(apiKey, nil, []string{configDir}, e.Logs.Text()); len(leaks) > 0 {
 		t.Errorf("model key found in %v", leaks)
 	}
 }
@@ -132,15 +133,15 @@ func TestOpen(t *testing.T) {
 func TestOpenRefused(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-	logs := &capture{}
-	d, err := claude.Factory(slog.New(logs))("X", e.config(dir, nil))
+	logs := &drivertest.Capture{}
+	d, err := claude.Factory(slog.New(logs))("X", e.Config(dir, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, test := range []struct {
 		name, endpoint, authorization, want, state string
 	}{
-		{"unknown token", e.endpoint, "Bearer mcprt_not-a-token", "HTTP 401", driver.StatusNeedsAuth},
+		{"unknown token", e.Endpoint, "Bearer mcprt_not-a-token", "HTTP 401", driver.StatusNeedsAuth},
 		{"no server there", "http://127.0.0.1:9/mcp", "Bearer mcprt_not-a-token", "MCP server \"mcpruntime\" failed", driver.StatusFailed},
 	} {
 		t.Run(test.name, func(t *testing.T) {
@@ -155,11 +156,11 @@ func TestOpenRefused(t *testing.T) {
 				t.Fatalf("Open: %v, want Claude Code's error with %q", err, test.want)
 			}
 			t.Logf("open error: %v", err)
-			if !hasStatus(ev, test.state) {
+			if !drivertest.HasStatus(ev, test.state) {
 				t.Errorf("statuses %+v, want %s", ev.Statuses(), test.state)
 			}
-			for _, r := range logs.find("claude started", "session", id) {
-				waitGone(t, "after the refused open", atoi(t, r.attrs["pid"]))
+			for _, r := range logs.Find("claude started", "session", id) {
+				waitGone(t, "after the refused open", drivertest.Atoi(t, r.Attrs["pid"]))
 			}
 			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 				t.Errorf("configDir holds %v after the refused open", ents)
@@ -178,26 +179,26 @@ func TestOpenRefused(t *testing.T) {
 // ends the run; once the run ended, the same call is refused.
 func TestTurn(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), nil)
-	ps, o := e.open("T", "A")
+	e.Register("A", "T", t.TempDir(), nil)
+	ps, o := e.Open("T", "A")
 	var took []time.Duration
-	run, end, d := e.runTurn(o, "T", "A", `call thread_post {"text":"hi"}`)
+	run, end, d := e.RunTurn(o, "T", "A", `call thread_post {"text":"hi"}`)
 	took = append(took, d)
 	if end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn ended %+v, want completed", end)
 	}
-	e.waitNoRun("T") // the turn's end ended the run
-	msgs := e.messages("T")
+	e.WaitNoRun("T") // the turn's end ended the run
+	msgs := e.Messages("T")
 	if len(msgs) != 1 || msgs[0].Text != "hi" || msgs[0].Author != "cred:"+ps.CredentialID {
 		t.Fatalf("thread messages %+v, want one \"hi\" by cred:%s", msgs, ps.CredentialID)
 	}
 	want := []string{driver.EventTurnStarted, driver.EventToolCall, driver.EventToolResult,
 		driver.EventToolCall, driver.EventToolResult, driver.EventMessage}
-	if got := kinds(o.events, run); !slices.Equal(got, want) {
+	if got := drivertest.Kinds(o.Events, run); !slices.Equal(got, want) {
 		t.Errorf("events of the turn %v, want %v", got, want)
 	}
 	var calls, results []driver.Event
-	for _, ev := range o.events.Events() {
+	for _, ev := range o.Events.Events() {
 		switch {
 		case ev.Turn != run:
 		case ev.Kind == driver.EventToolCall:
@@ -217,20 +218,20 @@ func TestTurn(t *testing.T) {
 
 	// Turns outside any run (sent to the session directly): the call is
 	// refused; the model sees the runtime's text.
-	end, d = e.turn(o, "T", "after-the-run", `call thread_post {"text":"late"}`)
+	end, d = e.Turn(o, "T", "after-the-run", `call thread_post {"text":"late"}`)
 	took = append(took, d)
 	if end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn after the run ended %+v, want completed (with a refused call)", end)
 	}
-	res := e.model.ToolResults()
+	res := e.Model.ToolResults()
 	if len(res) == 0 || !strings.Contains(res[len(res)-1], "not own an active run") {
 		t.Errorf("tool results the model saw %q, want the last to be the runtime's refusal", res)
 	}
-	if msgs := e.messages("T"); len(msgs) != 1 {
+	if msgs := e.Messages("T"); len(msgs) != 1 {
 		t.Errorf("thread messages %+v after the refused call, want still one", msgs)
 	}
 	for i := range 3 {
-		end, d = e.turn(o, "T", fmt.Sprintf("plain-%d", i), "hello")
+		end, d = e.Turn(o, "T", fmt.Sprintf("plain-%d", i), "hello")
 		if end.Outcome != driver.TurnCompleted {
 			t.Fatalf("plain turn %+v", end)
 		}
@@ -244,32 +245,34 @@ func TestTurn(t *testing.T) {
 // interrupt); its end is reported interrupted, and the next turn runs.
 func TestInterrupt(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), nil)
-	_, o := e.open("T", "A")
+	e.Register("A", "T", t.TempDir(), nil)
+	_, o := e.Open("T", "A")
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	var took []time.Duration
 	for range 3 {
-		run, err := e.rt.StartTurn(ctx, "T", "A", "sleep 30s")
+		run, err := e.RT.StartTurn(ctx, "T", "A", "sleep 30s")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !o.events.Wait(deadline, func(ev *providertest.Events) bool { return slices.Contains(kinds(ev, run), driver.EventTurnStarted) }) {
+		if !o.Events.Wait(deadline, func(ev *providertest.Events) bool {
+			return slices.Contains(drivertest.Kinds(ev, run), driver.EventTurnStarted)
+		}) {
 			t.Fatal("the turn did not start")
 		}
 		start := time.Now()
-		if err := e.rt.EndRun(ctx, "T", run); err != nil {
+		if err := e.RT.EndRun(ctx, "T", run); err != nil {
 			t.Fatal(err)
 		}
-		end, ok := o.events.TurnEnd(run, deadline)
+		end, ok := o.Events.TurnEnd(run, deadline)
 		if !ok || end.Outcome != driver.TurnInterrupted {
 			t.Fatalf("turn end %+v (%v), want interrupted", end, ok)
 		}
 		took = append(took, time.Since(start))
-		e.waitNoRun("T")
+		e.WaitNoRun("T")
 	}
 	t.Logf("measured: EndRun → TurnEnded interrupted %v", took)
-	if _, end, _ := e.runTurn(o, "T", "A", "hello"); end.Outcome != driver.TurnCompleted {
+	if _, end, _ := e.RunTurn(o, "T", "A", "hello"); end.Outcome != driver.TurnCompleted {
 		t.Errorf("turn after the interrupt %+v, want completed", end)
 	}
 }
@@ -324,15 +327,15 @@ func userTexts(t *testing.T, body []byte) []string {
 func TestRotate(t *testing.T) {
 	e := newEnv(t)
 	configDir := t.TempDir()
-	e.register("A", "T", configDir, nil)
+	e.Register("A", "T", configDir, nil)
 	ctx := context.Background()
-	ps, o := e.open("T", "A")
+	ps, o := e.Open("T", "A")
 	first := `call thread_post {"text":"one"}`
-	if _, end, _ := e.runTurn(o, "T", "A", first); end.Outcome != driver.TurnCompleted {
+	if _, end, _ := e.RunTurn(o, "T", "A", first); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("first turn %+v", end)
 	}
-	e.waitNoRun("T")
-	pid := e.lastPid(ps.ID)
+	e.WaitNoRun("T")
+	pid := e.LastPid(ps.ID)
 	dir := sessionDir(t, configDir)
 
 	var took []time.Duration
@@ -340,15 +343,15 @@ func TestRotate(t *testing.T) {
 	var cred mcpruntime.Credential
 	oldAfter := map[string]int{} // old Authorization → how many requests it had made when its Rotate returned
 	for range 3 {
-		before := len(e.model.Requests())
+		before := len(e.Model.Requests())
 		start := time.Now()
 		var err error
-		cred, err = e.rt.Rotate(ctx, "T", "A")
+		cred, err = e.RT.Rotate(ctx, "T", "A")
 		if err != nil {
 			t.Fatalf("Rotate: %v", err)
 		}
 		took = append(took, time.Since(start))
-		if got := e.lastPid(ps.ID); got != pid {
+		if got := e.LastPid(ps.ID); got != pid {
 			t.Fatalf("claude %d was replaced by %d: want the same process", pid, got)
 		}
 		// Claude Code connected with the new token before Rotate returned
@@ -357,24 +360,24 @@ func TestRotate(t *testing.T) {
 			t.Errorf("Rotate returned before the endpoint got a request with the new credential %s", cred.ID)
 		}
 		oldAfter[prev.Authorization] = len(e.requestLog(prev.Authorization))
-		if c := e.credential("T", prev.CredentialID); c.State != "revoked" {
+		if c := e.Credential("T", prev.CredentialID); c.State != "revoked" {
 			t.Errorf("old credential %+v, want revoked", c)
 		}
 		if got := mcpAuthorization(t, dir); got != cred.Authorization {
 			t.Error("mcp.json does not hold the new token")
 		}
-		if len(e.model.Requests()) != before {
+		if len(e.Model.Requests()) != before {
 			t.Error("the rotation sent a model request")
 		}
 		prev = mcpruntime.ProviderSession{CredentialID: cred.ID, Authorization: cred.Authorization}
 	}
 	t.Logf("measured: rotation (mcp.json + mcp_set_servers + mcp_status connected) %v", took)
 
-	before := len(e.model.Requests())
-	if _, end, _ := e.runTurn(o, "T", "A", `call thread_post {"text":"two"}`); end.Outcome != driver.TurnCompleted {
+	before := len(e.Model.Requests())
+	if _, end, _ := e.RunTurn(o, "T", "A", `call thread_post {"text":"two"}`); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn after the rotation %+v", end)
 	}
-	msgs := e.messages("T")
+	msgs := e.Messages("T")
 	if len(msgs) != 2 || msgs[1].Text != "two" || msgs[1].Author != "cred:"+cred.ID {
 		t.Fatalf("thread messages %+v, want \"two\" by cred:%s", msgs, cred.ID)
 	}
@@ -389,19 +392,19 @@ func TestRotate(t *testing.T) {
 			}
 		}
 	}
-	reqs := e.model.Requests()
+	reqs := e.Model.Requests()
 	if len(reqs) <= before {
 		t.Fatal("no model request after the rotation")
 	}
 	if texts := userTexts(t, reqs[len(reqs)-1].Body); !slices.Contains(texts, first) {
 		t.Errorf("the request after the rotation has user texts %q, want the first turn's %q among them", texts, first)
 	}
-	for _, secret := range []string{token(ps.Authorization), token(cred.Authorization)} {
-		if leaks := agenttest.Leaks(secret, []string{filepath.Join(dir, "mcp.json")}, []string{configDir, os.TempDir()}, e.logs.text()); len(leaks) > 0 {
+	for _, secret := range []string{drivertest.Token(ps.Authorization), drivertest.Token(cred.Authorization)} {
+		if leaks := agenttest.Leaks(secret, []string{filepath.Join(dir, "mcp.json")}, []string{configDir, os.TempDir()}, e.Logs.Text()); len(leaks) > 0 {
 			t.Errorf("token found in %v", leaks)
 		}
 	}
-	if env := environ(t, pid); strings.Contains(env, token(cred.Authorization)) {
+	if env := drivertest.Environ(t, pid); strings.Contains(env, drivertest.Token(cred.Authorization)) {
 		t.Error("claude's environment holds the token")
 	}
 }
@@ -411,34 +414,36 @@ func TestRotate(t *testing.T) {
 // turn completes, and the next call lands under the new credential.
 func TestRotateDuringTurn(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), nil)
+	e.Register("A", "T", t.TempDir(), nil)
 	ctx := context.Background()
-	_, o := e.open("T", "A")
-	slow, err := e.rt.StartTurn(ctx, "T", "A", "sleep 3s")
+	_, o := e.Open("T", "A")
+	slow, err := e.RT.StartTurn(ctx, "T", "A", "sleep 3s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.events.Wait(deadline, func(ev *providertest.Events) bool { return slices.Contains(kinds(ev, slow), driver.EventTurnStarted) }) {
+	if !o.Events.Wait(deadline, func(ev *providertest.Events) bool {
+		return slices.Contains(drivertest.Kinds(ev, slow), driver.EventTurnStarted)
+	}) {
 		t.Fatal("the turn did not start")
 	}
 	start := time.Now()
-	cred, err := e.rt.Rotate(ctx, "T", "A")
+	cred, err := e.RT.Rotate(ctx, "T", "A")
 	if err != nil {
 		t.Fatalf("Rotate: %v", err)
 	}
 	t.Logf("measured: rotation during a turn %v", time.Since(start).Round(time.Millisecond))
-	if _, ended := o.events.TurnEnd(slow, 0); ended {
+	if _, ended := o.Events.TurnEnd(slow, 0); ended {
 		t.Log("the turn ended before the rotation returned")
 	}
-	end, ok := o.events.TurnEnd(slow, deadline)
+	end, ok := o.Events.TurnEnd(slow, deadline)
 	if !ok || end.Outcome != driver.TurnCompleted {
 		t.Fatalf("running turn's end %+v (%v), want completed", end, ok)
 	}
-	e.waitNoRun("T")
-	if _, end, _ := e.runTurn(o, "T", "A", `call thread_post {"text":"after"}`); end.Outcome != driver.TurnCompleted {
+	e.WaitNoRun("T")
+	if _, end, _ := e.RunTurn(o, "T", "A", `call thread_post {"text":"after"}`); end.Outcome != driver.TurnCompleted {
 		t.Errorf("turn after the rotation %+v, want completed", end)
 	}
-	if msgs := e.messages("T"); len(msgs) != 1 || msgs[0].Author != "cred:"+cred.ID {
+	if msgs := e.Messages("T"); len(msgs) != 1 || msgs[0].Author != "cred:"+cred.ID {
 		t.Errorf("thread messages %+v, want one by cred:%s", msgs, cred.ID)
 	}
 }
@@ -449,11 +454,11 @@ func TestRotateDuringTurn(t *testing.T) {
 func TestCloseAndDied(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-	e.register("A", "T", dir, nil)
-	ps, o := e.open("T", "A")
-	pid := e.lastPid(ps.ID)
+	e.Register("A", "T", dir, nil)
+	ps, o := e.Open("T", "A")
+	pid := e.LastPid(ps.ID)
 	start := time.Now()
-	if err := e.rt.ReleaseProviderSession(context.Background(), ps.ID); err != nil {
+	if err := e.RT.ReleaseProviderSession(context.Background(), ps.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, "after the release", pid)
@@ -461,22 +466,22 @@ func TestCloseAndDied(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("configDir holds %v after the release", ents)
 	}
-	if len(o.events.Deaths()) != 0 {
-		t.Errorf("a release reported Died: %v", o.events.Deaths())
+	if len(o.Events.Deaths()) != 0 {
+		t.Errorf("a release reported Died: %v", o.Events.Deaths())
 	}
 
-	if _, err := e.rt.CreateThread(context.Background(), "T2", mcpruntime.ThreadOptions{Instance: "A"}); err != nil {
+	if _, err := e.RT.CreateThread(context.Background(), "T2", mcpruntime.ThreadOptions{Instance: "A"}); err != nil {
 		t.Fatal(err)
 	}
-	ps2, o2 := e.open("T2", "A")
-	pid2 := e.lastPid(ps2.ID)
+	ps2, o2 := e.Open("T2", "A")
+	pid2 := e.LastPid(ps2.ID)
 	if err := syscall.Kill(pid2, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if !o2.events.Wait(deadline, func(ev *providertest.Events) bool { return len(ev.Deaths()) > 0 }) {
+	if !o2.Events.Wait(deadline, func(ev *providertest.Events) bool { return len(ev.Deaths()) > 0 }) {
 		t.Fatal("no Died after claude was killed")
 	}
-	t.Logf("died: %v", o2.events.Deaths()[0])
+	t.Logf("died: %v", o2.Events.Deaths()[0])
 	waitGone(t, "after the kill", pid2)
 	end := time.Now().Add(deadline)
 	for ents, _ := os.ReadDir(dir); len(ents) != 0; ents, _ = os.ReadDir(dir) {
@@ -494,24 +499,24 @@ func TestCloseAndDied(t *testing.T) {
 func TestTwoInstances(t *testing.T) {
 	e := newEnv(t)
 	dirA, dirB := t.TempDir(), t.TempDir()
-	e.register("A", "TA", dirA, nil)
-	e.register("B", "TB", dirB, nil)
-	psA, _ := e.open("TA", "A")
-	psB, _ := e.open("TB", "B")
-	tokA, tokB := token(psA.Authorization), token(psB.Authorization)
+	e.Register("A", "TA", dirA, nil)
+	e.Register("B", "TB", dirB, nil)
+	psA, _ := e.Open("TA", "A")
+	psB, _ := e.Open("TB", "B")
+	tokA, tokB := drivertest.Token(psA.Authorization), drivertest.Token(psB.Authorization)
 	for _, c := range []struct {
 		name       string
 		pid        int
 		own, other string
 		dir        string
 	}{
-		{"A", e.lastPid(psA.ID), psA.Authorization, tokB, dirA},
-		{"B", e.lastPid(psB.ID), psB.Authorization, tokA, dirB},
+		{"A", e.LastPid(psA.ID), psA.Authorization, tokB, dirA},
+		{"B", e.LastPid(psB.ID), psB.Authorization, tokA, dirB},
 	} {
 		if got := mcpAuthorization(t, sessionDir(t, c.dir)); got != c.own {
 			t.Errorf("%s's mcp.json lacks its own token", c.name)
 		}
-		for _, pid := range group(c.pid) {
+		for _, pid := range drivertest.Group(c.pid) {
 			for _, f := range []string{"environ", "cmdline"} {
 				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
 				if err != nil {
@@ -533,26 +538,26 @@ func TestTwoInstances(t *testing.T) {
 // 401, and the driver reports needs_auth.
 func TestRevoked(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), nil)
-	_, o := e.open("T", "A")
-	if err := e.rt.Archive(context.Background(), "T"); err != nil {
+	e.Register("A", "T", t.TempDir(), nil)
+	_, o := e.Open("T", "A")
+	if err := e.RT.Archive(context.Background(), "T"); err != nil {
 		t.Fatal(err)
 	}
-	if end, _ := e.turn(o, "T", "late", `call thread_read {}`); end.Outcome != driver.TurnCompleted {
+	if end, _ := e.Turn(o, "T", "late", `call thread_read {}`); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn %+v", end)
 	}
 	var refused []string
-	for _, ev := range o.events.Events() {
+	for _, ev := range o.Events.Events() {
 		if ev.Kind == driver.EventToolResult && ev.Error && ev.Tool == "mcp__mcpruntime__thread_read" {
 			refused = append(refused, ev.Text)
 		}
 	}
 	t.Logf("refused calls: %q", refused)
 	if len(refused) == 0 || !strings.Contains(refused[0], "rejected the Authorization header") {
-		t.Errorf("events %+v, want thread_read's result refused (rejected the Authorization header)", o.events.Events())
+		t.Errorf("events %+v, want thread_read's result refused (rejected the Authorization header)", o.Events.Events())
 	}
-	if !hasStatus(o.events, driver.StatusNeedsAuth) {
-		t.Errorf("statuses %+v, want needs_auth", o.events.Statuses())
+	if !drivertest.HasStatus(o.Events, driver.StatusNeedsAuth) {
+		t.Errorf("statuses %+v, want needs_auth", o.Events.Statuses())
 	}
 }
 
@@ -562,14 +567,14 @@ func TestRevoked(t *testing.T) {
 // scrubSubprocessEnv).
 func TestShellEnvironment(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), map[string]any{"args": []string{"--allowedTools", "Bash"}})
-	ps, o := e.open("T", "A")
-	end, _ := e.turn(o, "T", "shell", `call Bash {"command":"env"}`)
+	e.Register("A", "T", t.TempDir(), map[string]any{"args": []string{"--allowedTools", "Bash"}})
+	ps, o := e.Open("T", "A")
+	end, _ := e.Turn(o, "T", "shell", `call Bash {"command":"env"}`)
 	if end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn %+v", end)
 	}
 	var out string
-	for _, ev := range o.events.Events() {
+	for _, ev := range o.Events.Events() {
 		if ev.Turn == "shell" && ev.Kind == driver.EventToolResult && ev.Tool == "Bash" {
 			if ev.Error {
 				t.Fatalf("Bash was refused: %q", ev.Text)
@@ -580,16 +585,16 @@ func TestShellEnvironment(t *testing.T) {
 	if !strings.Contains(out, "CLAUDE_CONFIG_DIR=") {
 		t.Fatalf("the command's output %q is not its environment", out)
 	}
-	if strings.Contains(out, token(ps.Authorization)) {
+	if strings.Contains(out, drivertest.Token(ps.Authorization)) {
 		t.Error("the model's command sees the MCP token")
 	}
 	t.Logf("the model's command sees the model key: %v", strings.Contains(out, apiKey))
 	// Still the runtime's tools too: the driver's --allowedTools holds.
-	if end, _ := e.turn(o, "T", "mcp", `call thread_read {}`); end.Outcome != driver.TurnCompleted {
+	if end, _ := e.Turn(o, "T", "mcp", `call thread_read {}`); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn %+v", end)
 	}
 	var read bool
-	for _, ev := range o.events.Events() {
+	for _, ev := range o.Events.Events() {
 		if ev.Turn == "mcp" && ev.Kind == driver.EventToolResult && ev.Tool == "mcp__mcpruntime__thread_read" {
 			read = true
 			if ev.Error {
@@ -598,7 +603,7 @@ func TestShellEnvironment(t *testing.T) {
 		}
 	}
 	if !read {
-		t.Errorf("no thread_read result; events %+v", o.events.Events())
+		t.Errorf("no thread_read result; events %+v", o.Events.Events())
 	}
 }
 
@@ -608,9 +613,9 @@ func TestShellEnvironment(t *testing.T) {
 // never comes, and no stray result ends the next turn.
 func TestInterruptEarly(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), nil)
-	_, o := e.open("T", "A")
-	tr := o.session.(driver.Turner)
+	e.Register("A", "T", t.TempDir(), nil)
+	_, o := e.Open("T", "A")
+	tr := o.Session.(driver.Turner)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	for i := range 3 {
@@ -621,20 +626,20 @@ func TestInterruptEarly(t *testing.T) {
 		if err := tr.Interrupt(ctx, "T", id); err != nil {
 			t.Fatal(err)
 		}
-		end, ok := o.events.TurnEnd(id, deadline)
+		end, ok := o.Events.TurnEnd(id, deadline)
 		if !ok || end.Outcome != driver.TurnInterrupted {
 			t.Fatalf("turn end %+v (%v), want interrupted", end, ok)
 		}
-		for _, ev := range o.events.Events() {
+		for _, ev := range o.Events.Events() {
 			if ev.Turn == id && ev.Kind == driver.EventMessage {
 				t.Errorf("the interrupted turn went on: message %q", ev.Text)
 			}
 		}
 	}
-	if end, _ := e.turn(o, "T", "after", "hello"); end.Outcome != driver.TurnCompleted {
+	if end, _ := e.Turn(o, "T", "after", "hello"); end.Outcome != driver.TurnCompleted {
 		t.Errorf("turn after the interrupts %+v, want completed", end)
 	}
-	if ends := o.events.TurnsEnded(); len(ends) != 4 {
+	if ends := o.Events.TurnsEnded(); len(ends) != 4 {
 		t.Errorf("turn ends %+v, want one for each turn", ends)
 	}
 }
@@ -644,23 +649,23 @@ func TestInterruptEarly(t *testing.T) {
 // working token now, is reported dead.
 func TestRotateRefused(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), nil)
-	ps, o := e.open("T", "A")
+	e.Register("A", "T", t.TempDir(), nil)
+	ps, o := e.Open("T", "A")
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	err := o.session.Attach(ctx, driver.Binding{Thread: "T", Instance: "A", Endpoint: e.endpoint, Authorization: "Bearer mcprt_not-a-token"})
+	err := o.Session.Attach(ctx, driver.Binding{Thread: "T", Instance: "A", Endpoint: e.Endpoint, Authorization: "Bearer mcprt_not-a-token"})
 	if err == nil || !strings.Contains(err.Error(), "HTTP 401") {
 		t.Fatalf("Attach with a refused token: %v, want Claude Code's error with HTTP 401", err)
 	}
 	t.Logf("rotation error: %v", err)
-	if !o.events.Wait(deadline, func(ev *providertest.Events) bool { return len(ev.Deaths()) > 0 }) {
+	if !o.Events.Wait(deadline, func(ev *providertest.Events) bool { return len(ev.Deaths()) > 0 }) {
 		t.Fatal("no Died after the failed rotation")
 	}
-	if !hasStatus(o.events, driver.StatusNeedsAuth) {
-		t.Errorf("statuses %+v, want needs_auth", o.events.Statuses())
+	if !drivertest.HasStatus(o.Events, driver.StatusNeedsAuth) {
+		t.Errorf("statuses %+v, want needs_auth", o.Events.Statuses())
 	}
-	if err := o.session.(driver.Turner).StartTurn(ctx, driver.Turn{Thread: "T", ID: "x", Input: "hello"}); err == nil {
+	if err := o.Session.(driver.Turner).StartTurn(ctx, driver.Turn{Thread: "T", ID: "x", Input: "hello"}); err == nil {
 		t.Error("StartTurn on the dead session succeeded")
 	}
-	waitGone(t, "after the failed rotation's release", e.lastPid(ps.ID))
+	waitGone(t, "after the failed rotation's release", e.LastPid(ps.ID))
 }

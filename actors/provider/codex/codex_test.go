@@ -23,6 +23,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/provider/agenttest"
 	"github.com/agenthost/mcpruntime/actors/provider/codex"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
+	"github.com/agenthost/mcpruntime/actors/provider/drivertest"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 )
 
@@ -34,23 +35,23 @@ import (
 func TestOpen(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-	e.register("A", "T", dir, nil)
+	e.Register("A", "T", dir, nil)
 	start := time.Now()
-	ps, o := e.open("T", "A")
+	ps, o := e.Open("T", "A")
 	took := time.Since(start)
-	if !o.events.Wait(deadline, func(ev *providertest.Events) bool { return hasStatus(ev, driver.StatusConnected) }) {
-		t.Fatalf("no connected status; statuses %+v", o.events.Statuses())
+	if !o.Events.Wait(deadline, func(ev *providertest.Events) bool { return drivertest.HasStatus(ev, driver.StatusConnected) }) {
+		t.Fatalf("no connected status; statuses %+v", o.Events.Statuses())
 	}
-	pid := e.lastPid(ps.ID)
-	pids := group(pid)
-	t.Logf("measured: open → connected %v; app-server tree %d processes, RSS %d KiB", took.Round(time.Millisecond), len(pids), rssKiB(pids))
+	pid := e.LastPid(ps.ID)
+	pids := drivertest.Group(pid)
+	t.Logf("measured: open → connected %v; app-server tree %d processes, RSS %d KiB", took.Round(time.Millisecond), len(pids), drivertest.RSSKiB(pids))
 
 	var seen bool
-	for _, m := range e.rt.MCPSessions() {
+	for _, m := range e.RT.MCPSessions() {
 		seen = seen || m.Credential == ps.CredentialID
 	}
 	if !seen {
-		t.Errorf("the runtime holds no MCP session of credential %s: %+v", ps.CredentialID, e.rt.MCPSessions())
+		t.Errorf("the runtime holds no MCP session of credential %s: %+v", ps.CredentialID, e.RT.MCPSessions())
 	}
 
 	ents, err := os.ReadDir(dir)
@@ -64,8 +65,8 @@ func TestOpen(t *testing.T) {
 		t.Errorf("session directory: %v, %v; want mode 0700", fi.Mode(), err)
 	}
 
-	tok := token(ps.Authorization)
-	vars := strings.Split(environ(t, pid), "\x00")
+	tok := drivertest.Token(ps.Authorization)
+	vars := strings.Split(drivertest.Environ(t, pid), "\x00")
 	for _, want := range []string{"MCPRUNTIME_TOKEN=" + tok, "OPENAI_API_KEY=" + apiKey, "HOME=" + e.home} {
 		if !slices.Contains(vars, want) {
 			t.Errorf("app-server environment lacks %s", strings.SplitN(want, "=", 2)[0])
@@ -77,7 +78,7 @@ func TestOpen(t *testing.T) {
 		}
 	}
 	for _, secret := range []string{tok, apiKey} {
-		if leaks := agenttest.Leaks(secret, nil, []string{dir, e.home}, e.logs.text()); len(leaks) > 0 {
+		if leaks := agenttest.Leaks(secret, nil, []string{dir, e.home}, e.Logs.Text()); len(leaks) > 0 {
 			t.Errorf("secret found in %v", leaks)
 		}
 	}
@@ -89,8 +90,8 @@ func TestOpen(t *testing.T) {
 func TestOpenRefused(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-	logs := &capture{}
-	d, err := codex.Factory(slog.New(logs))("X", e.config(dir, nil))
+	logs := &drivertest.Capture{}
+	d, err := codex.Factory(slog.New(logs))("X", e.Config(dir, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,17 +99,17 @@ func TestOpenRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	_, err = d.Open(ctx, driver.OpenRequest{SessionID: "ps_refused", Instance: "X", Events: ev, Binding: driver.Binding{
-		Thread: "T", Instance: "X", Endpoint: e.endpoint, Authorization: "Bearer mcprt_not-a-token",
+		Thread: "T", Instance: "X", Endpoint: e.Endpoint, Authorization: "Bearer mcprt_not-a-token",
 	}})
 	if err == nil || !strings.Contains(err.Error(), "Auth required") {
 		t.Fatalf("Open with an unknown token: %v, want Codex's toolsError (Auth required)", err)
 	}
 	t.Logf("open error: %v", err)
-	if !hasStatus(ev, driver.StatusNeedsAuth) {
+	if !drivertest.HasStatus(ev, driver.StatusNeedsAuth) {
 		t.Errorf("statuses %+v, want needs_auth", ev.Statuses())
 	}
-	for _, r := range logs.find("codex app-server started", "session", "ps_refused") {
-		waitGone(t, "after the refused open", atoi(t, r.attrs["pid"]))
+	for _, r := range logs.Find("codex app-server started", "session", "ps_refused") {
+		waitGone(t, "after the refused open", drivertest.Atoi(t, r.Attrs["pid"]))
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("configDir holds %v after the refused open", ents)
@@ -125,22 +126,22 @@ func TestOpenRefused(t *testing.T) {
 // parent_not_active.
 func TestTurn(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), nil)
-	ps, o := e.open("T", "A")
-	run, end, took := e.runTurn(o, "T", "A", `call thread_post {"text":"hi"}`)
+	e.Register("A", "T", t.TempDir(), nil)
+	ps, o := e.Open("T", "A")
+	run, end, took := e.RunTurn(o, "T", "A", `call thread_post {"text":"hi"}`)
 	t.Logf("measured: turn round trip (Runtime.StartTurn → TurnEnded, one MCP tool call) %v", took.Round(time.Millisecond))
 	if end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn ended %+v, want completed", end)
 	}
-	e.waitNoRun("T") // the turn's end ended the run
-	msgs := e.messages("T")
+	e.WaitNoRun("T") // the turn's end ended the run
+	msgs := e.Messages("T")
 	if len(msgs) != 1 || msgs[0].Text != "hi" || msgs[0].Author != "cred:"+ps.CredentialID {
 		t.Fatalf("thread messages %+v, want one \"hi\" by cred:%s", msgs, ps.CredentialID)
 	}
-	if got, want := kinds(o.events, run), []string{driver.EventTurnStarted, driver.EventToolCall, driver.EventToolResult, driver.EventMessage}; !slices.Equal(got, want) {
+	if got, want := drivertest.Kinds(o.Events, run), []string{driver.EventTurnStarted, driver.EventToolCall, driver.EventToolResult, driver.EventMessage}; !slices.Equal(got, want) {
 		t.Errorf("events of the turn %v, want %v", got, want)
 	}
-	for _, ev := range o.events.Events() {
+	for _, ev := range o.Events.Events() {
 		if ev.Kind == driver.EventToolCall && (ev.Tool != "mcp__mcpruntime__thread_post" || string(ev.Data) != `{"text":"hi"}`) {
 			t.Errorf("tool call %+v, want mcp__mcpruntime__thread_post {\"text\":\"hi\"}", ev)
 		}
@@ -154,16 +155,16 @@ func TestTurn(t *testing.T) {
 
 	// A turn outside any run (sent to the session directly): the call is
 	// refused.
-	end, _ = e.turn(o, "T", "after-the-run", `call thread_post {"text":"late"}`)
+	end, _ = e.Turn(o, "T", "after-the-run", `call thread_post {"text":"late"}`)
 	if end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn after the run ended %+v, want completed (with a refused call)", end)
 	}
-	results := e.model.ToolResults()
+	results := e.Model.ToolResults()
 	t.Logf("the model saw the refusal as %q", results[len(results)-1])
 	if len(results) != 2 || !refusedNotActive(results[1]) {
 		t.Errorf("tool results the model saw %q, want the second to be the parent_not_active refusal", results)
 	}
-	if msgs := e.messages("T"); len(msgs) != 1 {
+	if msgs := e.Messages("T"); len(msgs) != 1 {
 		t.Errorf("thread messages %+v after the refused call, want still one", msgs)
 	}
 }
@@ -173,27 +174,29 @@ func TestTurn(t *testing.T) {
 // end is reported interrupted at once, and the next turn runs.
 func TestInterrupt(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), nil)
-	_, o := e.open("T", "A")
+	e.Register("A", "T", t.TempDir(), nil)
+	_, o := e.Open("T", "A")
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	run, err := e.rt.StartTurn(ctx, "T", "A", "sleep 30s")
+	run, err := e.RT.StartTurn(ctx, "T", "A", "sleep 30s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.events.Wait(deadline, func(ev *providertest.Events) bool { return slices.Contains(kinds(ev, run), driver.EventTurnStarted) }) {
+	if !o.Events.Wait(deadline, func(ev *providertest.Events) bool {
+		return slices.Contains(drivertest.Kinds(ev, run), driver.EventTurnStarted)
+	}) {
 		t.Fatal("the turn did not start")
 	}
 	start := time.Now()
-	if err := e.rt.EndRun(ctx, "T", run); err != nil {
+	if err := e.RT.EndRun(ctx, "T", run); err != nil {
 		t.Fatal(err)
 	}
-	end, ok := o.events.TurnEnd(run, 10*time.Second)
+	end, ok := o.Events.TurnEnd(run, 10*time.Second)
 	if !ok || end.Outcome != driver.TurnInterrupted {
 		t.Fatalf("turn end %+v (%v), want interrupted", end, ok)
 	}
 	t.Logf("measured: EndRun → TurnEnded interrupted %v", time.Since(start).Round(time.Millisecond))
-	if _, end, _ := e.runTurn(o, "T", "A", "hello"); end.Outcome != driver.TurnCompleted {
+	if _, end, _ := e.RunTurn(o, "T", "A", "hello"); end.Outcome != driver.TurnCompleted {
 		t.Errorf("turn after the interrupt %+v, want completed", end)
 	}
 }
@@ -205,43 +208,43 @@ func TestInterrupt(t *testing.T) {
 func TestRotate(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-	e.register("A", "T", dir, nil)
+	e.Register("A", "T", dir, nil)
 	ctx := context.Background()
-	ps, o := e.open("T", "A")
+	ps, o := e.Open("T", "A")
 	first := `call thread_post {"text":"one"}`
-	if _, end, _ := e.runTurn(o, "T", "A", first); end.Outcome != driver.TurnCompleted {
+	if _, end, _ := e.RunTurn(o, "T", "A", first); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("first turn %+v", end)
 	}
-	e.waitNoRun("T")
-	before := len(e.model.Requests())
-	oldPid := e.lastPid(ps.ID)
+	e.WaitNoRun("T")
+	before := len(e.Model.Requests())
+	oldPid := e.LastPid(ps.ID)
 
 	start := time.Now()
-	cred, err := e.rt.Rotate(ctx, "T", "A")
+	cred, err := e.RT.Rotate(ctx, "T", "A")
 	if err != nil {
 		t.Fatalf("Rotate: %v", err)
 	}
 	t.Logf("measured: rotation (restart + thread/resume + MCP connected) %v", time.Since(start).Round(time.Millisecond))
-	newPid := e.lastPid(ps.ID)
+	newPid := e.LastPid(ps.ID)
 	if newPid == oldPid {
 		t.Fatalf("the app-server %d was not restarted", oldPid)
 	}
 	waitGone(t, "the old app-server", oldPid)
-	if c := e.credential("T", ps.CredentialID); c.State != "revoked" {
+	if c := e.Credential("T", ps.CredentialID); c.State != "revoked" {
 		t.Errorf("old credential %+v, want revoked", c)
 	}
-	if !slices.Contains(strings.Split(environ(t, newPid), "\x00"), "MCPRUNTIME_TOKEN="+token(cred.Authorization)) {
+	if !slices.Contains(strings.Split(drivertest.Environ(t, newPid), "\x00"), "MCPRUNTIME_TOKEN="+drivertest.Token(cred.Authorization)) {
 		t.Error("the new app-server does not hold the new token")
 	}
 
-	if _, end, _ := e.runTurn(o, "T", "A", `call thread_post {"text":"two"}`); end.Outcome != driver.TurnCompleted {
+	if _, end, _ := e.RunTurn(o, "T", "A", `call thread_post {"text":"two"}`); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn after the rotation %+v", end)
 	}
-	msgs := e.messages("T")
+	msgs := e.Messages("T")
 	if len(msgs) != 2 || msgs[1].Text != "two" || msgs[1].Author != "cred:"+cred.ID {
 		t.Fatalf("thread messages %+v, want \"two\" by cred:%s", msgs, cred.ID)
 	}
-	reqs := e.model.Requests()
+	reqs := e.Model.Requests()
 	if len(reqs) <= before {
 		t.Fatal("no model request after the rotation")
 	}
@@ -252,12 +255,12 @@ func TestRotate(t *testing.T) {
 	if !slices.Contains(lastBody.userTexts(), first) {
 		t.Errorf("the request after the rotation has user messages %q, want the first turn's %q among them", lastBody.userTexts(), first)
 	}
-	for _, secret := range []string{token(ps.Authorization), token(cred.Authorization)} {
-		if leaks := agenttest.Leaks(secret, nil, []string{dir, e.home}, e.logs.text()); len(leaks) > 0 {
+	for _, secret := range []string{drivertest.Token(ps.Authorization), drivertest.Token(cred.Authorization)} {
+		if leaks := agenttest.Leaks(secret, nil, []string{dir, e.home}, e.Logs.Text()); len(leaks) > 0 {
 			t.Errorf("token found in %v", leaks)
 		}
 	}
-	if env := environ(t, newPid); strings.Contains(env, token(ps.Authorization)) {
+	if env := drivertest.Environ(t, newPid); strings.Contains(env, drivertest.Token(ps.Authorization)) {
 		t.Error("the new app-server's environment holds the old token")
 	}
 }
@@ -267,30 +270,32 @@ func TestRotate(t *testing.T) {
 // session goes on.
 func TestRotateDuringTurn(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), map[string]any{"rotateWait": "1s"})
+	e.Register("A", "T", t.TempDir(), map[string]any{"rotateWait": "1s"})
 	ctx := context.Background()
-	_, o := e.open("T", "A")
-	slow, err := e.rt.StartTurn(ctx, "T", "A", "sleep 30s")
+	_, o := e.Open("T", "A")
+	slow, err := e.RT.StartTurn(ctx, "T", "A", "sleep 30s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !o.events.Wait(deadline, func(ev *providertest.Events) bool { return slices.Contains(kinds(ev, slow), driver.EventTurnStarted) }) {
+	if !o.Events.Wait(deadline, func(ev *providertest.Events) bool {
+		return slices.Contains(drivertest.Kinds(ev, slow), driver.EventTurnStarted)
+	}) {
 		t.Fatal("the turn did not start")
 	}
 	start := time.Now()
-	if _, err := e.rt.Rotate(ctx, "T", "A"); err != nil {
+	if _, err := e.RT.Rotate(ctx, "T", "A"); err != nil {
 		t.Fatalf("Rotate: %v", err)
 	}
 	took := time.Since(start)
-	end, ok := o.events.TurnEnd(slow, time.Second)
+	end, ok := o.Events.TurnEnd(slow, time.Second)
 	if !ok || end.Outcome != driver.TurnInterrupted {
 		t.Fatalf("running turn's end %+v (%v), want interrupted by the rotation", end, ok)
 	}
 	if took < time.Second || took > 15*time.Second {
 		t.Errorf("rotation took %v, want rotateWait (1s) plus a restart", took)
 	}
-	e.waitNoRun("T") // the interrupted turn's end ended its run
-	if _, end, _ := e.runTurn(o, "T", "A", "hello"); end.Outcome != driver.TurnCompleted {
+	e.WaitNoRun("T") // the interrupted turn's end ended its run
+	if _, end, _ := e.RunTurn(o, "T", "A", "hello"); end.Outcome != driver.TurnCompleted {
 		t.Errorf("turn after the rotation %+v, want completed", end)
 	}
 }
@@ -301,32 +306,32 @@ func TestRotateDuringTurn(t *testing.T) {
 func TestCloseAndDied(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-	e.register("A", "T", dir, nil)
-	ps, o := e.open("T", "A")
-	pid := e.lastPid(ps.ID)
-	if err := e.rt.ReleaseProviderSession(context.Background(), ps.ID); err != nil {
+	e.Register("A", "T", dir, nil)
+	ps, o := e.Open("T", "A")
+	pid := e.LastPid(ps.ID)
+	if err := e.RT.ReleaseProviderSession(context.Background(), ps.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, "after the release", pid)
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("configDir holds %v after the release", ents)
 	}
-	if len(o.events.Deaths()) != 0 {
-		t.Errorf("a release reported Died: %v", o.events.Deaths())
+	if len(o.Events.Deaths()) != 0 {
+		t.Errorf("a release reported Died: %v", o.Events.Deaths())
 	}
 
-	if _, err := e.rt.CreateThread(context.Background(), "T2", mcpruntime.ThreadOptions{Instance: "A"}); err != nil {
+	if _, err := e.RT.CreateThread(context.Background(), "T2", mcpruntime.ThreadOptions{Instance: "A"}); err != nil {
 		t.Fatal(err)
 	}
-	ps2, o2 := e.open("T2", "A")
-	pid2 := e.lastPid(ps2.ID)
+	ps2, o2 := e.Open("T2", "A")
+	pid2 := e.LastPid(ps2.ID)
 	if err := syscall.Kill(pid2, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if !o2.events.Wait(deadline, func(ev *providertest.Events) bool { return len(ev.Deaths()) > 0 }) {
+	if !o2.Events.Wait(deadline, func(ev *providertest.Events) bool { return len(ev.Deaths()) > 0 }) {
 		t.Fatal("no Died after the app-server was killed")
 	}
-	t.Logf("died: %v", o2.events.Deaths()[0])
+	t.Logf("died: %v", o2.Events.Deaths()[0])
 	waitGone(t, "after the kill", pid2)
 	end := time.Now().Add(deadline)
 	for ents, _ := os.ReadDir(dir); len(ents) != 0; ents, _ = os.ReadDir(dir) {
@@ -342,24 +347,24 @@ func TestCloseAndDied(t *testing.T) {
 func TestTwoInstances(t *testing.T) {
 	e := newEnv(t)
 	dirA, dirB := t.TempDir(), t.TempDir()
-	e.register("A", "TA", dirA, nil)
-	e.register("B", "TB", dirB, nil)
-	psA, _ := e.open("TA", "A")
-	psB, _ := e.open("TB", "B")
-	tokA, tokB := token(psA.Authorization), token(psB.Authorization)
+	e.Register("A", "TA", dirA, nil)
+	e.Register("B", "TB", dirB, nil)
+	psA, _ := e.Open("TA", "A")
+	psB, _ := e.Open("TB", "B")
+	tokA, tokB := drivertest.Token(psA.Authorization), drivertest.Token(psB.Authorization)
 	for _, c := range []struct {
 		name       string
 		pid        int
 		own, other string
 		dir        string
 	}{
-		{"A", e.lastPid(psA.ID), tokA, tokB, dirA},
-		{"B", e.lastPid(psB.ID), tokB, tokA, dirB},
+		{"A", e.LastPid(psA.ID), tokA, tokB, dirA},
+		{"B", e.LastPid(psB.ID), tokB, tokA, dirB},
 	} {
-		if !strings.Contains(environ(t, c.pid), "MCPRUNTIME_TOKEN="+c.own) {
+		if !strings.Contains(drivertest.Environ(t, c.pid), "MCPRUNTIME_TOKEN="+c.own) {
 			t.Errorf("%s's app-server lacks its own token", c.name)
 		}
-		for _, pid := range group(c.pid) {
+		for _, pid := range drivertest.Group(c.pid) {
 			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 			if err != nil {
 				continue // exited meanwhile
@@ -435,14 +440,14 @@ func (r modelRequest) userTexts() []string {
 // shell_environment_policy.exclude holds on Codex 0.169.
 func TestShellEnvironment(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), nil)
-	ps, o := e.open("T", "A")
-	end, _ := e.turn(o, "T", "shell", `call exec_command {"cmd":"env"}`)
+	e.Register("A", "T", t.TempDir(), nil)
+	ps, o := e.Open("T", "A")
+	end, _ := e.Turn(o, "T", "shell", `call exec_command {"cmd":"env"}`)
 	if end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn %+v", end)
 	}
 	var out string
-	for _, ev := range o.events.Events() {
+	for _, ev := range o.Events.Events() {
 		if ev.Turn == "shell" && ev.Kind == driver.EventToolResult && ev.Tool == "shell" {
 			out = ev.Text
 		}
@@ -450,7 +455,7 @@ func TestShellEnvironment(t *testing.T) {
 	if !strings.Contains(out, "CODEX_HOME=") {
 		t.Fatalf("the command's output %q is not its environment", out)
 	}
-	for _, secret := range []string{token(ps.Authorization), apiKey, "MCPRUNTIME_"} {
+	for _, secret := range []string{drivertest.Token(ps.Authorization), apiKey, "MCPRUNTIME_"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("the model's command sees %q in its environment", secret)
 		}
@@ -462,22 +467,22 @@ func TestShellEnvironment(t *testing.T) {
 // driver reports needs_auth.
 func TestRevoked(t *testing.T) {
 	e := newEnv(t)
-	e.register("A", "T", t.TempDir(), nil)
-	_, o := e.open("T", "A")
-	if err := e.rt.Archive(context.Background(), "T"); err != nil {
+	e.Register("A", "T", t.TempDir(), nil)
+	_, o := e.Open("T", "A")
+	if err := e.RT.Archive(context.Background(), "T"); err != nil {
 		t.Fatal(err)
 	}
-	if end, _ := e.turn(o, "T", "late", `call thread_read {}`); end.Outcome != driver.TurnCompleted {
+	if end, _ := e.Turn(o, "T", "late", `call thread_read {}`); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn %+v", end)
 	}
 	var refused bool
-	for _, ev := range o.events.Events() {
+	for _, ev := range o.Events.Events() {
 		refused = refused || ev.Kind == driver.EventToolResult && ev.Error && strings.Contains(ev.Text, "Authentication required")
 	}
 	if !refused {
-		t.Errorf("events %+v, want a tool result refused with Authentication required", o.events.Events())
+		t.Errorf("events %+v, want a tool result refused with Authentication required", o.Events.Events())
 	}
-	if !hasStatus(o.events, driver.StatusNeedsAuth) {
-		t.Errorf("statuses %+v, want needs_auth", o.events.Statuses())
+	if !drivertest.HasStatus(o.Events, driver.StatusNeedsAuth) {
+		t.Errorf("statuses %+v, want needs_auth", o.Events.Statuses())
 	}
 }

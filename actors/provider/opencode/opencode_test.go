@@ -25,6 +25,7 @@ import (
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider/agenttest"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
+	"github.com/agenthost/mcpruntime/actors/provider/drivertest"
 	"github.com/agenthost/mcpruntime/actors/provider/opencode"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 )
@@ -40,12 +41,12 @@ func TestOpen(t *testing.T) {
 	s := e.open("T", in)
 	t.Logf("measured: OpenProviderSession (OpenCode started, MCP connected) took %v", s.took.Round(time.Millisecond))
 
-	st := s.ev.Statuses()
+	st := s.Events.Statuses()
 	if len(st) < 2 || st[0].State != driver.StatusPending || st[len(st)-1].State != driver.StatusConnected || st[len(st)-1].Thread != "T" {
 		t.Fatalf("statuses %+v, want pending … connected for T", st)
 	}
 	var mine int
-	for _, m := range e.rt.MCPSessions() {
+	for _, m := range e.RT.MCPSessions() {
 		if m.Credential == s.CredentialID {
 			mine++
 			if m.ClientName != "opencode" {
@@ -54,7 +55,7 @@ func TestOpen(t *testing.T) {
 		}
 	}
 	if mine == 0 {
-		t.Fatalf("no MCP session under credential %s: %+v", s.CredentialID, e.rt.MCPSessions())
+		t.Fatalf("no MCP session under credential %s: %+v", s.CredentialID, e.RT.MCPSessions())
 	}
 
 	dir := privateDir(t, in.configDir)
@@ -80,14 +81,14 @@ func TestOpen(t *testing.T) {
 		"model": "mcpruntime/scripted", "small_model": "mcpruntime/scripted",
 		"provider": map[string]any{"mcpruntime": map[string]any{
 			"npm": "@ai-sdk/openai-compatible", "name": "mcpruntime",
-			"options": map[string]any{"baseURL": e.model.URL + "/v1", "apiKey": "{env:MCPRUNTIME_MODEL_API_KEY}"},
+			"options": map[string]any{"baseURL": e.Model.URL + "/v1", "apiKey": "{env:MCPRUNTIME_MODEL_API_KEY}"},
 			"models":  map[string]any{"scripted": map[string]any{"name": "scripted", "tool_call": true}},
 		}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("configuration file (-want +got):\n%s", diff)
 	}
-	if env := procEnviron(t, s.pid); strings.Contains(env, token) {
+	if env := drivertest.Environ(t, s.pid); strings.Contains(env, token) {
 		t.Fatal("the server's environment holds the MCP token")
 	}
 	t.Logf("measured: RSS of the OpenCode process tree after open: %d MiB", rssKiB(s.pid)/1024)
@@ -112,7 +113,7 @@ func TestTurn(t *testing.T) {
 		t.Fatalf("turn end %+v, want completed on T for run %s", end, run)
 	}
 	t.Logf("measured: RSS of the OpenCode process tree after a turn: %d MiB", rssKiB(s.pid)/1024)
-	th, err := e.rt.Thread(ctx, "T")
+	th, err := e.RT.Thread(ctx, "T")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestTurn(t *testing.T) {
 	if !strings.HasPrefix(msg.Text, "saw: ") {
 		t.Errorf("message %+v, want the model's \"saw: …\"", msg)
 	}
-	reqs := e.model.Requests()
+	reqs := e.Model.Requests()
 	if len(reqs) != 2 {
 		t.Errorf("the model got %d requests, want 2 (the call, the answer; no title)", len(reqs))
 	}
@@ -152,7 +153,7 @@ func TestTurn(t *testing.T) {
 	if end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn after the run %+v, want completed (the agent saw a refusal)", end)
 	}
-	results := e.model.ToolResults()
+	results := e.Model.ToolResults()
 	if len(results) != 2 || !strings.HasPrefix(results[1], "parent_not_active") {
 		t.Fatalf("tool results the model saw %q, want the second to begin with parent_not_active", results)
 	}
@@ -165,7 +166,7 @@ func TestTurn(t *testing.T) {
 	if refused == nil || !refused.Error || !strings.HasPrefix(refused.Text, "parent_not_active") {
 		t.Fatalf("tool result event %+v, want an error beginning with parent_not_active", refused)
 	}
-	if th, _ := e.rt.Thread(ctx, "T"); len(th.Messages) != 1 {
+	if th, _ := e.RT.Thread(ctx, "T"); len(th.Messages) != 1 {
 		t.Fatalf("thread messages %+v after the refused call, want the first only", th.Messages)
 	}
 }
@@ -181,11 +182,11 @@ func TestInterrupt(t *testing.T) {
 	e := newEnv(t)
 	in := e.register("oc")
 	s := e.open("T", in)
-	run, err := e.rt.StartTurn(ctx, "T", in.id, "sleep 30s")
+	run, err := e.RT.StartTurn(ctx, "T", in.id, "sleep 30s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.ev.Wait(wait, func(ev *providertest.Events) bool {
+	if !s.Events.Wait(wait, func(ev *providertest.Events) bool {
 		for _, e := range ev.Events() {
 			if e.Turn == run && e.Kind == driver.EventTurnStarted {
 				return true
@@ -193,13 +194,13 @@ func TestInterrupt(t *testing.T) {
 		}
 		return false
 	}) {
-		t.Fatalf("turn did not start: %+v", s.ev.Events())
+		t.Fatalf("turn did not start: %+v", s.Events.Events())
 	}
 	start := time.Now()
-	if err := e.rt.EndRun(ctx, "T", run); err != nil {
+	if err := e.RT.EndRun(ctx, "T", run); err != nil {
 		t.Fatal(err)
 	}
-	end, ok := s.ev.TurnEnd(run, 10*time.Second)
+	end, ok := s.Events.TurnEnd(run, 10*time.Second)
 	if !ok || end.Outcome != driver.TurnInterrupted {
 		t.Fatalf("turn end %+v (%v), want interrupted", end, ok)
 	}
@@ -231,7 +232,7 @@ func TestRotation(t *testing.T) {
 	}
 
 	start := time.Now()
-	cred, err := e.rt.Rotate(ctx, "T", in.id)
+	cred, err := e.RT.Rotate(ctx, "T", in.id)
 	if err != nil {
 		t.Fatalf("Rotate: %v", err)
 	}
@@ -240,16 +241,16 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("Rotate = %+v, want a new credential", cred)
 	}
 	var seen bool
-	for _, m := range e.rt.MCPSessions() {
+	for _, m := range e.RT.MCPSessions() {
 		seen = seen || m.Credential == cred.ID
 	}
 	if !seen {
-		t.Fatalf("when Rotate returned, no MCP session under the new credential %s: %+v", cred.ID, e.rt.MCPSessions())
+		t.Fatalf("when Rotate returned, no MCP session under the new credential %s: %+v", cred.ID, e.RT.MCPSessions())
 	}
-	if last := s.ev.Statuses(); last[len(last)-1].State != driver.StatusConnected {
+	if last := s.Events.Statuses(); last[len(last)-1].State != driver.StatusConnected {
 		t.Fatalf("statuses %+v, want connected last", last)
 	}
-	for _, c := range e.rt.Credentials("T") {
+	for _, c := range e.RT.Credentials("T") {
 		switch c.ID {
 		case s.CredentialID:
 			if c.State != "revoked" {
@@ -261,7 +262,7 @@ func TestRotation(t *testing.T) {
 			}
 		}
 	}
-	if _, err := e.rt.Authenticate(strings.TrimPrefix(s.Authorization, "Bearer ")); err == nil {
+	if _, err := e.RT.Authenticate(strings.TrimPrefix(s.Authorization, "Bearer ")); err == nil {
 		t.Fatal("the old token still authenticates")
 	}
 
@@ -270,17 +271,17 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("second turn %+v", end)
 	}
 	t.Logf("measured: a later turn's round trip %v", time.Since(start).Round(time.Millisecond))
-	th, err := e.rt.Thread(ctx, "T")
+	th, err := e.RT.Thread(ctx, "T")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(th.Messages) != 2 || th.Messages[0].Author != "cred:"+s.CredentialID || th.Messages[1].Text != "two" || th.Messages[1].Author != "cred:"+cred.ID {
 		t.Fatalf("thread messages %+v, want \"one\" by cred:%s then \"two\" by cred:%s", th.Messages, s.CredentialID, cred.ID)
 	}
-	if n := len(e.log.find("provider process started", "instance", in.id)); n != 1 {
+	if n := len(e.Logs.Find("provider process started", "instance", in.id)); n != 1 {
 		t.Fatalf("%d OpenCode servers started, want 1 (no restart)", n)
 	}
-	if len(group(s.pid)) == 0 {
+	if len(drivertest.Live(s.pid)) == 0 {
 		t.Fatal("the server is gone")
 	}
 	// The same OpenCode session: the model's last request carries the
@@ -291,7 +292,7 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("the model's last request does not hold both turns:\n%s", last)
 	}
 	// Re-attach without a token: nothing changes.
-	if err := s.Session.Attach(ctx, driver.Binding{Thread: "T", Instance: in.id, CredentialID: cred.ID, Endpoint: e.url}); err != nil {
+	if err := s.Session.Attach(ctx, driver.Binding{Thread: "T", Instance: in.id, CredentialID: cred.ID, Endpoint: e.Endpoint}); err != nil {
 		t.Fatalf("re-attach: %v", err)
 	}
 }
@@ -315,7 +316,7 @@ func TestTwoInstances(t *testing.T) {
 		}
 	}
 	for _, th := range []struct{ id, author string }{{"TA", "cred:" + sa.CredentialID}, {"TB", "cred:" + sb.CredentialID}} {
-		got, err := e.rt.Thread(ctx, th.id)
+		got, err := e.RT.Thread(ctx, th.id)
 		if err != nil || len(got.Messages) != 1 || got.Messages[0].Author != th.author {
 			t.Fatalf("thread %s: %+v (%v), want one message by %s", th.id, got.Messages, err, th.author)
 		}
@@ -323,18 +324,18 @@ func TestTwoInstances(t *testing.T) {
 	dirs := []string{a.configDir, a.workDir, b.configDir, b.workDir}
 	for _, s := range []*opened{sa, sb} {
 		token := strings.TrimPrefix(s.Authorization, "Bearer ")
-		if where := agenttest.Leaks(token, nil, dirs, e.log.bytes()); len(where) > 0 {
+		if where := agenttest.Leaks(token, nil, dirs, e.Logs.Text()); len(where) > 0 {
 			t.Errorf("the token of %s leaked: %v", s.ID, where)
 		}
 	}
-	if where := agenttest.Leaks(e.key, nil, nil, e.log.bytes()); len(where) > 0 {
+	if where := agenttest.Leaks(e.key, nil, nil, e.Logs.Text()); len(where) > 0 {
 		t.Errorf("the model API key leaked: %v", where)
 	}
 	for _, x := range []struct {
 		s, other *opened
 		dir      string
 	}{{sa, sb, a.configDir}, {sb, sa, b.configDir}} {
-		env := procEnviron(t, x.s.pid)
+		env := drivertest.Environ(t, x.s.pid)
 		cfg, err := os.ReadFile(filepath.Join(privateDir(t, x.dir), "opencode.json"))
 		if err != nil {
 			t.Fatal(err)
@@ -359,17 +360,17 @@ func TestClose(t *testing.T) {
 	in := e.register("oc")
 	s := e.open("T", in)
 	privateDir(t, in.configDir)
-	if len(group(s.pid)) == 0 {
+	if len(drivertest.Live(s.pid)) == 0 {
 		t.Fatal("no server process")
 	}
 	start := time.Now()
-	if err := e.rt.ReleaseProviderSession(context.Background(), s.ID); err != nil {
+	if err := e.RT.ReleaseProviderSession(context.Background(), s.ID); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("measured: release (SIGTERM, exit, cleanup) took %v", time.Since(start).Round(time.Millisecond))
 	wantGone(t, "after release", s.pid)
 	wantEmpty(t, "after release", in.configDir)
-	if d := s.ev.Deaths(); len(d) > 0 {
+	if d := s.Events.Deaths(); len(d) > 0 {
 		t.Fatalf("a released session reported deaths %v", d)
 	}
 }
@@ -384,10 +385,10 @@ func TestDied(t *testing.T) {
 	if err := syscall.Kill(s.pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if !s.ev.Wait(wait, func(ev *providertest.Events) bool { return len(ev.Deaths()) > 0 }) {
+	if !s.Events.Wait(wait, func(ev *providertest.Events) bool { return len(ev.Deaths()) > 0 }) {
 		t.Fatal("no death reported")
 	}
-	if d := s.ev.Deaths(); len(d) != 1 || !strings.Contains(d[0].Error(), "opencode exited") {
+	if d := s.Events.Deaths(); len(d) != 1 || !strings.Contains(d[0].Error(), "opencode exited") {
 		t.Fatalf("deaths %v, want one \"opencode exited\"", d)
 	}
 	wantGone(t, "after the kill", s.pid)
@@ -395,8 +396,8 @@ func TestDied(t *testing.T) {
 	// credential is revoked.
 	end := time.Now().Add(wait)
 	for {
-		_, err := e.rt.ProviderSession(s.ID)
-		_, aerr := e.rt.Authenticate(strings.TrimPrefix(s.Authorization, "Bearer "))
+		_, err := e.RT.ProviderSession(s.ID)
+		_, aerr := e.RT.Authenticate(strings.TrimPrefix(s.Authorization, "Bearer "))
 		if err != nil && aerr != nil {
 			break
 		}
@@ -413,7 +414,7 @@ func TestDied(t *testing.T) {
 func TestOpenRefused(t *testing.T) {
 	e := newEnv(t)
 	in := instance{id: "oc", configDir: t.TempDir(), workDir: t.TempDir()}
-	drv, err := opencode.Factory(slog.New(e.log))(in.id, e.config(in))
+	drv, err := opencode.Factory(slog.New(e.Logs))(in.id, e.config(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +422,7 @@ func TestOpenRefused(t *testing.T) {
 	defer cancel()
 	ev := &providertest.Events{}
 	s, err := drv.Open(ctx, driver.OpenRequest{SessionID: "ps_refused", Instance: in.id, Events: ev, Binding: driver.Binding{
-		Thread: "T", Instance: in.id, CredentialID: "cred_x", Endpoint: e.url, Authorization: "Bearer mcprt_not-a-token",
+		Thread: "T", Instance: in.id, CredentialID: "cred_x", Endpoint: e.Endpoint, Authorization: "Bearer mcprt_not-a-token",
 	}})
 	if err == nil {
 		s.Close(ctx)
@@ -434,7 +435,7 @@ func TestOpenRefused(t *testing.T) {
 	if st := ev.Statuses(); len(st) == 0 || st[len(st)-1].State != driver.StatusNeedsAuth {
 		t.Fatalf("statuses %+v, want needs_auth last", st)
 	}
-	recs := e.log.find("provider process started", "session", "ps_refused")
+	recs := e.Logs.Find("provider process started", "session", "ps_refused")
 	if len(recs) != 1 {
 		t.Fatalf("%d start records", len(recs))
 	}
@@ -448,18 +449,18 @@ func TestOpenRefused(t *testing.T) {
 func TestOpenWithoutKey(t *testing.T) {
 	e := newEnv(t)
 	in := instance{id: "oc", configDir: t.TempDir(), workDir: t.TempDir()}
-	drv, err := opencode.Factory(slog.New(e.log))(in.id, e.config(in))
+	drv, err := opencode.Factory(slog.New(e.Logs))(in.id, e.config(in))
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.Unsetenv(apiKeyVar) // t.Setenv restores it
 	_, err = drv.Open(context.Background(), driver.OpenRequest{SessionID: "ps_nokey", Instance: in.id, Events: &providertest.Events{}, Binding: driver.Binding{
-		Thread: "T", Instance: in.id, CredentialID: "cred_x", Endpoint: e.url, Authorization: "Bearer mcprt_x",
+		Thread: "T", Instance: in.id, CredentialID: "cred_x", Endpoint: e.Endpoint, Authorization: "Bearer mcprt_x",
 	}})
 	if err == nil || !strings.Contains(err.Error(), apiKeyVar+" is not set") {
 		t.Fatalf("Open = %v, want an error naming %s", err, apiKeyVar)
 	}
-	if recs := e.log.find("provider process started", "session", "ps_nokey"); len(recs) > 0 {
+	if recs := e.Logs.Find("provider process started", "session", "ps_nokey"); len(recs) > 0 {
 		t.Fatal("a server was started")
 	}
 	wantEmpty(t, "after the failed open", in.configDir)
@@ -474,7 +475,7 @@ func TestReregister(t *testing.T) {
 	e := newEnv(t)
 	in := e.register("oc")
 	s := e.open("T", in)
-	recs := e.log.find("opencode session ready", "session", s.ID)
+	recs := e.Logs.Find("opencode session ready", "session", s.ID)
 	if len(recs) != 1 {
 		t.Fatalf("%d ready records", len(recs))
 	}
@@ -483,7 +484,7 @@ func TestReregister(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.SetBasicAuth(opencode.Username, s.password(t))
-	before := len(s.ev.Statuses())
+	before := len(s.Events.Statuses())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -493,16 +494,16 @@ func TestReregister(t *testing.T) {
 		t.Fatalf("POST /instance/dispose: %s", resp.Status)
 	}
 	http.DefaultClient.CloseIdleConnections()
-	if !s.ev.Wait(wait, func(ev *providertest.Events) bool {
+	if !s.Events.Wait(wait, func(ev *providertest.Events) bool {
 		st := ev.Statuses()[before:]
 		return len(st) >= 2 && st[len(st)-1].State == driver.StatusConnected
 	}) {
-		t.Fatalf("statuses after the dispose %+v, want pending … connected", s.ev.Statuses()[before:])
+		t.Fatalf("statuses after the dispose %+v, want pending … connected", s.Events.Statuses()[before:])
 	}
 	if _, end := e.turn(s, `call thread_post {"text":"after"}`); end.Outcome != driver.TurnCompleted {
 		t.Fatalf("turn %+v", end)
 	}
-	if th, _ := e.rt.Thread(ctx, "T"); len(th.Messages) != 1 || th.Messages[0].Text != "after" {
+	if th, _ := e.RT.Thread(ctx, "T"); len(th.Messages) != 1 || th.Messages[0].Text != "after" {
 		t.Fatalf("thread messages %+v, want \"after\"", th.Messages)
 	}
 }
@@ -517,7 +518,7 @@ func TestPermissionRejected(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(in.workDir, "opencode.json"), []byte(`{"permission":{"bash":"ask"}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rt.RegisterInstance(context.Background(), in.id, mcpruntime.InstanceSpec{Driver: opencode.Kind, Config: e.config(in)}); err != nil {
+	if err := e.RT.RegisterInstance(context.Background(), in.id, mcpruntime.InstanceSpec{Driver: opencode.Kind, Config: e.config(in)}); err != nil {
 		t.Fatal(err)
 	}
 	s := e.open("T", in)
@@ -620,7 +621,7 @@ func TestAPIPinned(t *testing.T) {
 // environment, the URL in the driver's log).
 func (s *opened) get(t *testing.T, e *env, path string) []byte {
 	t.Helper()
-	recs := e.log.find("opencode session ready", "session", s.ID)
+	recs := e.Logs.Find("opencode session ready", "session", s.ID)
 	if len(recs) != 1 {
 		t.Fatalf("%d ready records", len(recs))
 	}
@@ -645,7 +646,7 @@ func (s *opened) get(t *testing.T, e *env, path string) []byte {
 // password is the server's basic-auth password, from its environment.
 func (s *opened) password(t *testing.T) string {
 	t.Helper()
-	for _, kv := range strings.Split(procEnviron(t, s.pid), "\x00") {
+	for _, kv := range strings.Split(drivertest.Environ(t, s.pid), "\x00") {
 		if v, ok := strings.CutPrefix(kv, "OPENCODE_SERVER_PASSWORD="); ok {
 			return v
 		}
