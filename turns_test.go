@@ -95,6 +95,24 @@ func TestEndRunInterruptsTheTurn(t *testing.T) {
 	}
 }
 
+// TestEndRunInterruptsADetachedTurn: the interrupt goes to the session
+// that was given the turn, even once the thread was detached from it (a
+// handoff keeps the agent running): the host ending the run stops it.
+func TestEndRunInterruptsADetachedTurn(t *testing.T) {
+	ctx := context.Background()
+	rt, agent, _ := agentRuntime(t, mcpruntime.Config{})
+	run, err := rt.StartTurn(ctx, "T", "A", "work")
+	noErr(t, err)
+	noErr(t, rt.Detach(ctx, "T"))
+	if r := runOf(t, rt, "T"); r == nil || r.ID != run {
+		t.Fatalf("thread's run after the detach = %+v, want %s", r, run)
+	}
+	noErr(t, rt.EndRun(ctx, "T", run))
+	if got := agent.Session("T").Interrupts(); !slices.Equal(got, []string{run}) {
+		t.Fatalf("interrupts = %q, want [%s]: the detached agent's turn runs on", got, run)
+	}
+}
+
 // TestTurnEndOfAnOldRun: the end of a turn whose run is over leaves the
 // thread's next run alone.
 func TestTurnEndOfAnOldRun(t *testing.T) {
