@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -226,6 +227,14 @@ func checkRedirectURI(raw string) error {
 	case u.Scheme == "http" && loopbackHost(u.Hostname()):
 	default:
 		return fmt.Errorf("%w: %q: want https, or http on a loopback host", errRedirectURI, truncate(raw))
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
+			return fmt.Errorf("%w: %q: the port must be 1 to 65535", errRedirectURI, truncate(raw))
+		}
+	}
+	if strings.HasSuffix(u.Host, ":") {
+		return fmt.Errorf("%w: %q: an empty port", errRedirectURI, truncate(raw))
 	}
 	return nil
 }
