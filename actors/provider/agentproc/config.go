@@ -217,3 +217,19 @@ func (c *Config) Environ(own ...string) []string {
 	}
 	return append(env, own...)
 }
+
+// CheckNames applies check to every variable c sets (Env) or passes
+// through (InheritEnv): how a driver refuses the names it sets itself.
+func (c *Config) CheckNames(check func(name string) error) error {
+	for name := range c.Env {
+		if err := check(name); err != nil {
+			return fmt.Errorf("env: %w", err)
+		}
+	}
+	for _, name := range c.InheritEnv {
+		if err := check(name); err != nil {
+			return fmt.Errorf("inheritEnv: %w", err)
+		}
+	}
+	return nil
+}

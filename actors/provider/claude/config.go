@@ -93,15 +93,8 @@ func ParseConfig(raw json.RawMessage) (Config, string, error) {
 	if err != nil {
 		return c, "", fmt.Errorf("claude config: %w", err)
 	}
-	for name := range c.Env {
-		if err := checkOwnName(name); err != nil {
-			return c, "", fmt.Errorf("claude config: env: %w", err)
-		}
-	}
-	for _, name := range c.InheritEnv {
-		if err := checkOwnName(name); err != nil {
-			return c, "", fmt.Errorf("claude config: inheritEnv: %w", err)
-		}
+	if err := c.CheckNames(checkOwnName); err != nil {
+		return c, "", fmt.Errorf("claude config: %w", err)
 	}
 	for _, a := range c.Args {
 		flag, _, _ := strings.Cut(a, "=")

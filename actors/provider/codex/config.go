@@ -87,15 +87,8 @@ func ParseConfig(raw json.RawMessage) (Config, string, error) {
 	if err != nil {
 		return c, "", fmt.Errorf("codex config: %w", err)
 	}
-	for name := range c.Env {
-		if err := checkOwnName(name); err != nil {
-			return c, "", fmt.Errorf("codex config: env: %w", err)
-		}
-	}
-	for _, name := range c.InheritEnv {
-		if err := checkOwnName(name); err != nil {
-			return c, "", fmt.Errorf("codex config: inheritEnv: %w", err)
-		}
+	if err := c.CheckNames(checkOwnName); err != nil {
+		return c, "", fmt.Errorf("codex config: %w", err)
 	}
 	if c.BaseURL != "" {
 		u, err := url.Parse(c.BaseURL)

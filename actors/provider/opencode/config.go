@@ -101,15 +101,13 @@ func ParseConfig(raw json.RawMessage) (Config, string, error) {
 	if err := agentproc.Decode(Kind, raw, &c); err != nil {
 		return c, "", err
 	}
-	for name := range c.Env {
+	if err := c.CheckNames(func(name string) error {
 		if slices.Contains(ownEnv, name) {
-			return c, "", fmt.Errorf("opencode config: env: variable %s is set by the driver", name)
+			return fmt.Errorf("variable %s is set by the driver", name)
 		}
-	}
-	for _, name := range c.InheritEnv {
-		if slices.Contains(ownEnv, name) {
-			return c, "", fmt.Errorf("opencode config: inheritEnv: variable %s is set by the driver", name)
-		}
+		return nil
+	}); err != nil {
+		return c, "", fmt.Errorf("opencode config: %w", err)
 	}
 	path, err := c.Config.Resolve(DefaultCommand)
 	if err != nil {
