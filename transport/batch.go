@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"sync"
 
@@ -15,7 +16,14 @@ import (
 // requests run at once, each as it would alone, and the answer is one JSON
 // array of their responses in the batch's order (application/json, never a
 // stream: a request of a batch sends no progress or log); a batch of
-// notifications and responses only is 202. An element that is not a
+// notifications and responses only is 202. Each request of a batch counts
+// against the in-flight bounds as one alone does (SPEC §5.3): the POST
+// holds one slot from its admission, and once the body is in, the batch
+// takes one more for each request past the first, all or none, before any
+// runs; a batch that does not fit is refused whole with the 429 or 503 +
+// Retry-After of a request alone, and one of more requests than a bound
+// holds is 400. Notifications and responses take no slot: they are done
+// at once. An element that is not a
 // JSON-RPC message is answered in place with -32600 and no id (no answer
 // of the endpoint carries "id": null).
 
@@ -60,13 +68,34 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, p caller, e *sess
 		s.fail(w, failBatchTooLarge)
 		return
 	}
+	msgs := make([]*message, len(elems))
+	requests := 0
+	for i, el := range elems {
+		if msg, err := decodeMessage(el); err == nil {
+			msgs[i] = msg
+			if msg.isRequest() {
+				requests++
+			}
+		}
+	}
+	// Each request holds a slot of the in-flight bounds while the batch
+	// runs, the POST's own one of them; all are taken before any runs, or
+	// none.
+	if bound := min(s.limits.perNS, int(s.limits.requests)); requests > bound {
+		s.failFor(w, failBatchTooLarge, nil, fmt.Sprintf("JSON-RPC batch of more than %d requests", bound))
+		return
+	}
+	extra := max(requests-1, 0)
+	if !s.admitBatch(w, p.Namespace, extra) {
+		return
+	}
+	defer s.limits.doneMore(p.Namespace, extra)
 	answers := make([]*batchWriter, len(elems))
 	var wg sync.WaitGroup
-	for i, el := range elems {
+	for i, msg := range msgs {
 		bw := &batchWriter{header: http.Header{}}
 		answers[i] = bw
-		msg, err := decodeMessage(el)
-		if err != nil {
+		if msg == nil {
 			s.failFor(bw, failInvalidMessage, nil, "") // no id: none is known
 			continue
 		}

@@ -88,6 +88,49 @@ func (l *limits) done(namespace string) {
 	l.inFlight.Add(-1)
 }
 
+// admitMore takes n more slots for namespace, all of them or none, with
+// admit's errors: those of a batch's requests beyond the one slot its POST
+// holds (SPEC §5b.15). It never waits, so batches cannot deadlock on each
+// other's slots, and it never overshoots the endpoint's count, even for a
+// moment (a single request near the bound is not refused by a batch that
+// does not fit).
+func (l *limits) admitMore(namespace string, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	sh := l.shard(namespace)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.n[namespace]+n > l.perNS {
+		return errRequestsPerNamespace
+	}
+	for {
+		held := l.inFlight.Load()
+		if held+int64(n) > l.requests {
+			return errRequests
+		}
+		if l.inFlight.CompareAndSwap(held, held+int64(n)) {
+			break
+		}
+	}
+	sh.n[namespace] += n
+	return nil
+}
+
+// doneMore gives back the n slots admitMore took.
+func (l *limits) doneMore(namespace string, n int) {
+	if n <= 0 {
+		return
+	}
+	sh := l.shard(namespace)
+	sh.mu.Lock()
+	if sh.n[namespace] -= n; sh.n[namespace] <= 0 {
+		delete(sh.n, namespace)
+	}
+	sh.mu.Unlock()
+	l.inFlight.Add(-int64(n))
+}
+
 // reserve takes n bytes of the body budget, or reports that they do not
 // fit. Exact under concurrency: what is reserved never exceeds the budget.
 func (l *limits) reserve(n int64) bool {
@@ -202,7 +245,7 @@ func (s *Server) failTooLarge(w http.ResponseWriter) {
 
 // InFlight is what the endpoint's POST requests hold at one moment.
 type InFlight struct {
-	Requests  int   // admitted (token and session checked) and not done
+	Requests  int   // admitted (token and session checked) and not done; a batch's requests one each (SPEC §5b.15)
 	BodyBytes int64 // body bytes reserved, of MaxBodyBytesInFlight
 }
 
@@ -224,4 +267,25 @@ func (s *Server) admitRequest(w http.ResponseWriter, ns string) bool {
 		return false
 	}
 	return true
+}
+
+// admitBatch takes extra slots for ns, those of a batch's requests beyond
+// the one its POST holds (SPEC §5b.15), or refuses the batch whole as
+// admitRequest refuses a request (429 for the namespace's bound, 503 for
+// the endpoint's), each of its requests counted refused, and reports
+// false.
+func (s *Server) admitBatch(w http.ResponseWriter, ns string, extra int) bool {
+	err := s.limits.admitMore(ns, extra)
+	if err == nil {
+		return true
+	}
+	f := failRequests
+	if errors.Is(err, errRequestsPerNamespace) {
+		f = failRequestsPerNamespace
+	}
+	for range extra {
+		s.opts.Observer.Refused(failures[f].bound) // and the POST's own, by fail
+	}
+	s.fail(w, f)
+	return false
 }

@@ -64,7 +64,8 @@ type Options struct {
 	BodyTimeout time.Duration
 	// MaxRequestsPerNamespace bounds the POST requests of one namespace in
 	// flight at once, counted from admission (token and session checked)
-	// to the end of the handler; the next gets 429 + Retry-After. GET
+	// to the end of the handler; the next gets 429 + Retry-After. Each
+	// request of a JSON-RPC batch counts as one (SPEC §5b.15). GET
 	// streams (one per session, bounded by the session caps) and DELETEs
 	// are not counted. Zero: 256.
 	MaxRequestsPerNamespace int
