@@ -33,7 +33,7 @@ const pairingAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 // pairingChars is a code's length: 10 characters, 50 bits, shown as
 // XXXXX-XXXXX. A guess succeeds with odds of about 2^-50 per outstanding
 // code; the server-wide backstop (FailuresPerMinute, 320 by default) and
-// MaxPairingCodes (100) bound them to about 2^-25 a day.
+// MaxPairingCodes (100) bound them to about 2^-24 a day.
 const pairingChars = 10
 
 // ErrInvalidAccess: an access level other than read-only or read-write.
