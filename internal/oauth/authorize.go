@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"container/list"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -30,37 +31,102 @@ type authRequest struct {
 	resource  string
 	expires   time.Time
 	failures  int // wrong pairing codes so far
+
+	// Its place in the pending table, under the table's lock.
+	id     string
+	seq    uint64           // order of arrival: every request lives RequestTTL, so the oldest expires first
+	groups [2]string        // its client's group and (from a known source) its source's, "" for none
+	elems  [2]*list.Element // its element in each group's list
 }
 
-// pendingRequests are the consent pages outstanding, by request id.
+// pendingRequests are the consent pages outstanding, by request id,
+// shared fairly (SPEC §5c.16): each client (each client from each source,
+// where the source is known) and each source address other than loopback
+// has a share; a group at its share gives way, its own oldest first, and
+// a full table evicts the oldest request of the group holding the most.
+// So one registration or one source flooding the endpoint pushes out only
+// its own pages, never another's.
 type pendingRequests struct {
-	max  int
-	mu   sync.Mutex // guards byID
-	byID map[string]*authRequest
+	max, perClient, perSource int
+	mu                        sync.Mutex // guards the fields below
+	byID                      map[string]*authRequest
+	groups                    map[string]*list.List // group → its requests, oldest first
+	seq                       uint64
 }
 
-func newPendingRequests(max int) *pendingRequests {
-	return &pendingRequests{max: max, byID: map[string]*authRequest{}}
+func newPendingRequests(max, perClient, perSource int) *pendingRequests {
+	return &pendingRequests{max: max, perClient: perClient, perSource: perSource, byID: map[string]*authRequest{}, groups: map[string]*list.List{}}
 }
 
-// add stores a request and returns its id; "" when MaxPending are
-// outstanding and none has expired.
-func (p *pendingRequests) add(req *authRequest, now time.Time) string {
+// add stores a request made from source (sourceKey's) and returns its id,
+// making room by the rules above.
+func (p *pendingRequests) add(req *authRequest, source string, now time.Time) string {
+	req.groups = [2]string{"c\x00" + req.client.Hash() + "\x00" + source, ""}
+	if source != "" {
+		req.groups[1] = "s\x00" + source
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.byID) >= p.max {
-		for id, q := range p.byID {
-			if !now.Before(q.expires) {
-				delete(p.byID, id)
-			}
-		}
-		if len(p.byID) >= p.max {
-			return ""
+	for i, share := range [2]int{p.perClient, p.perSource} {
+		if l := p.groups[req.groups[i]]; l != nil && l.Len() >= share {
+			p.removeLocked(l.Front().Value.(*authRequest))
 		}
 	}
-	id := randomText(16)
-	p.byID[id] = req
-	return id
+	if len(p.byID) >= p.max {
+		for _, q := range p.byID {
+			if !now.Before(q.expires) {
+				p.removeLocked(q)
+			}
+		}
+	}
+	if len(p.byID) >= p.max {
+		p.removeLocked(p.largestOldestLocked())
+	}
+	p.seq++
+	req.id, req.seq = randomText(16), p.seq
+	p.byID[req.id] = req
+	for i, g := range req.groups {
+		if g == "" {
+			continue
+		}
+		l := p.groups[g]
+		if l == nil {
+			l = list.New()
+			p.groups[g] = l
+		}
+		req.elems[i] = l.PushBack(req)
+	}
+	return req.id
+}
+
+// largestOldestLocked is the oldest request of the group holding the most
+// (of those, the group whose oldest is oldest). The table is not empty.
+func (p *pendingRequests) largestOldestLocked() *authRequest {
+	var pick *authRequest
+	n := 0
+	for _, l := range p.groups {
+		q := l.Front().Value.(*authRequest)
+		if l.Len() > n || l.Len() == n && q.seq < pick.seq {
+			pick, n = q, l.Len()
+		}
+	}
+	return pick
+}
+
+// removeLocked takes req out of the table and its groups.
+func (p *pendingRequests) removeLocked(req *authRequest) {
+	delete(p.byID, req.id)
+	for i, g := range req.groups {
+		if req.elems[i] == nil {
+			continue
+		}
+		l := p.groups[g]
+		l.Remove(req.elems[i])
+		req.elems[i] = nil
+		if l.Len() == 0 {
+			delete(p.groups, g)
+		}
+	}
 }
 
 // get returns the request id names, while it lasts, and keeps it.
@@ -72,7 +138,7 @@ func (p *pendingRequests) get(id string, now time.Time) *authRequest {
 		return nil
 	}
 	if !now.Before(req.expires) {
-		delete(p.byID, id)
+		p.removeLocked(req)
 		return nil
 	}
 	return req
@@ -83,9 +149,11 @@ func (p *pendingRequests) get(id string, now time.Time) *authRequest {
 func (p *pendingRequests) drop(id string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, ok := p.byID[id]
-	delete(p.byID, id)
-	return ok
+	req := p.byID[id]
+	if req != nil {
+		p.removeLocked(req)
+	}
+	return req != nil
 }
 
 // failed counts a wrong pairing code against request id and reports
@@ -99,10 +167,18 @@ func (p *pendingRequests) failed(id string, limit int) bool {
 	}
 	req.failures++
 	if req.failures >= limit {
-		delete(p.byID, id)
+		p.removeLocked(req)
 		return false
 	}
 	return true
+}
+
+// count is the number of requests held (expired ones included), for
+// testing.
+func (p *pendingRequests) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.byID)
 }
 
 // randomText is n random bytes in base64url.
@@ -115,7 +191,10 @@ func randomText(n int) string {
 // authorize is GET /oauth/authorize: it checks the request and shows the
 // consent page. A request whose client or redirect URI cannot be trusted
 // gets an error page, never a redirect (RFC 6749 §4.1.2.1); any other
-// refusal is a redirect with error, state and iss.
+// refusal is a redirect with error, state and iss if a completed sign-in
+// confirmed that redirect URI for this client, and the error page (with
+// the error code) otherwise: a self-registered URI no user approved is no
+// open redirector (RFC 9700 §4.11.2).
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for _, name := range []string{"client_id", "redirect_uri", "response_type", "state", "code_challenge", "code_challenge_method", "resource", "scope"} {
@@ -138,6 +217,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	back := func(code, description, reason string) {
+		if !s.confirmed.has(c.ID, redirect) {
+			s.refusalPage(w, http.StatusBadRequest, code, "The application's sign-in request was refused: "+description+".", reason, c)
+			return
+		}
 		s.refused(kindAuthFailed, reason, c)
 		redirectError(w, r, redirect, code, description, q.Get("state"), s.cfg.Issuer)
 	}
@@ -157,11 +240,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 			client: c, redirect: redirect, state: q.Get("state"), challenge: q.Get("code_challenge"),
 			resource: s.cfg.Resource, expires: s.cfg.Now().Add(s.cfg.RequestTTL),
 		}
-		id := s.pending.add(req, s.cfg.Now())
-		if id == "" {
-			s.errorPage(w, http.StatusServiceUnavailable, "Too many sign-ins are waiting for approval; try again in a few minutes.", "too_many_pending", c)
-			return
-		}
+		id := s.pending.add(req, sourceKey(r.RemoteAddr), s.cfg.Now())
 		s.consentPage(w, http.StatusOK, id, req, "")
 	}
 }
@@ -190,15 +269,21 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.PostForm.Get("action") == "deny" {
-		if s.pending.drop(id) {
+		switch {
+		case !s.pending.drop(id):
+			s.errorPage(w, http.StatusBadRequest, "This sign-in page was already answered.", "request_expired", req.client)
+		case !s.confirmed.has(req.client.ID, req.redirect):
+			s.refusalPage(w, http.StatusForbidden, "access_denied", "You denied this sign-in.", "access_denied", req.client)
+		default:
 			s.refused(kindAuthFailed, "access_denied", req.client)
 			redirectError(w, r, req.redirect, "access_denied", "the user denied access", req.state, s.cfg.Issuer)
 		}
 		return
 	}
-	if !s.limiter.open(now) {
+	clientHash, source := req.client.Hash(), sourceKey(r.RemoteAddr)
+	if !s.limiter.open(clientHash, source, now) {
 		s.refused(kindPairingFailed, "rate_limited", req.client)
-		s.consentPage(w, http.StatusTooManyRequests, id, req, "Too many wrong pairing codes were tried on this server; wait a minute and try again.")
+		s.consentPage(w, http.StatusTooManyRequests, id, req, "Too many wrong pairing codes were tried; wait a minute and try again.")
 		return
 	}
 	if !s.codes.room(now) {
@@ -207,7 +292,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 	}
 	access, ok := s.pairing.redeem(r.PostForm.Get("pairing_code"), now)
 	if !ok {
-		s.limiter.fail(now)
+		s.limiter.fail(clientHash, source, now)
 		s.refused(kindPairingFailed, "wrong_code", req.client)
 		if !s.pending.failed(id, s.cfg.AttemptsPerRequest) {
 			s.errorPage(w, http.StatusForbidden, "Too many wrong pairing codes for this sign-in; start again from the client.", "too_many_attempts", req.client)
@@ -222,6 +307,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, http.StatusBadRequest, "This sign-in page was already answered.", "request_expired", req.client)
 		return
 	}
+	s.confirmed.add(req.client.ID, req.redirect)
 	code := randomText(32)
 	s.codes.add(code, &grantCode{
 		client: req.client, redirect: req.redirect, challenge: req.challenge, resource: req.resource,

@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -235,12 +234,14 @@ func TestAuthorizeErrorPageNeverRedirects(t *testing.T) {
 	}
 }
 
-// SPEC §5c: other refusals of an authorization request go back to the
-// client with error, state and iss.
+// SPEC §5c.6: once a sign-in of the client completed on a redirect URI,
+// other refusals of an authorization request go back to it with error,
+// state and iss (before, they are the error page: TestAuthorizeNoOpenRedirector).
 func TestAuthorizeRefusalsRedirect(t *testing.T) {
 	e := newEnv(t)
 	id := e.register()
 	_, challenge := pkce("abc")
+	e.approve(e.authParams(id, challenge), AccessReadOnly)
 	tests := []struct {
 		name, key, value, error string
 	}{
@@ -369,59 +370,59 @@ func TestPairingCodes(t *testing.T) {
 	})
 }
 
-func TestPairingRateLimitGlobal(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.FailuresPerMinute = 3 })
-	id := e.register()
-	_, challenge := pkce("abc")
-	for i := range 3 {
-		f, _ := e.openConsent(e.authParams(id, challenge))
-		if a := e.submit(f, "AAAAA-AAAAA"); a.status != http.StatusForbidden {
-			t.Fatalf("guess %d = %d, want 403", i, a.status)
-		}
-	}
-	f, _ := e.openConsent(e.authParams(id, challenge))
-	good := e.pair(AccessReadOnly)
-	if a := e.submit(f, good); a.status != http.StatusTooManyRequests {
-		t.Fatalf("a right code while the budget is spent = %d, want 429", a.status)
-	}
-	e.clock.Advance(time.Minute)
-	if a := e.submit(f, good); a.status != http.StatusSeeOther {
-		t.Errorf("the right code once the budget refilled = %d, want 303 (it was not spent by the 429)", a.status)
-	}
-	if got := e.reasons(kindPairingFailed); !contains(got, "rate_limited") || !contains(got, "wrong_code") {
-		t.Errorf("pairing audit reasons = %v", got)
-	}
-}
-
+// SPEC §5c.7: a denial is the error page (403, access_denied) until a
+// sign-in confirmed the redirect URI; then it goes back with access_denied.
+// The page is answered either way: a second submission of it is 400.
 func TestDeny(t *testing.T) {
 	e := newEnv(t)
 	id := e.register()
 	_, challenge := pkce("abc")
-	f, _ := e.openConsent(e.authParams(id, challenge))
-	v := url.Values{"request": {f.request}, "csrf": {f.csrf}, "action": {"deny"}}
-	a := e.do(http.MethodPost, PathAuthorize, "application/x-www-form-urlencoded", v.Encode())
+	deny := func() (consentForm, answer) {
+		f, _ := e.openConsent(e.authParams(id, challenge))
+		v := url.Values{"request": {f.request}, "csrf": {f.csrf}, "action": {"deny"}}
+		return f, e.do(http.MethodPost, PathAuthorize, "application/x-www-form-urlencoded", v.Encode())
+	}
+	f, a := deny()
+	if a.status != http.StatusForbidden || a.header.Get("Location") != "" || !strings.Contains(a.body, `<code id="error-code">access_denied</code>`) {
+		t.Errorf("deny, unconfirmed = %d Location %q, want 403 and the error page", a.status, a.header.Get("Location"))
+	}
+	if a := e.submit(f, e.pair(AccessReadOnly)); a.status != http.StatusBadRequest {
+		t.Errorf("the denied page approved = %d, want 400 (answered)", a.status)
+	}
+	e.approve(e.authParams(id, challenge), AccessReadOnly)
+	_, a = deny()
 	loc, _ := url.Parse(a.header.Get("Location"))
-	if a.status != http.StatusSeeOther || loc.Query().Get("error") != "access_denied" {
-		t.Errorf("deny = %d %s, want a redirect with access_denied", a.status, loc)
+	if a.status != http.StatusSeeOther || loc.Query().Get("error") != "access_denied" || loc.Query().Get("state") != "st-1" {
+		t.Errorf("deny, confirmed = %d %s, want a redirect with access_denied and state", a.status, loc)
 	}
 }
 
 func TestBounds(t *testing.T) {
+	// The table never holds more than MaxPending: past it the oldest of
+	// the largest client gives way (TestPendingFullEvictsTheLargest), an
+	// expired request first.
 	t.Run("pending requests", func(t *testing.T) {
-		e := newEnv(t, func(c *Config) { c.MaxPending = 2 })
-		id := e.register()
+		e := newEnv(t, func(c *Config) { c.MaxPending, c.MaxPendingPerClient = 3, 2 })
 		_, challenge := pkce("abc")
-		for range 2 {
-			if _, a := e.openConsent(e.authParams(id, challenge)); a.status != http.StatusOK {
-				t.Fatalf("consent page = %d", a.status)
+		a, b, c := e.register(), e.register(), e.register()
+		first, _ := e.openConsent(e.authParams(a, challenge))
+		e.clock.Advance(DefaultRequestTTL / 2)
+		second, _ := e.openConsent(e.authParams(b, challenge))
+		third, _ := e.openConsent(e.authParams(b, challenge))
+		e.clock.Advance(DefaultRequestTTL / 2)
+		// Full, and first has expired: it makes the room, not the largest
+		// client's oldest.
+		fourth, _ := e.openConsent(e.authParams(c, challenge))
+		if n := e.srv.pending.count(); n != 3 {
+			t.Errorf("%d pending, want 3", n)
+		}
+		for name, f := range map[string]consentForm{"second": second, "third": third, "fourth": fourth} {
+			if a := e.submit(f, e.pair(AccessReadOnly)); a.status != http.StatusSeeOther {
+				t.Errorf("%s = %d, want 303", name, a.status)
 			}
 		}
-		if _, a := e.openConsent(e.authParams(id, challenge)); a.status != http.StatusServiceUnavailable {
-			t.Errorf("a third pending request = %d, want 503", a.status)
-		}
-		e.clock.Advance(DefaultRequestTTL)
-		if _, a := e.openConsent(e.authParams(id, challenge)); a.status != http.StatusOK {
-			t.Errorf("once the others expired = %d, want 200", a.status)
+		if a := e.submit(first, e.pair(AccessReadOnly)); a.status != http.StatusBadRequest {
+			t.Errorf("an expired request = %d, want 400", a.status)
 		}
 	})
 	t.Run("pairing codes", func(t *testing.T) {

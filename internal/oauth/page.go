@@ -37,7 +37,8 @@ button.primary{background:#2456d3;border-color:#2456d3;color:#fff}
 {{if .Error}}
 <h1>Sign-in refused</h1>
 <p class="problem" id="problem">{{.Error}}</p>
-<p class="note">Nothing was sent back to the client.</p>
+{{if .ErrorCode}}<p>Error code: <code id="error-code">{{.ErrorCode}}</code></p>{{end}}
+<p class="note">Nothing was sent back to the client{{if .ErrorCode}}; return to it and start the sign-in again{{end}}.</p>
 {{else}}
 <h1><span id="client-name">{{.Client}}</span> asks to use {{.Server}}</h1>
 {{if .Problem}}<p class="problem" id="problem">{{.Problem}}</p>{{end}}
@@ -66,7 +67,7 @@ button.primary{background:#2456d3;border-color:#2456d3;color:#fff}
 type pageData struct {
 	Server, Client, RedirectHost, Resource, Scope string
 	Action, Request, CSRF                         string
-	Problem, Error                                string
+	Problem, Error, ErrorCode                     string
 }
 
 // render writes a page. formTarget is the origin the consent form's answer
@@ -109,6 +110,13 @@ func (s *Server) consentPage(w http.ResponseWriter, status int, id string, req *
 // errorPage refuses an authorization without sending the user agent
 // anywhere; reason goes to the audit trail.
 func (s *Server) errorPage(w http.ResponseWriter, status int, message, reason string, c *Client) {
+	s.refusalPage(w, status, "", message, reason, c)
+}
+
+// refusalPage is errorPage showing the OAuth error code (RFC 6749
+// §4.1.2.1) of a refusal that is not sent back to an unconfirmed redirect
+// URI (SPEC §5c.6).
+func (s *Server) refusalPage(w http.ResponseWriter, status int, code, message, reason string, c *Client) {
 	s.refused(kindAuthFailed, reason, c)
-	s.render(w, status, pageData{Server: s.cfg.ServerName, Error: message}, "")
+	s.render(w, status, pageData{Server: s.cfg.ServerName, Error: message, ErrorCode: code}, "")
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -29,8 +31,9 @@ const (
 const pairingAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 // pairingChars is a code's length: 10 characters, 50 bits, shown as
-// XXXXX-XXXXX. With the failure budget (FailuresPerMinute, 20 by default)
-// a guess succeeds with odds of about 2^-50 per try.
+// XXXXX-XXXXX. A guess succeeds with odds of about 2^-50 per outstanding
+// code; the server-wide backstop (FailuresPerMinute, 320 by default) and
+// MaxPairingCodes (100) bound them to about 2^-24 a day.
 const pairingChars = 10
 
 // ErrInvalidAccess: an access level other than read-only or read-write.
@@ -146,40 +149,130 @@ func normalizePairing(s string) string {
 	return b.String()
 }
 
-// failureBudget bounds the wrong pairing codes of all consent pages: a
-// token bucket of perMinute tokens, refilled continuously. While it is
-// empty every submission is refused before its code is looked at, so a
-// guesser learns nothing from it either.
-type failureBudget struct {
-	perMinute float64
-	mu        sync.Mutex // guards the fields below
-	tokens    float64
-	at        time.Time
+// failureBudgets bound the wrong pairing codes (SPEC §5c.8), each a token
+// bucket refilled continuously: one per client (per client and source
+// address, where the source is known), one per source address, and one of
+// the whole server, a backstop that no one client or source can spend
+// alone. While a submission's client, source or the server is out of
+// tokens it is refused before its code is looked at, so a guesser learns
+// nothing from it either; a wrong code spends one of each.
+//
+// Only a key that failed within the last minute has a bucket (a full one
+// is the same as none and is pruned), and every failure spends the
+// backstop too, so the keys held are bounded by the backstop: at most
+// twice its rate of failures in a minute, each naming two keys.
+type failureBudgets struct {
+	client, source, server float64    // tokens per minute, and capacity
+	mu                     sync.Mutex // guards the fields below
+	byKey                  map[string]*bucket
+	all                    bucket
 }
 
-func newFailureBudget(perMinute int) *failureBudget {
-	return &failureBudget{perMinute: float64(perMinute), tokens: float64(perMinute)}
+// bucket is one token bucket; its zero value is full.
+type bucket struct {
+	spent float64 // tokens below capacity
+	at    time.Time
 }
 
-func (b *failureBudget) refillLocked(now time.Time) {
-	if !b.at.IsZero() && now.After(b.at) {
-		b.tokens = min(b.perMinute, b.tokens+now.Sub(b.at).Minutes()*b.perMinute)
+// refill brings b to now and returns the tokens it has.
+func (b *bucket) refill(rate float64, now time.Time) float64 {
+	if now.After(b.at) {
+		if !b.at.IsZero() {
+			b.spent = max(0, b.spent-now.Sub(b.at).Minutes()*rate)
+		}
+		b.at = now
 	}
-	b.at = now
+	return rate - b.spent
 }
 
-// open reports whether a submission may be checked now.
-func (b *failureBudget) open(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refillLocked(now)
-	return b.tokens >= 1
+func newFailureBudgets(client, source, server int) *failureBudgets {
+	return &failureBudgets{client: float64(client), source: float64(source), server: float64(server), byKey: map[string]*bucket{}}
 }
 
-// fail spends one token for a wrong code.
-func (b *failureBudget) fail(now time.Time) {
+// budgetKeys are the buckets a submission draws on: its client's and, for
+// a known source, the source's.
+func budgetKeys(clientHash, source string) (client, src string) {
+	client = "c\x00" + clientHash + "\x00" + source
+	if source != "" {
+		src = "s\x00" + source
+	}
+	return client, src
+}
+
+// open reports whether a submission of client from source may be checked
+// now.
+func (b *failureBudgets) open(clientHash, source string, now time.Time) bool {
+	ck, sk := budgetKeys(clientHash, source)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.refillLocked(now)
-	b.tokens = max(b.tokens-1, 0)
+	if b.all.refill(b.server, now) < 1 {
+		return false
+	}
+	if k := b.byKey[ck]; k != nil && k.refill(b.client, now) < 1 {
+		return false
+	}
+	if k := b.byKey[sk]; sk != "" && k != nil && k.refill(b.source, now) < 1 {
+		return false
+	}
+	return true
+}
+
+// fail spends one token of each of a wrong code's buckets.
+func (b *failureBudgets) fail(clientHash, source string, now time.Time) {
+	ck, sk := budgetKeys(clientHash, source)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.all.refill(b.server, now)
+	b.all.spent = min(b.server, b.all.spent+1)
+	b.spendLocked(ck, b.client, now)
+	if sk != "" {
+		b.spendLocked(sk, b.source, now)
+	}
+	if len(b.byKey) > 4*int(b.server)+16 {
+		for key, k := range b.byKey {
+			rate := b.client
+			if key[0] == 's' {
+				rate = b.source
+			}
+			if k.refill(rate, now) >= rate {
+				delete(b.byKey, key)
+			}
+		}
+	}
+}
+
+func (b *failureBudgets) spendLocked(key string, rate float64, now time.Time) {
+	k := b.byKey[key]
+	if k == nil {
+		k = &bucket{}
+		b.byKey[key] = k
+	}
+	k.refill(rate, now)
+	k.spent = min(rate, k.spent+1)
+}
+
+// sourceKey is the budget and share key of a request's remote address
+// (ip:port): the IPv4 address, or the /64 of an IPv6 one (a host is given
+// a /64, not an address); "" for loopback or an address that does not
+// parse. On loopback every client shares one address — the host's own
+// processes, or a proxy in front of the runtime — so telling sources apart
+// there would make one source's budget the whole server's again.
+func sourceKey(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return ""
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return ""
+	}
+	a = a.WithZone("").Unmap()
+	if a.IsLoopback() {
+		return ""
+	}
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
 }

@@ -32,14 +32,21 @@ const (
 
 // Defaults where a Config field is zero.
 const (
-	DefaultPairingTTL        = 5 * time.Minute
-	DefaultCodeTTL           = 60 * time.Second
-	DefaultRequestTTL        = 10 * time.Minute
-	DefaultMaxPairingCodes   = 100
-	DefaultMaxCodes          = 1024
-	DefaultMaxPending        = 1024
-	DefaultAttemptsPerReq    = 5
-	DefaultFailuresPerMinute = 20
+	DefaultPairingTTL      = 5 * time.Minute
+	DefaultCodeTTL         = 60 * time.Second
+	DefaultRequestTTL      = 10 * time.Minute
+	DefaultMaxPairingCodes = 100
+	DefaultMaxCodes        = 1024
+	DefaultMaxPending      = 1024
+	DefaultAttemptsPerReq  = 5
+	// DefaultClientFailuresPerMinute, DefaultSourceFailuresPerMinute and
+	// DefaultFailuresPerMinute are the wrong-code budgets of one client,
+	// one source address and the whole server: the server's is 16
+	// clients' (SPEC §5c.8).
+	DefaultClientFailuresPerMinute = 20
+	DefaultSourceFailuresPerMinute = 40
+	DefaultFailuresPerMinute       = 16 * DefaultClientFailuresPerMinute
+	DefaultMaxConfirmedRedirects   = 1024
 )
 
 // MinSecretBytes is the least runtime secret accepted.
@@ -108,9 +115,31 @@ type Config struct {
 	// takes before it is dropped. Zero: 5.
 	AttemptsPerRequest int
 	// FailuresPerMinute bounds the wrong pairing codes of all consent pages
-	// together: past it every submission is refused (429) until the
-	// minute's budget refills. Zero: 20.
+	// together, a backstop: past it every submission is refused (429) until
+	// the minute's budget refills. It must be at least twice the client's
+	// and the source's budgets, so that no one of them spends it alone.
+	// Zero: 16 times ClientFailuresPerMinute, and at least that twice.
 	FailuresPerMinute int
+	// ClientFailuresPerMinute bounds the wrong pairing codes of one client
+	// id (of one client id from one source address, where the source is
+	// known): past it that client's submissions are refused (429), a right
+	// code included (not spent), while other clients' are checked. Zero: 20.
+	ClientFailuresPerMinute int
+	// SourceFailuresPerMinute bounds the wrong pairing codes from one
+	// source address other than loopback (an IPv6 one by its /64), whatever
+	// the clients: registration is free. Zero: twice
+	// ClientFailuresPerMinute.
+	SourceFailuresPerMinute int
+	// MaxPendingPerClient and MaxPendingPerSource are one client id's (from
+	// one source) and one non-loopback source address's share of the
+	// pending consent pages: a client or source at its share gives way, its
+	// own oldest first. Zero: MaxPending/16 and MaxPending/8, at least 1.
+	MaxPendingPerClient, MaxPendingPerSource int
+	// MaxConfirmedRedirects bounds the redirect URIs remembered as confirmed
+	// by a completed sign-in of their client, the least recently used
+	// forgotten first: only to a confirmed one does the authorization
+	// endpoint send an error back. Zero: 1024.
+	MaxConfirmedRedirects int
 	// AccessTokenTTL is the lifetime of an access token, for expires_in
 	// when a grant does not say. Zero or negative: not said.
 	AccessTokenTTL time.Duration
@@ -168,7 +197,12 @@ func (c Config) withDefaults() Config {
 	defInt(&c.MaxCodes, DefaultMaxCodes)
 	defInt(&c.MaxPending, DefaultMaxPending)
 	defInt(&c.AttemptsPerRequest, DefaultAttemptsPerReq)
-	defInt(&c.FailuresPerMinute, DefaultFailuresPerMinute)
+	defInt(&c.ClientFailuresPerMinute, DefaultClientFailuresPerMinute)
+	defInt(&c.SourceFailuresPerMinute, 2*c.ClientFailuresPerMinute)
+	defInt(&c.FailuresPerMinute, max(16*c.ClientFailuresPerMinute, 2*c.SourceFailuresPerMinute))
+	defInt(&c.MaxPendingPerClient, max(c.MaxPending/16, 1))
+	defInt(&c.MaxPendingPerSource, max(c.MaxPending/8, 1))
+	defInt(&c.MaxConfirmedRedirects, DefaultMaxConfirmedRedirects)
 	def(&c.ClientMetadata.Timeout, 5*time.Second)
 	if c.ClientMetadata.MaxBytes <= 0 {
 		c.ClientMetadata.MaxBytes = 5 << 10
@@ -200,8 +234,10 @@ type Server struct {
 	pairing  *pairings
 	pending  *pendingRequests
 	codes    *codes
-	limiter  *failureBudget
-	cimd     *cimdFetcher
+	limiter  *failureBudgets
+	// confirmed are the redirect URIs a completed sign-in confirmed.
+	confirmed *confirmedRedirects
+	cimd      *cimdFetcher
 }
 
 // ParseOrigin checks a public origin: http or https, a host, no path,
@@ -233,15 +269,19 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Grants == nil {
 		return nil, errors.New("oauth: no Grants")
 	}
+	if most := max(cfg.ClientFailuresPerMinute, cfg.SourceFailuresPerMinute); cfg.FailuresPerMinute < 2*most {
+		return nil, fmt.Errorf("oauth: %d wrong codes a minute for the whole server: want at least %d, twice a client's or a source's budget, so that no one of them spends it alone", cfg.FailuresPerMinute, 2*most)
+	}
 	s := &Server{cfg: cfg, guard: cfg.Guard, metaPath: PathResourceMetadata + res.Path}
 	s.guard.AllowedHosts = append(append([]string(nil), cfg.Guard.AllowedHosts...), iss.Hostname())
 	s.guard.AllowedOrigins = append(append([]string(nil), cfg.Guard.AllowedOrigins...), cfg.Issuer)
 	s.prMeta = mustJSON(ResourceMetadata(cfg.Resource, cfg.Issuer, []string{Scope}))
 	s.asMeta = mustJSON(s.serverMetadata())
 	s.pairing = newPairings(cfg.MaxPairingCodes)
-	s.pending = newPendingRequests(cfg.MaxPending)
+	s.pending = newPendingRequests(cfg.MaxPending, cfg.MaxPendingPerClient, cfg.MaxPendingPerSource)
 	s.codes = newCodes(cfg.MaxCodes)
-	s.limiter = newFailureBudget(cfg.FailuresPerMinute)
+	s.limiter = newFailureBudgets(cfg.ClientFailuresPerMinute, cfg.SourceFailuresPerMinute, cfg.FailuresPerMinute)
+	s.confirmed = newConfirmed(cfg.MaxConfirmedRedirects)
 	s.cimd = newCIMDFetcher(cfg.ClientMetadata)
 	return s, nil
 }
