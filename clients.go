@@ -104,6 +104,11 @@ func (r *Runtime) issueToken(ctx context.Context, t target, msg request) (*clien
 
 // RevokeClient revokes every token of the grant and removes it.
 func (r *Runtime) RevokeClient(ctx context.Context, clientID string) error {
+	return r.revokeClient(ctx, clientID, credential.ReasonAdmin)
+}
+
+// revokeClient is RevokeClient, recording reason.
+func (r *Runtime) revokeClient(ctx context.Context, clientID, reason string) error {
 	if err := r.checkOpen(); err != nil {
 		return err
 	}
@@ -115,7 +120,7 @@ func (r *Runtime) RevokeClient(ctx context.Context, clientID string) error {
 	if pid == nil {
 		return r.noGrant(clientID)
 	}
-	_, err := call[*client.Revoked](ctx, r, target{pid: pid, gone: ErrUnknownClient}, &client.Revoke{Reason: credential.ReasonAdmin}, r.budget(opActor, ""))
+	_, err := call[*client.Revoked](ctx, r, target{pid: pid, gone: ErrUnknownClient}, &client.Revoke{Reason: reason}, r.budget(opActor, ""))
 	if err == nil && r.jwt != nil {
 		// A JWT subject's grant: its tokens issued until now stay refused.
 		r.jwt.Revoked(clientID, r.cfg.Now())
@@ -205,33 +210,32 @@ func (g oauthGrants) IssueGrant(ctx context.Context, req oauth.GrantRequest) (oa
 
 // RefreshGrant redeems a refresh token of the OAuth client whose client_id
 // hashes to clientHash: the same grant's next access token and a new
-// refresh token. A reused refresh token revokes the grant
-// (fault.ErrRefreshReused); any other refusal is fault.ErrInvalidGrant.
+// refresh token. A reused refresh token — of any earlier generation of the
+// grant's family — revokes the grant (fault.ErrRefreshReused); any other
+// refusal is fault.ErrInvalidGrant.
 func (g oauthGrants) RefreshGrant(ctx context.Context, refreshToken, clientHash string) (oauth.Tokens, error) {
 	r := g.r
 	if err := r.checkOpen(); err != nil {
 		return oauth.Tokens{}, err
 	}
 	invalid := fmt.Errorf("refresh token: %w", fault.ErrInvalidGrant)
-	if !token.ValidWith(refreshToken, token.RefreshPrefix) {
+	// The token names its grant: its row may be pruned long ago, and the
+	// grant actor judges it by the family record (SPEC §5c.11).
+	rt, ok := token.ParseRefresh(refreshToken)
+	if !ok {
 		return oauth.Tokens{}, invalid
 	}
-	hash := token.Hash(refreshToken)
-	row, err := r.store.Read().CredentialByTokenHash(hash)
-	if err != nil || row.Kind != memdb.KindRefresh {
-		return oauth.Tokens{}, invalid
-	}
-	t, err := r.clientActor(row.Client)
+	t, err := r.clientActor(rt.Family)
 	if err != nil {
 		return oauth.Tokens{}, invalid
 	}
-	res, err := r.issueToken(ctx, t, &client.RedeemRefresh{TokenHash: hash, OAuthClient: clientHash})
+	res, err := r.issueToken(ctx, t, &client.RedeemRefresh{Token: refreshToken, OAuthClient: clientHash})
 	switch {
 	case errors.Is(err, fault.ErrRefreshReused):
 		// The actor revoked its grant and is stopping.
 		r.mu.Lock()
-		if r.clients[row.Client] == t.pid {
-			delete(r.clients, row.Client)
+		if r.clients[rt.Family] == t.pid {
+			delete(r.clients, rt.Family)
 		}
 		r.mu.Unlock()
 		return oauth.Tokens{}, err
@@ -240,7 +244,15 @@ func (g oauthGrants) RefreshGrant(ctx context.Context, refreshToken, clientHash 
 	case err != nil:
 		return oauth.Tokens{}, err
 	}
-	return tokensOf(row.Client, res), nil
+	return tokensOf(rt.Family, res), nil
+}
+
+// RevokeGrant revokes grant id as RevokeClient does — its tokens 401, its
+// sessions end, its streams close — recording reason (an authorization
+// code presented again: credential.ReasonCodeReused). A grant already gone
+// is ErrUnknownClient.
+func (g oauthGrants) RevokeGrant(ctx context.Context, id, reason string) error {
+	return g.r.revokeClient(ctx, id, reason)
 }
 
 func tokensOf(grant string, res *client.TokenIssued) oauth.Tokens {

@@ -171,6 +171,24 @@ type ClientGrant struct {
 	Access  string
 	State   string // StateLive or StateRevoked
 	Created time.Time
+	// Refresh is the grant's refresh family, for a grant of the runtime's
+	// authorization server; zero otherwise.
+	Refresh RefreshFamily
+}
+
+// RefreshFamily is the one record of a grant's refresh tokens, however
+// many rotations (SPEC §5c.11): the generation of the newest, and the hash
+// of the key every one of them carries, so that a spent generation is
+// known for what it is after its row is pruned.
+type RefreshFamily struct {
+	// OAuthClient is the SHA-256 (hex) of the OAuth client_id the family's
+	// tokens are for.
+	OAuthClient string
+	// KeyHash is the hex SHA-256 of the family's key (token.FamilyKeyHash);
+	// the key itself is only in the tokens.
+	KeyHash string
+	// Generation is the newest token's generation: 1 for the first.
+	Generation uint64
 }
 
 // Clone returns a copy.

@@ -13,6 +13,7 @@ import (
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/internal/principal"
+	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -163,16 +164,35 @@ func (a *grantActor) start() {
 }
 
 // issue mints the grant's next access token (and, for an OAuth client, a
-// refresh token) in one transaction; spent, when not nil, is what else the
-// transaction does first (a refresh token redeemed).
-func (a *grantActor) issue(msg *IssueToken, spent func(w *memdb.Writer) error) (*TokenIssued, error) {
+// refresh token) in one transaction. With redeem, the transaction first
+// spends the refresh token it presents, and the new refresh token is the
+// next of that family, bound to the spent one's audience.
+func (a *grantActor) issue(msg *IssueToken, redeem *RedeemRefresh) (*TokenIssued, error) {
 	now := a.cfg.Now()
 	res := &TokenIssued{Access: a.cfg.Access}
 	var refreshID string
 	earlier := false // the grant had an access token before: this is a refresh
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		if spent != nil {
-			if err := spent(w); err != nil {
+		audience := msg.Audience
+		var g *memdb.ClientGrant // the grant, when a refresh token is minted
+		var key token.FamilyKey  // its family's key
+		switch {
+		case redeem != nil:
+			var err error
+			if g, err = w.ClientGrant(a.cfg.ID); err != nil {
+				return err
+			}
+			spent, k, err := credential.RedeemRefresh(w, g, redeem.Token, redeem.OAuthClient, now)
+			if err != nil {
+				return err
+			}
+			audience, key = spent.Audience, k
+		case msg.OAuthClient != "":
+			var err error
+			if g, err = w.ClientGrant(a.cfg.ID); err != nil {
+				return err
+			}
+			if key, err = credential.StartFamily(g, msg.OAuthClient); err != nil {
 				return err
 			}
 		}
@@ -191,13 +211,13 @@ func (a *grantActor) issue(msg *IssueToken, spent func(w *memdb.Writer) error) (
 		if err != nil {
 			return err
 		}
-		c, t, err := credential.IssueClient(w, a.cfg.ID, a.cfg.Access, msg.Audience, now, a.cfg.TTL)
+		c, t, err := credential.IssueClient(w, a.cfg.ID, a.cfg.Access, audience, now, a.cfg.TTL)
 		if err != nil {
 			return err
 		}
 		res.Token, res.CredentialID, res.Expires = t, c.ID, c.Expires
-		if msg.OAuthClient != "" {
-			rc, rt, err := credential.IssueRefresh(w, a.cfg.ID, a.cfg.Access, msg.Audience, msg.OAuthClient, now, a.cfg.RefreshTTL)
+		if g != nil {
+			rc, rt, err := credential.IssueRefresh(w, g, key, audience, now, a.cfg.RefreshTTL)
 			if err != nil {
 				return err
 			}
@@ -209,11 +229,11 @@ func (a *grantActor) issue(msg *IssueToken, spent func(w *memdb.Writer) error) (
 		return &TokenIssued{}, err
 	}
 	kind := credential.EventIssued
-	if spent != nil || earlier {
+	if redeem != nil || earlier {
 		kind = credential.EventRefreshed
 	}
 	a.event(kind, res.CredentialID, "")
-	if refreshID != "" && spent != nil {
+	if refreshID != "" && redeem != nil {
 		a.event(credential.EventRotated, refreshID, "")
 	}
 	return res, nil
@@ -253,25 +273,7 @@ func (a *grantActor) record(msg *RecordToken) (*TokenIssued, error) {
 // redeem spends a refresh token and issues the next pair, in one
 // transaction: either both happen or neither.
 func (a *grantActor) redeem(msg *RedeemRefresh) (*TokenIssued, error) {
-	var audience string
-	spend := func(w *memdb.Writer) error {
-		c, err := credential.RedeemRefresh(w, a.cfg.ID, msg.TokenHash, msg.OAuthClient, a.cfg.Now())
-		if err != nil {
-			return err
-		}
-		audience = c.Audience
-		return nil
-	}
-	// The audience is the spent token's: issue reads it after spend ran,
-	// inside the same transaction.
-	next := &IssueToken{OAuthClient: msg.OAuthClient}
-	return a.issue(next, func(w *memdb.Writer) error {
-		if err := spend(w); err != nil {
-			return err
-		}
-		next.Audience = audience
-		return nil
-	})
+	return a.issue(&IssueToken{}, msg)
 }
 
 // prune drops the oldest revoked token rows beyond RevokedKept.

@@ -18,8 +18,10 @@ type Message interface {
 
 // IssueToken mints an access token for the grant. With RevokePrevious,
 // every earlier token is revoked in the same transaction. With
-// OAuthClient set (the hex SHA-256 of an OAuth client_id), a refresh token
-// for that client is minted with it. Answered by *TokenIssued.
+// OAuthClient set (the hex SHA-256 of an OAuth client_id), the grant's
+// refresh family is started for that client and its first refresh token
+// minted with it; a grant has one family (a second is
+// fault.InvalidArgument). Answered by *TokenIssued.
 type IssueToken struct {
 	deadline.Request
 	RevokePrevious bool
@@ -29,16 +31,17 @@ type IssueToken struct {
 	OAuthClient string
 }
 
-// RedeemRefresh spends the refresh token whose hash is TokenHash,
-// presented by the OAuth client whose client_id hashes to OAuthClient, and
-// mints the next access token and refresh token of the grant, bound to the
-// same audience (trusted refresh: the same namespace). A refresh token
-// spent before revokes the grant, as Revoke does, and is answered
-// fault.RefreshReused; one unknown, expired or of another client is
-// fault.InvalidGrant. Answered by *TokenIssued.
+// RedeemRefresh spends refresh token Token, presented by the OAuth client
+// whose client_id hashes to OAuthClient, and mints the next access token
+// and refresh token of the grant, bound to the same audience (trusted
+// refresh: the same namespace). A refresh token of the grant's family spent
+// before — however many rotations ago — revokes the grant, as Revoke does,
+// and is answered fault.RefreshReused; one unknown, expired or of another
+// client is fault.InvalidGrant. The token travels only to the grant actor,
+// which stores nothing but hashes. Answered by *TokenIssued.
 type RedeemRefresh struct {
 	deadline.Request
-	TokenHash   string
+	Token       string
 	OAuthClient string
 }
 

@@ -59,7 +59,7 @@ func (e *env) issueOAuth() *client.TokenIssued {
 
 func (e *env) redeem(refresh, oauthClient string) *client.TokenIssued {
 	e.t.Helper()
-	return actortest.Ask[*client.TokenIssued](e.t, e.root, e.g1(), &client.RedeemRefresh{TokenHash: token.Hash(refresh), OAuthClient: oauthClient})
+	return actortest.Ask[*client.TokenIssued](e.t, e.root, e.g1(), &client.RedeemRefresh{Token: refresh, OAuthClient: oauthClient})
 }
 
 // SPEC §5c: an OAuth grant's first answer is an access token bound to the
@@ -70,8 +70,8 @@ func TestIssueWithRefresh(t *testing.T) {
 	var rec recorder
 	e.spawn("g1", grantOpts{ttl: time.Hour, refreshTTL: 24 * time.Hour, events: rec.add})
 	res := e.issueOAuth()
-	if !token.ValidWith(res.Token, token.ClientPrefix) || !token.ValidWith(res.RefreshToken, token.RefreshPrefix) {
-		t.Fatalf("IssueToken = %q, %q; want a client token and a refresh token", res.Token, res.RefreshToken)
+	if rt, ok := token.ParseRefresh(res.RefreshToken); !token.ValidWith(res.Token, token.ClientPrefix) || !ok || rt.Family != "g1" || rt.Generation != 1 {
+		t.Fatalf("IssueToken = %q, %q; want a client token and the first refresh token of g1's family", res.Token, res.RefreshToken)
 	}
 	if !res.Expires.Equal(actortest.T0.Add(time.Hour)) {
 		t.Errorf("Expires = %v, want %v", res.Expires, actortest.T0.Add(time.Hour))

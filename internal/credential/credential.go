@@ -17,6 +17,7 @@
 package credential
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"slices"
 	"time"
@@ -47,6 +48,9 @@ const (
 	ReasonRefreshReused = "refresh_reused"
 	// ReasonAdmin: the host revoked the grant (RevokeClient).
 	ReasonAdmin = "admin"
+	// ReasonCodeReused: the grant was revoked because the authorization
+	// code its exchange spent was presented again (SPEC §5c.9).
+	ReasonCodeReused = "code_reused"
 )
 
 // MintProvider writes a new live credential of the pair (thread, instance)
@@ -83,15 +87,60 @@ func MintProvider(w *memdb.Writer, thread, instance string, caps []string, now t
 // and returns its row and its token. ttl > 0 sets the expiry to now + ttl;
 // else it never expires by the clock.
 func IssueClient(w *memdb.Writer, grant, access, audience string, now time.Time, ttl time.Duration) (*memdb.Credential, string, error) {
-	return issue(w, memdb.KindClient, "ctok_", token.ClientPrefix, grant, access, audience, "", now, ttl)
+	return issue(w, memdb.KindClient, "ctok_", token.ClientPrefix, grant, access, audience, now, ttl)
 }
 
-// IssueRefresh writes a new live refresh token of client grant grant, for
-// the OAuth client whose client_id hashes to oauthClient, bound to
-// audience, and returns its row and its token. ttl as IssueClient.
-func IssueRefresh(w *memdb.Writer, grant, access, audience, oauthClient string, now time.Time, ttl time.Duration) (*memdb.Credential, string, error) {
-	return issue(w, memdb.KindRefresh, "rtok_", token.RefreshPrefix, grant, access, audience, oauthClient, now, ttl)
+// StartFamily starts grant g's refresh family, for the OAuth client whose
+// client_id hashes to oauthClient: g records the key's hash (generation 0:
+// no token yet) and the key is returned, for IssueRefresh. A grant has one
+// family: starting another is an error. The caller writes g (IssueRefresh
+// does).
+func StartFamily(g *memdb.ClientGrant, oauthClient string) (token.FamilyKey, error) {
+	if g.Refresh.KeyHash != "" {
+		return token.FamilyKey{}, fmt.Errorf("client grant %s has a refresh family already: %w", g.ID, fault.ErrInvalidArgument)
+	}
+	key := token.NewFamilyKey()
+	g.Refresh = memdb.RefreshFamily{OAuthClient: oauthClient, KeyHash: token.FamilyKeyHash(key)}
+	return key, nil
 }
+
+// IssueRefresh writes the next live refresh token of grant g's family
+// (key is the family's: StartFamily's, or the one a redeemed token
+// carried), bound to audience, with access, and g with its generation
+// advanced; it returns the token's row and the token. ttl as IssueClient.
+func IssueRefresh(w *memdb.Writer, g *memdb.ClientGrant, key token.FamilyKey, audience string, now time.Time, ttl time.Duration) (*memdb.Credential, string, error) {
+	if g.Refresh.KeyHash == "" || !sameHash(token.FamilyKeyHash(key), g.Refresh.KeyHash) {
+		return nil, "", fmt.Errorf("refresh token of %s: not its family's key", g.ID)
+	}
+	g.Refresh.Generation++
+	tok, hash := token.NewRefresh(token.Refresh{Family: g.ID, Generation: g.Refresh.Generation, Key: key})
+	c := &memdb.Credential{
+		ID:          token.NewID("rtok_"),
+		TokenHash:   hash,
+		Kind:        memdb.KindRefresh,
+		Namespace:   principal.ClientNamespace(g.ID),
+		Client:      g.ID,
+		Access:      g.Access,
+		Audience:    audience,
+		OAuthClient: g.Refresh.OAuthClient,
+		Issued:      now,
+		LastLive:    now,
+		State:       memdb.StateLive,
+	}
+	if ttl > 0 {
+		c.Expires = now.Add(ttl)
+	}
+	if err := w.PutCredential(c); err != nil {
+		return nil, "", err
+	}
+	if err := w.PutClientGrant(g); err != nil {
+		return nil, "", err
+	}
+	return c, tok, nil
+}
+
+// sameHash compares two hex hashes in constant time.
+func sameHash(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
 // RecordClient writes a live access token of client grant grant whose
 // token was minted elsewhere and verified (a JWT of the resource-server
@@ -108,20 +157,19 @@ func RecordClient(w *memdb.Writer, grant, access, audience, hash string, now, ex
 	return c, w.PutCredential(c)
 }
 
-func issue(w *memdb.Writer, kind, idPrefix, tokPrefix, grant, access, audience, oauthClient string, now time.Time, ttl time.Duration) (*memdb.Credential, string, error) {
+func issue(w *memdb.Writer, kind, idPrefix, tokPrefix, grant, access, audience string, now time.Time, ttl time.Duration) (*memdb.Credential, string, error) {
 	tok, hash := token.NewWith(tokPrefix)
 	c := &memdb.Credential{
-		ID:          token.NewID(idPrefix),
-		TokenHash:   hash,
-		Kind:        kind,
-		Namespace:   principal.ClientNamespace(grant),
-		Client:      grant,
-		Access:      access,
-		Audience:    audience,
-		OAuthClient: oauthClient,
-		Issued:      now,
-		LastLive:    now,
-		State:       memdb.StateLive,
+		ID:        token.NewID(idPrefix),
+		TokenHash: hash,
+		Kind:      kind,
+		Namespace: principal.ClientNamespace(grant),
+		Client:    grant,
+		Access:    access,
+		Audience:  audience,
+		Issued:    now,
+		LastLive:  now,
+		State:     memdb.StateLive,
 	}
 	if ttl > 0 {
 		c.Expires = now.Add(ttl)
@@ -132,28 +180,42 @@ func issue(w *memdb.Writer, kind, idPrefix, tokPrefix, grant, access, audience, 
 	return c, tok, nil
 }
 
-// RedeemRefresh spends the refresh token of grant whose hash is hash,
-// presented by the OAuth client whose client_id hashes to oauthClient: the
-// row is revoked with ReasonUsed and returned, so the caller issues the
-// next pair in the same transaction. A token spent before is
-// ErrRefreshReused (the caller revokes the grant); one that is unknown, of
-// another grant or client, revoked otherwise, or expired is
-// ErrInvalidGrant — and is left as it is.
-func RedeemRefresh(w *memdb.Writer, grant, hash, oauthClient string, now time.Time) (*memdb.Credential, error) {
-	c, err := w.CredentialByTokenHash(hash)
-	if err != nil || c.Kind != memdb.KindRefresh || c.Client != grant || c.OAuthClient != oauthClient {
-		return nil, fmt.Errorf("refresh token of %s: %w", grant, fault.ErrInvalidGrant)
+// RedeemRefresh spends refresh token tok of grant g, presented by the
+// OAuth client whose client_id hashes to oauthClient: the row is revoked
+// with ReasonUsed and returned with the family key tok carries, so the
+// caller issues the next pair (IssueRefresh) in the same transaction.
+//
+// Reuse is judged over g's whole family (SPEC §5c.11): a token that
+// carries the family's key and was spent before — its row revoked with
+// ReasonUsed, or its row pruned and its generation older than the
+// family's newest — is ErrRefreshReused (the caller revokes the grant).
+// Anything else refused is ErrInvalidGrant and left as it is: a token not
+// of g's family (unparsable, another family, another key: unknown, so
+// that only a holder of one of g's tokens can make g revoked), of another
+// client, revoked otherwise, expired, or of the newest generation with no
+// row.
+func RedeemRefresh(w *memdb.Writer, g *memdb.ClientGrant, tok, oauthClient string, now time.Time) (*memdb.Credential, token.FamilyKey, error) {
+	invalid := fmt.Errorf("refresh token of %s: %w", g.ID, fault.ErrInvalidGrant)
+	rt, ok := token.ParseRefresh(tok)
+	if !ok || rt.Family != g.ID || g.Refresh.KeyHash == "" || !sameHash(token.FamilyKeyHash(rt.Key), g.Refresh.KeyHash) ||
+		g.Refresh.OAuthClient != oauthClient {
+		return nil, token.FamilyKey{}, invalid
 	}
-	if c.State != memdb.StateLive && c.RevokeReason == ReasonUsed {
-		return nil, fmt.Errorf("refresh token %s of %s presented again: %w", c.ID, grant, fault.ErrRefreshReused)
-	}
-	if !c.LiveAt(now) {
-		return nil, fmt.Errorf("refresh token %s of %s: %w", c.ID, grant, fault.ErrInvalidGrant)
+	c, err := w.CredentialByTokenHash(token.Hash(tok))
+	switch {
+	case err != nil && rt.Generation < g.Refresh.Generation:
+		return nil, token.FamilyKey{}, fmt.Errorf("refresh token of %s, generation %d of %d, presented again: %w", g.ID, rt.Generation, g.Refresh.Generation, fault.ErrRefreshReused)
+	case err != nil || c.Kind != memdb.KindRefresh || c.Client != g.ID || c.OAuthClient != oauthClient:
+		return nil, token.FamilyKey{}, invalid
+	case c.State != memdb.StateLive && c.RevokeReason == ReasonUsed:
+		return nil, token.FamilyKey{}, fmt.Errorf("refresh token %s of %s presented again: %w", c.ID, g.ID, fault.ErrRefreshReused)
+	case !c.LiveAt(now):
+		return nil, token.FamilyKey{}, fmt.Errorf("refresh token %s of %s: %w", c.ID, g.ID, fault.ErrInvalidGrant)
 	}
 	if _, err := Revoke(w, c, ReasonUsed, now); err != nil {
-		return nil, err
+		return nil, token.FamilyKey{}, err
 	}
-	return c, nil
+	return c, rt.Key, nil
 }
 
 // Revoke marks c revoked at now with reason, in place and in the store, and

@@ -342,7 +342,12 @@ func TestNamespaceLive(t *testing.T) {
 	// A refresh token without expiry keeps nothing live: it authenticates
 	// no request (SPEC §5c).
 	l.write(func(w *memdb.Writer) error {
-		_, _, err := credential.IssueRefresh(w, "g", memdb.AccessReadOnly, "https://rt/mcp", "c", t0, 0)
+		g := &memdb.ClientGrant{ID: "g", Access: memdb.AccessReadOnly, State: memdb.StateLive}
+		key, err := credential.StartFamily(g, "c")
+		if err != nil {
+			return err
+		}
+		_, _, err = credential.IssueRefresh(w, g, key, "https://rt/mcp", t0, 0)
 		return err
 	})
 	tests := []struct {

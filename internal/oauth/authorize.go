@@ -354,7 +354,9 @@ func pkceText(s string, lo, hi int) bool {
 	return true
 }
 
-// grantCode is an authorization code waiting for its exchange.
+// grantCode is an authorization code waiting for its exchange, or spent
+// and remembered, so that its replay revokes what its exchange issued
+// (SPEC §5c.9).
 type grantCode struct {
 	client    *Client
 	redirect  string
@@ -362,9 +364,29 @@ type grantCode struct {
 	resource  string
 	access    string
 	expires   time.Time
+	// spent: its first exchange came; the entry stays until expires +
+	// spentCodeKept (or until the table is full).
+	spent bool
+	// grant is the grant its exchange issued ("" none, or not yet).
+	grant string
+	// replayed: presented again before its exchange's grant was known, so
+	// the exchange revokes what it issues.
+	replayed bool
 }
 
-// codes are the authorization codes outstanding, by their hash.
+// spentCodeKept is how long after its expiry a spent code is remembered.
+const spentCodeKept = 10 * time.Minute
+
+// keptUntil is when the entry of g is dropped.
+func (g *grantCode) keptUntil() time.Time {
+	if g.spent {
+		return g.expires.Add(spentCodeKept)
+	}
+	return g.expires
+}
+
+// codes are the authorization codes outstanding and the spent ones
+// remembered, by their hash, at most max in all.
 type codes struct {
 	max    int
 	mu     sync.Mutex // guards byHash
@@ -378,18 +400,26 @@ func codeHash(code string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// room reports whether another code may be added, dropping expired ones
-// when full.
+// room reports whether another code may be added, dropping the entries
+// past their time when full and, if still full, the spent code that
+// expired first: remembering spent codes never refuses a sign-in.
 func (c *codes) room(now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.byHash) < c.max {
 		return true
 	}
+	oldest := ""
 	for h, g := range c.byHash {
-		if !now.Before(g.expires) {
+		switch {
+		case !now.Before(g.keptUntil()):
 			delete(c.byHash, h)
+		case g.spent && (oldest == "" || g.expires.Before(c.byHash[oldest].expires)):
+			oldest = h
 		}
+	}
+	if len(c.byHash) >= c.max && oldest != "" {
+		delete(c.byHash, oldest)
 	}
 	return len(c.byHash) < c.max
 }
@@ -403,13 +433,40 @@ func (c *codes) add(code string, g *grantCode) {
 	c.byHash[codeHash(code)] = g
 }
 
-// spend removes code and returns what it was for; nil if there is none.
-// A code is spent by its first exchange, whatever comes of it.
-func (c *codes) spend(code string) *grantCode {
+// spend spends code and returns a copy of what it was for (nil: no such
+// code) and whether this is its first exchange. A code is spent by its
+// first exchange, whatever comes of it; presented again, it is a replay,
+// and the copy's grant is what the first exchange issued ("" none, or not
+// yet: then issued reports the replay).
+func (c *codes) spend(code string) (g *grantCode, first bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := codeHash(code)
-	g := c.byHash[h]
-	delete(c.byHash, h)
-	return g
+	e := c.byHash[codeHash(code)]
+	if e == nil {
+		return nil, false
+	}
+	first = !e.spent
+	e.spent = true
+	cp := *e
+	switch {
+	case first:
+	case e.grant == "":
+		e.replayed = true
+	default:
+		e.grant = "" // revoked by the caller: once is enough
+	}
+	return &cp, first
+}
+
+// issued records grant as what code's exchange issued, and reports whether
+// the code was replayed meanwhile (the caller revokes the grant).
+func (c *codes) issued(code, grant string) (replayed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.byHash[codeHash(code)]
+	if e == nil {
+		return false
+	}
+	e.grant = grant
+	return e.replayed
 }

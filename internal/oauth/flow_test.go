@@ -132,7 +132,7 @@ func TestTokenRefusals(t *testing.T) {
 				e.t.Fatalf("first exchange = %d %s", a.status, a.body)
 			}
 			return e.exchange(id, code, verifier)
-		}, "invalid_grant", "code_unknown_or_used"},
+		}, "invalid_grant", "code_reused"},
 		{"expired code", func(e *env, id, code, verifier string) answer {
 			e.clock.Advance(DefaultCodeTTL)
 			return e.exchange(id, code, verifier)

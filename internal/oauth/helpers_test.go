@@ -61,6 +61,7 @@ type fakeGrants struct {
 	refresh map[string]string // refresh token → client hash
 	spent   map[string]bool
 	n       int
+	revoked []revokedGrant
 }
 
 func (g *fakeGrants) IssueGrant(_ context.Context, req GrantRequest) (Tokens, error) {

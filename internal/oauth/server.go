@@ -61,9 +61,15 @@ type Grants interface {
 	IssueGrant(ctx context.Context, req GrantRequest) (Tokens, error)
 	// RefreshGrant redeems a refresh token of the client whose client_id
 	// hashes to clientHash: the same grant's next access token and a new
-	// refresh token. A spent token presented again revokes the grant
+	// refresh token. A spent token presented again — of any earlier
+	// generation of the grant's refresh tokens — revokes the grant
 	// (fault.ErrRefreshReused); any other refusal is fault.ErrInvalidGrant.
 	RefreshGrant(ctx context.Context, refreshToken, clientHash string) (Tokens, error)
+	// RevokeGrant revokes grant id and every token it has — requests with
+	// them fail, its sessions end, its streams close — recording reason in
+	// the audit trail (an authorization code presented again:
+	// "code_reused").
+	RevokeGrant(ctx context.Context, id, reason string) error
 }
 
 // GrantRequest asks for a new client grant.

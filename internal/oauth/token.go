@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/fault"
 )
 
@@ -77,11 +78,17 @@ func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, f url.Valu
 		s.tokenError(w, http.StatusBadRequest, "invalid_request", "code is required", "no_code", nil)
 		return
 	}
-	g := s.codes.spend(code)
+	g, first := s.codes.spend(code)
 	now := s.cfg.Now()
 	switch {
 	case g == nil:
 		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", "code_unknown_or_used", nil)
+	case !first:
+		// A replay, whoever presents it: the code leaked, so what its
+		// exchange issued goes (RFC 6749 §4.1.2). Answered as an unknown
+		// code.
+		s.revokeReplayed(r, g.grant)
+		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", credential.ReasonCodeReused, g.client)
 	case !now.Before(g.expires):
 		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", "code_expired", g.client)
 	case clientID != g.client.ID:
@@ -104,7 +111,26 @@ func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, f url.Valu
 			s.tokenError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the grant could not be issued", "issue_failed", g.client)
 			return
 		}
+		if s.codes.issued(code, toks.Grant) {
+			// Replayed while the grant was being issued: it goes at once.
+			s.revokeReplayed(r, toks.Grant)
+			s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", credential.ReasonCodeReused, g.client)
+			return
+		}
 		s.writeTokens(w, toks, now)
+	}
+}
+
+// revokeReplayed revokes grant, issued from a code presented again; ""
+// (the code's exchange issued nothing) revokes nothing.
+func (s *Server) revokeReplayed(r *http.Request, grant string) {
+	if grant == "" {
+		return
+	}
+	// A grant gone already (revoked since, by the host or a refresh
+	// token's reuse) is what was wanted.
+	if err := s.cfg.Grants.RevokeGrant(r.Context(), grant, credential.ReasonCodeReused); err != nil && !errors.Is(err, fault.ErrUnknownClient) {
+		s.cfg.Logger.Warn("oauth: revoke the grant of a replayed code", "client", grant, "err", err)
 	}
 }
 

@@ -10,12 +10,19 @@
 // [Prefix] for provider credentials, [ClientPrefix] for client-grant access
 // tokens (admin-issued and OAuth-issued), [RefreshPrefix] for refresh
 // tokens, which never authenticate a request.
+//
+// A refresh token names its family — the client grant it belongs to — and
+// its generation in it, and carries the family's key besides its own
+// random part (see [NewRefresh]): so a token of a generation spent long
+// ago is still known for what it is (SPEC §5c.11), from one record per
+// family that holds only the key's hash.
 package token
 
 import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"strings"
 )
@@ -102,4 +109,82 @@ func NewID(prefix string) string {
 	n := copy(buf[:], prefix)
 	n += hex.Encode(buf[n:], b[:])
 	return string(buf[:n])
+}
+
+// FamilyKey is a refresh family's key: 128 random bits that every refresh
+// token of the family carries and nothing else knows. Its holder has held
+// one of the family's tokens. Only its hash ([FamilyKeyHash]) is stored.
+type FamilyKey [16]byte
+
+// NewFamilyKey returns a fresh family key.
+func NewFamilyKey() FamilyKey {
+	var k FamilyKey
+	rand.Read(k[:])
+	return k
+}
+
+// FamilyKeyHash returns the hex SHA-256 under which key is stored.
+func FamilyKeyHash(key FamilyKey) string {
+	sum := sha256.Sum256(append([]byte("refresh-family\x00"), key[:]...))
+	return hex.EncodeToString(sum[:])
+}
+
+// Refresh is what a refresh token says of itself.
+type Refresh struct {
+	Family     string // the family: the id of the grant the token is of
+	Generation uint64 // 1 for the family's first token, +1 at each rotation
+	Key        FamilyKey
+}
+
+// Bounds of a refresh token's parts.
+const (
+	refreshRandBytes = 16 // the token's own random part, besides the key's 128 bits
+	refreshFixed     = 8 + len(FamilyKey{}) + refreshRandBytes
+	maxFamilyLen     = 64
+)
+
+// NewRefresh returns a fresh refresh token of family f and the hash under
+// which it is stored: RefreshPrefix followed by the unpadded base64url of
+// the generation (8 bytes, big-endian), the family key (16), 16 random
+// bytes and the family id. The key and the random part are 256 secret
+// bits; the family and generation are not secret. f.Family is 1 to 64
+// bytes of [A-Za-z0-9_-].
+func NewRefresh(f Refresh) (tok, hash string) {
+	b := make([]byte, refreshFixed, refreshFixed+len(f.Family))
+	binary.BigEndian.PutUint64(b, f.Generation)
+	copy(b[8:], f.Key[:])
+	rand.Read(b[8+len(f.Key) : refreshFixed])
+	b = append(b, f.Family...)
+	tok = RefreshPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return tok, Hash(tok)
+}
+
+// ParseRefresh reads what refresh token tok says of itself; false if it is
+// not shaped as NewRefresh mints them. It proves nothing: the family's key
+// hash, or the token's own row, does.
+func ParseRefresh(tok string) (Refresh, bool) {
+	rest, ok := strings.CutPrefix(tok, RefreshPrefix)
+	if !ok || len(rest) > base64.RawURLEncoding.EncodedLen(refreshFixed+maxFamilyLen) {
+		return Refresh{}, false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(rest)
+	if err != nil || len(b) <= refreshFixed || !idText(b[refreshFixed:]) {
+		return Refresh{}, false
+	}
+	f := Refresh{Generation: binary.BigEndian.Uint64(b), Family: string(b[refreshFixed:])}
+	copy(f.Key[:], b[8:])
+	return f, true
+}
+
+// idText reports whether b is 1 to maxFamilyLen bytes of [A-Za-z0-9_-].
+func idText(b []byte) bool {
+	if len(b) == 0 || len(b) > maxFamilyLen {
+		return false
+	}
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
