@@ -24,6 +24,7 @@ import (
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/admin"
 	"github.com/agenthost/mcpruntime/cluster"
+	"github.com/agenthost/mcpruntime/internal/connlimit"
 	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/metrics"
 )
@@ -57,6 +58,12 @@ type serveCmd struct {
 	// The admin listener's guard and the bound on threads.
 	AdminAllowedHosts []string `config:"" placeholder:"HOST" help:"Host header values the admin listener (admin API, /healthz, /readyz, /metrics) accepts besides loopback ones and, when --admin-listen is beyond loopback, its own host."`
 	MaxThreads        int      `config:"" default:"10000" placeholder:"N" help:"Threads in all (active and archived); past it creating one fails (admin API: 409 too_many_threads)."`
+
+	// The connection caps of the MCP and the admin listener (SPEC §7.1).
+	MaxConnections               int `config:"" default:"16384" placeholder:"N" help:"Open TCP connections of the MCP listener in all; one more is closed at once on accept, unanswered. Unless set, lowered to fit the descriptor limit (raised to its hard limit at start) less a reserve of a quarter (at least 256) and the admin listener's share."`
+	MaxConnectionsPerSource      int `config:"" default:"1024" placeholder:"N" help:"Open TCP connections of the MCP listener from one source (an IPv4 address or an IPv6 /64, loopback ones included); one more is closed at once on accept, unanswered. Behind a proxy on the same host every client is one source: raise it there."`
+	AdminMaxConnections          int `config:"" default:"64" placeholder:"N" help:"Open TCP connections of the admin listener in all, its own share apart from the MCP listener's; one more is closed at once on accept, unanswered. Unless set, lowered to an eighth of the descriptor budget when that is less."`
+	AdminMaxConnectionsPerSource int `config:"" default:"16" placeholder:"N" help:"Open TCP connections of the admin listener from one source (an IPv4 address or an IPv6 /64, loopback ones included); one more is closed at once on accept, unanswered."`
 
 	// The MCP lists.
 	ListPageSize int `config:"" default:"100" placeholder:"N" help:"Entries of one page of an MCP list (tools, resources, resource templates, prompts); the rest follows with nextCursor."`
@@ -140,6 +147,8 @@ func (s *serveCmd) validate() error {
 		{"body-limit", int64(s.BodyLimit)}, {"sessions-per-namespace", int64(s.SessionsPerNamespace)}, {"max-sessions", int64(s.MaxSessions)},
 		{"requests-per-namespace", int64(s.RequestsPerNamespace)}, {"max-requests", int64(s.MaxRequests)}, {"body-bytes-in-flight", int64(s.BodyBytesInFlight)},
 		{"max-threads", int64(s.MaxThreads)}, {"list-page-size", int64(s.ListPageSize)},
+		{"max-connections", int64(s.MaxConnections)}, {"max-connections-per-source", int64(s.MaxConnectionsPerSource)},
+		{"admin-max-connections", int64(s.AdminMaxConnections)}, {"admin-max-connections-per-source", int64(s.AdminMaxConnectionsPerSource)},
 		{"replay-events", int64(s.ReplayEvents)}, {"replay-bytes", int64(s.ReplayBytes)}, {"max-subscriptions", int64(s.MaxSubscriptions)},
 		{"modern-requests-per-namespace", int64(s.ModernRequestsPerNamespace)}, {"listen-per-namespace", int64(s.ListenPerNamespace)}, {"max-listen", int64(s.MaxListen)},
 	} {
@@ -239,6 +248,8 @@ type server struct {
 	health *health
 
 	mcpLn, adminLn, internalLn       net.Listener
+	mcpConns, adminConns             *connlimit.Listener // mcpLn and adminLn, capped
+	caps                             connCaps
 	mcpHTTP, adminHTTP, internalHTTP *http.Server
 	errc                             chan error // each server's Serve error
 
@@ -280,6 +291,9 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 	if srv.cluster, err = s.clusterConfig(d.env, d.given, log); err != nil {
 		return srv, err
 	}
+	srv.caps = s.connCaps(d.given, fileLimit(log), log)
+	log.Info("connection caps", "max_connections", srv.caps.mcp.Total, "max_connections_per_source", srv.caps.mcp.PerSource,
+		"admin_max_connections", srv.caps.admin.Total, "admin_max_connections_per_source", srv.caps.admin.PerSource)
 	if err := srv.listen(); err != nil {
 		return srv, err
 	}
@@ -331,6 +345,7 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerConnMetrics(reg, []namedListener{{"mcp", srv.mcpConns}, {"admin", srv.adminConns}})
 	if srv.mcp, err = rt.MCPHandler(s.mcpOptions(metrics.New(reg, rt), allowed, log)); err != nil {
 		return srv, err
 	}
@@ -352,19 +367,24 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 	return srv, nil
 }
 
-// listen binds the MCP, admin and (several nodes) internal listeners.
-// Listening comes first: a second server on the same ports fails here,
-// before it touches the first one's token file.
+// listen binds the MCP, admin and (several nodes) internal listeners, the
+// first two within their connection caps. Listening comes first: a second
+// server on the same ports fails here, before it touches the first one's
+// token file.
 func (srv *server) listen() error {
 	s := srv.s
-	var err error
-	if srv.mcpLn, err = net.Listen("tcp", s.Listen); err != nil {
+	ln, err := net.Listen("tcp", s.Listen)
+	if err != nil {
 		return fmt.Errorf("MCP listener: %w", err)
 	}
+	srv.mcpConns = connlimit.New(ln, srv.caps.mcp)
+	srv.mcpLn = srv.mcpConns
 	srv.undo = append(srv.undo, func() { srv.mcpLn.Close() })
-	if srv.adminLn, err = net.Listen("tcp", s.AdminListen); err != nil {
+	if ln, err = net.Listen("tcp", s.AdminListen); err != nil {
 		return fmt.Errorf("admin listener: %w", err)
 	}
+	srv.adminConns = connlimit.New(ln, srv.caps.admin)
+	srv.adminLn = srv.adminConns
 	srv.undo = append(srv.undo, func() { srv.adminLn.Close() })
 	if !s.clustered() {
 		return nil
