@@ -171,6 +171,7 @@ type ClientGrant struct {
 	Access  string
 	State   string // StateLive or StateRevoked
 	Created time.Time
+	Via     string // how the grant came: "admin", "oauth" or "jwt" (the admin listing's kind)
 }
 
 // Clone returns a copy.

@@ -155,7 +155,7 @@ func (a *grantActor) start() {
 		}
 		return w.PutClientGrant(&memdb.ClientGrant{
 			ID: a.cfg.ID, Home: a.cfg.Home, Label: a.cfg.Label, Access: a.cfg.Access,
-			State: memdb.StateLive, Created: a.cfg.Now(),
+			State: memdb.StateLive, Created: a.cfg.Now(), Via: a.cfg.Via,
 		})
 	})
 	if err != nil {
