@@ -200,8 +200,9 @@ func (r *Runtime) NewPairingCode(ctx context.Context, access string) (PairingCod
 // authenticateJWT authenticates a JWT of the resource-server mode: by its
 // hash when it was seen before (its row says whether it is still live);
 // else verified (internal/oauth.Verifier) and recorded as a token of the
-// client grant of its (iss, sub), spawned at the first. Every refusal is
-// an unknown token's, but an expired one's (SPEC §5c).
+// client grant of its (iss, sub), spawned at the first, at most
+// MaxJWTsPerSubject of them live. Every refusal is an unknown token's, but
+// an expired one's (SPEC §5c).
 func (r *Runtime) authenticateJWT(tok string) (Principal, error) {
 	hash := token.Hash(tok)
 	p, err := credential.AuthenticateHash(r.store.Read(), hash, r.cfg.Now())
@@ -220,7 +221,7 @@ func (r *Runtime) authenticateJWT(tok string) (Principal, error) {
 	pid, err := r.jwtGrant(s)
 	if err == nil {
 		_, err = r.issueToken(ctx, target{pid: pid, gone: ErrUnknownClient}, &client.RecordToken{
-			TokenHash: hash, Access: s.Access, Audience: r.jwt.Resource(), Expires: s.Expires,
+			TokenHash: hash, Access: s.Access, Audience: r.jwt.Resource(), Expires: s.Expires, MaxLive: MaxJWTsPerSubject,
 		})
 	}
 	if err != nil {
@@ -229,6 +230,12 @@ func (r *Runtime) authenticateJWT(tok string) (Principal, error) {
 	}
 	return credential.AuthenticateHash(r.store.Read(), hash, r.cfg.Now())
 }
+
+// MaxJWTsPerSubject bounds the live credentials of one JWT subject (one
+// (iss, sub) grant) in resource-server mode: recording one more evicts the
+// subject's oldest, whose row is removed. An evicted JWT still valid is
+// verified again when presented again, and recorded anew (SPEC §5c.14).
+const MaxJWTsPerSubject = 32
 
 // jwtRefused audits a refused JWT whose signature verified (a made-up
 // token costs no log line) and returns its authentication error.

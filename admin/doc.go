@@ -37,7 +37,9 @@
 //	DELETE /admin/v1/threads/{id}/runs/current         -                                             200 thread+messages
 //	POST   /admin/v1/threads/{id}/detach               - (ignored)                                   200 thread+messages
 //	POST   /admin/v1/threads/{id}/archive              - (ignored)                                   200 thread+messages
+//	GET    /admin/v1/clients?limit=&cursor=            -                                             200 {"clients":[client],"nextCursor"?}
 //	POST   /admin/v1/clients                           {"label"?,"access"}                           201 {"clientId","token"}
+//	GET    /admin/v1/clients/{id}                      -                                             200 client
 //	POST   /admin/v1/clients/{id}/refresh              {"revokePrevious"?} or no body                200 {"token"}
 //	DELETE /admin/v1/clients/{id}                      -                                             200 {"clientId","status":"revoked"}
 //	GET    /admin/v1/sessions                          -                                             200 {"sessions":[session]}
@@ -47,6 +49,19 @@
 // 1000; more is cut to 1000) threads after cursor (absent: from the first).
 // "nextCursor", absent on the last page, is the cursor of the next one; it
 // is opaque, and one no listing returned is 400 invalid_argument.
+//
+// The client listing is paged the same way, ordered by id. A client is
+// {"id","kind","label","access","created","lastIssued","expires"?,
+// "liveTokens","home"?}: every client grant, whoever made it — kind
+// "admin" (POST /clients), "oauth" (a sign-in; label "oauth: <client
+// name>") or "jwt" (an external issuer's subject; label "jwt: <sub>").
+// lastIssued is when the grant last had a token issued, refreshed or (a
+// JWT) first presented — nothing is written per request, so it is its
+// last use to within a token's lifetime; expires is when its last live
+// token (a refresh token included) stops, absent when one never expires
+// or none is live; liveTokens counts its live access and refresh tokens;
+// home is the node serving it (several nodes). No token, hash or code is
+// in it. An unknown or revoked id is 404 unknown_client.
 //
 // A thread is {"id","status","instance","run","created"}: status is
 // "active" or "archived", instance is "" until one is chosen, run is null

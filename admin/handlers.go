@@ -184,23 +184,33 @@ type threadList struct {
 // mcpruntime.DefaultPageSize, at most mcpruntime.MaxPageSize) threads
 // after ?cursor=.
 func (s *Server) listThreads(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (int, any, error) {
-	q := r.URL.Query()
-	opts := mcpruntime.ListOptions{Cursor: q.Get("cursor")}
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 {
-			return 0, nil, invalidRequest(fmt.Sprintf("limit %q: want a whole number from 1 to %d", l, mcpruntime.MaxPageSize))
-		}
-		opts.Limit = n
-	}
-	if _, ok := q["cursor"]; ok && opts.Cursor == "" {
-		return 0, nil, invalidRequest("cursor is empty: omit it for the first page")
+	opts, err := listOptions(r)
+	if err != nil {
+		return 0, nil, err
 	}
 	page, err := s.rt.ListThreads(r.Context(), opts)
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, threadList{Threads: page.Threads, NextCursor: page.NextCursor}, nil
+}
+
+// listOptions reads a listing's ?limit= and ?cursor=: a limit that is not
+// a whole number from 1, or an empty cursor, is 400 invalid_request.
+func listOptions(r *http.Request) (mcpruntime.ListOptions, error) {
+	q := r.URL.Query()
+	opts := mcpruntime.ListOptions{Cursor: q.Get("cursor")}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			return opts, invalidRequest(fmt.Sprintf("limit %q: want a whole number from 1 to %d", l, mcpruntime.MaxPageSize))
+		}
+		opts.Limit = n
+	}
+	if _, ok := q["cursor"]; ok && opts.Cursor == "" {
+		return opts, invalidRequest("cursor is empty: omit it for the first page")
+	}
+	return opts, nil
 }
 
 func (s *Server) getThread(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
@@ -438,6 +448,41 @@ func (s *Server) revokeClient(_ http.ResponseWriter, r *http.Request, ps httprou
 		return 0, nil, err
 	}
 	return http.StatusOK, goneJSON{ClientID: id, Status: "revoked"}, nil
+}
+
+// clientList is the answer of GET /admin/v1/clients; Clients is never
+// nil, so that an empty list is [].
+type clientList struct {
+	Clients []mcpruntime.ClientGrantInfo `json:"clients"`
+	// NextCursor, given back as ?cursor=, lists the next page; absent on
+	// the last one.
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// listClients answers one page of client grants, paged as listThreads.
+// No token or hash is in it.
+func (s *Server) listClients(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (int, any, error) {
+	opts, err := listOptions(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	page, err := s.rt.ListClientGrants(r.Context(), opts)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := clientList{Clients: page.Grants, NextCursor: page.NextCursor}
+	if out.Clients == nil {
+		out.Clients = []mcpruntime.ClientGrantInfo{}
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) getClient(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (int, any, error) {
+	g, err := s.rt.ClientGrant(r.Context(), ps.ByName("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, g, nil
 }
 
 // ---- OAuth ----

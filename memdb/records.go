@@ -174,6 +174,7 @@ type ClientGrant struct {
 	// Refresh is the grant's refresh family, for a grant of the runtime's
 	// authorization server; zero otherwise.
 	Refresh RefreshFamily
+	Via     string // how the grant came: "admin", "oauth" or "jwt" (the admin listing's kind)
 }
 
 // RefreshFamily is the one record of a grant's refresh tokens, however

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -155,7 +156,7 @@ func (a *grantActor) start() {
 		}
 		return w.PutClientGrant(&memdb.ClientGrant{
 			ID: a.cfg.ID, Home: a.cfg.Home, Label: a.cfg.Label, Access: a.cfg.Access,
-			State: memdb.StateLive, Created: a.cfg.Now(),
+			State: memdb.StateLive, Created: a.cfg.Now(), Via: a.cfg.Via,
 		})
 	})
 	if err != nil {
@@ -259,6 +260,11 @@ func (a *grantActor) record(msg *RecordToken) (*TokenIssued, error) {
 			return err
 		}
 		res.CredentialID = c.ID
+		if fresh && msg.MaxLive > 0 {
+			if err := evictOldest(w, olds, c.ID, msg.MaxLive-1, now); err != nil {
+				return err
+			}
+		}
 		return a.prune(w)
 	})
 	if err != nil {
@@ -268,6 +274,27 @@ func (a *grantActor) record(msg *RecordToken) (*TokenIssued, error) {
 		a.event(credential.EventIssued, res.CredentialID, "")
 	}
 	return res, nil
+}
+
+// evictOldest removes the oldest live access tokens of rows (by issue
+// time, then id), but keep, until at most limit are live besides keep. A
+// removed token is unknown, not revoked: a JWT presented again is
+// verified again.
+func evictOldest(w *memdb.Writer, rows []*memdb.Credential, keep string, limit int, now time.Time) error {
+	live := slices.DeleteFunc(slices.Clone(rows), func(c *memdb.Credential) bool {
+		return c.ID == keep || c.Kind != memdb.KindClient || c.State != memdb.StateLive || !c.LiveAt(now)
+	})
+	if len(live) <= limit {
+		return nil
+	}
+	slices.SortFunc(live, func(x, y *memdb.Credential) int {
+		if c := x.Issued.Compare(y.Issued); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+	_, err := credential.Delete(w, live[:len(live)-limit], now)
+	return err
 }
 
 // redeem spends a refresh token and issues the next pair, in one

@@ -21,7 +21,7 @@ import (
 func TestGrantRecordWrittenOnStart(t *testing.T) {
 	e := newEnv(t)
 	pid := e.spawn("g1", grantOpts{access: memdb.AccessReadOnly})
-	want := memdb.ClientGrant{ID: "g1", Label: "label of g1", Access: memdb.AccessReadOnly, State: memdb.StateLive, Created: actortest.T0}
+	want := memdb.ClientGrant{ID: "g1", Label: "label of g1", Access: memdb.AccessReadOnly, State: memdb.StateLive, Created: actortest.T0, Via: "oauth"}
 	if diff := cmp.Diff(want, e.grant(pid)); diff != "" {
 		t.Errorf("GetGrant (-want +got):\n%s", diff)
 	}

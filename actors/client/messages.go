@@ -55,6 +55,10 @@ type RecordToken struct {
 	Access    string
 	Audience  string
 	Expires   time.Time
+	// MaxLive bounds the grant's live tokens: recording a new one past it
+	// removes the oldest recorded (by issue time) until MaxLive are live;
+	// the new one is never removed. Zero: no bound.
+	MaxLive int
 }
 
 // TokenIssued answers IssueToken, RedeemRefresh and RecordToken. The tokens are shown

@@ -79,6 +79,8 @@ type runCmds struct {
 }
 
 type clientCmds struct {
+	List    clientListCmd    `cmd:"" help:"List client grants — admin-issued, OAuth sign-ins, JWT subjects — with kind, label, access, created, last issued, expiry; no token (GET /admin/v1/clients)."`
+	Show    idArg            `cmd:"" help:"Show one client grant (GET /admin/v1/clients/{id})."`
 	Create  clientCreateCmd  `cmd:"" help:"Issue a client grant; prints its clientId and token (POST /admin/v1/clients)."`
 	Refresh clientRefreshCmd `cmd:"" help:"Issue a new token for a client grant (POST /admin/v1/clients/{id}/refresh)."`
 	Revoke  idArg            `cmd:"" help:"Revoke a client grant and all its tokens (DELETE /admin/v1/clients/{id})."`
@@ -93,6 +95,11 @@ type instanceCreateCmd struct {
 
 type threadListCmd struct {
 	Limit  int    `placeholder:"N" help:"Print one page of at most N threads (the API's default 100, at most 1000) and its nextCursor, rather than every thread."`
+	Cursor string `placeholder:"CURSOR" help:"Print the page after this nextCursor of an earlier page."`
+}
+
+type clientListCmd struct {
+	Limit  int    `placeholder:"N" help:"Print one page of at most N client grants (the API's default 100, at most 1000) and its nextCursor, rather than every grant."`
 	Cursor string `placeholder:"CURSOR" help:"Print the page after this nextCursor of an earlier page."`
 }
 
@@ -201,6 +208,8 @@ func (c *idArg) Run(d *deps, cmd kongCommand) error {
 		return d.call(http.MethodDelete, "/admin/v1/provider-sessions/"+id, nil)
 	case "admin client revoke <id>":
 		return d.call(http.MethodDelete, "/admin/v1/clients/"+id, nil)
+	case "admin client show <id>":
+		return d.call(http.MethodGet, "/admin/v1/clients/"+id, nil)
 	}
 	return fmt.Errorf("unknown command %q", cmd)
 }
@@ -209,43 +218,63 @@ func (c *idArg) Run(d *deps, cmd kongCommand) error {
 // follows nextCursor and prints every thread as one answer,
 // {"threads":[…]}.
 func (c *threadListCmd) Run(d *deps) error {
-	if c.Limit < 0 {
-		return usageError{fmt.Errorf("--limit %d: want a positive number", c.Limit)}
+	return d.list("/admin/v1/threads", "threads", c.Limit, c.Cursor)
+}
+
+// Run lists client grants as threadListCmd lists threads: every grant as
+// one answer, {"clients":[…]}, or one page.
+func (c *clientListCmd) Run(d *deps) error {
+	return d.list("/admin/v1/clients", "clients", c.Limit, c.Cursor)
+}
+
+// list prints the listing at path, whose answers hold their items in key:
+// one page when asked for one (limit > 0 or a cursor), otherwise every
+// item, following nextCursor, as one answer.
+func (d *deps) list(path, key string, limit int, cursor string) error {
+	if limit < 0 {
+		return usageError{fmt.Errorf("--limit %d: want a positive number", limit)}
 	}
-	if c.Limit > 0 || c.Cursor != "" {
-		return d.call(http.MethodGet, "/admin/v1/threads"+c.query(c.Cursor), nil)
+	if limit > 0 || cursor != "" {
+		return d.call(http.MethodGet, path+pageQuery(limit, cursor), nil)
 	}
 	var all []json.RawMessage
 	for cursor := ""; ; {
-		data, err := d.request(http.MethodGet, "/admin/v1/threads"+c.query(cursor), nil)
+		data, err := d.request(http.MethodGet, path+pageQuery(limit, cursor), nil)
 		if err != nil {
 			return err
 		}
-		var page struct {
-			Threads    []json.RawMessage `json:"threads"`
-			NextCursor string            `json:"nextCursor"`
+		var page map[string]json.RawMessage
+		var items []json.RawMessage
+		var next string
+		err = json.Unmarshal(data, &page)
+		if raw := page[key]; err == nil && raw != nil {
+			err = json.Unmarshal(raw, &items)
 		}
-		if err := json.Unmarshal(data, &page); err != nil {
-			return fmt.Errorf("admin API: the thread listing is not what it should be: %w", err)
+		if err == nil && page["nextCursor"] != nil {
+			err = json.Unmarshal(page["nextCursor"], &next)
 		}
-		all = append(all, page.Threads...)
-		if page.NextCursor == "" || page.NextCursor == cursor {
+		if err != nil {
+			return fmt.Errorf("admin API: the %s listing is not what it should be: %w", key, err)
+		}
+		all = append(all, items...)
+		if next == "" || next == cursor {
 			break
 		}
-		cursor = page.NextCursor
+		cursor = next
 	}
-	data, err := json.Marshal(map[string]any{"threads": append([]json.RawMessage{}, all...)})
+	data, err := json.Marshal(map[string]any{key: append([]json.RawMessage{}, all...)})
 	if err != nil {
 		return err
 	}
 	return d.cli.Admin.print(d.stdout, data)
 }
 
-// query is the listing's query string for one page after cursor.
-func (c *threadListCmd) query(cursor string) string {
+// pageQuery is a listing's query string for one page of at most limit
+// (0: the API's default) after cursor.
+func pageQuery(limit int, cursor string) string {
 	q := url.Values{}
-	if c.Limit > 0 {
-		q.Set("limit", strconv.Itoa(c.Limit))
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
 	}
 	if cursor != "" {
 		q.Set("cursor", cursor)

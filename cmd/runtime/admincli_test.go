@@ -119,6 +119,10 @@ func TestAdminCLIRequests(t *testing.T) {
 		{"client refresh cl_1", "POST", "/admin/v1/clients/cl_1/refresh", nil, 200, `{"token":"t2"}`},
 		{"client refresh cl_1 --revoke-previous", "POST", "/admin/v1/clients/cl_1/refresh", obj("revokePrevious", true), 200, `{"token":"t3"}`},
 		{"client revoke cl_1", "DELETE", "/admin/v1/clients/cl_1", nil, 200, `{"clientId":"cl_1","status":"revoked"}`},
+		{"client list", "GET", "/admin/v1/clients", nil, 200, `{"clients":[]}`},
+		{"client list --limit 5", "GET", "/admin/v1/clients?limit=5", nil, 200, `{"clients":[],"nextCursor":"c1.x"}`},
+		{"client list --cursor c1.x", "GET", "/admin/v1/clients?cursor=c1.x", nil, 200, `{"clients":[]}`},
+		{"client show cl_1", "GET", "/admin/v1/clients/cl_1", nil, 200, `{"id":"cl_1","kind":"oauth","label":"oauth: x"}`},
 		{"thread delete t2", "DELETE", "/admin/v1/threads/t2", nil, 204, ""}, // an empty answer prints nothing
 		{"mcp-sessions", "GET", "/admin/v1/sessions", nil, 200, `{"sessions":[]}`},
 		{"sessions", "GET", "/admin/v1/sessions", nil, 200, `{"sessions":[]}`}, // the old name, hidden

@@ -75,14 +75,25 @@ func newCIMDFetcher(cfg CIMDConfig) *cimdFetcher {
 	}
 }
 
-// publicAddr reports whether a is a globally routable unicast address.
+// publicAddr reports whether a is a globally routable unicast address,
+// one a metadata document may be fetched from (SPEC §5c.5). An
+// IPv4-mapped address (::ffff:0:0/96) is judged by its IPv4 address; an
+// address with a zone is refused. IPv6 must be in 2000::/3, the only
+// space IANA assigns for global unicast: everything else is reserved by
+// the IETF, which refuses at once the special-purpose ranges outside it
+// (::/128, ::1/128, the deprecated IPv4-compatible ::/96, 64:ff9b::/96
+// and 64:ff9b:1::/48, 100::/64, 5f00::/16, fc00::/7, fe80::/10, the
+// deprecated site-local fec0::/10, multicast ff00::/8) and any added there
+// later. Then no address in a range of specialPurpose.
 func publicAddr(a netip.Addr) bool {
 	a = a.Unmap()
-	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsMulticast() || a.IsUnspecified() || a.IsInterfaceLocalMulticast() || !a.IsGlobalUnicast() {
+	if !a.IsValid() || a.Zone() != "" {
 		return false
 	}
-	for _, p := range nonPublic {
+	if a.Is6() && !globalUnicast6.Contains(a) {
+		return false
+	}
+	for _, p := range specialPurpose {
 		if p.Contains(a) {
 			return false
 		}
@@ -90,20 +101,39 @@ func publicAddr(a netip.Addr) bool {
 	return true
 }
 
-// nonPublic are ranges IsPrivate and friends do not cover: shared address
-// space (RFC 6598), benchmarking, documentation, 6to4 and NAT64 prefixes
-// that may lead back inside.
-var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("192.0.2.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("198.51.100.0/24"),
-	netip.MustParsePrefix("203.0.113.0/24"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("2001:db8::/32"),
-	netip.MustParsePrefix("2002::/16"),
-	netip.MustParsePrefix("64:ff9b::/96"),
+// globalUnicast6 is the IPv6 global unicast space (IANA IPv6 Address
+// Space registry).
+var globalUnicast6 = netip.MustParsePrefix("2000::/3")
+
+// specialPurpose are the ranges of the IANA IPv4 and IPv6 Special-Purpose
+// Address Registries (IPv6: those inside 2000::/3; publicAddr refuses the
+// rest of IPv6 whole), and IPv4 multicast. All are refused, those the
+// registries mark globally reachable too (AS112, AMT, the anycast
+// addresses of 192.0.0.0/24 and 2001::/23): no metadata document lives
+// there, and refusing is safe.
+var specialPurpose = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),       // "this network" (RFC 791)
+	netip.MustParsePrefix("10.0.0.0/8"),      // private use (RFC 1918)
+	netip.MustParsePrefix("100.64.0.0/10"),   // shared address space (RFC 6598)
+	netip.MustParsePrefix("127.0.0.0/8"),     // loopback
+	netip.MustParsePrefix("169.254.0.0/16"),  // link local
+	netip.MustParsePrefix("172.16.0.0/12"),   // private use
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments (RFC 6890)
+	netip.MustParsePrefix("192.0.2.0/24"),    // documentation (TEST-NET-1)
+	netip.MustParsePrefix("192.31.196.0/24"), // AS112-v4 (RFC 7535)
+	netip.MustParsePrefix("192.52.193.0/24"), // AMT (RFC 7450)
+	netip.MustParsePrefix("192.88.99.0/24"),  // deprecated 6to4 relay anycast (RFC 7526)
+	netip.MustParsePrefix("192.168.0.0/16"),  // private use
+	netip.MustParsePrefix("192.175.48.0/24"), // direct delegation AS112 (RFC 7534)
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking (RFC 2544)
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation (TEST-NET-2)
+	netip.MustParsePrefix("203.0.113.0/24"),  // documentation (TEST-NET-3)
+	netip.MustParsePrefix("224.0.0.0/4"),     // multicast (RFC 5771)
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, limited broadcast 255.255.255.255/32 included
+	netip.MustParsePrefix("2001::/23"),       // IETF protocol assignments: Teredo, benchmarking, ORCHID, …
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation (RFC 3849)
+	netip.MustParsePrefix("2002::/16"),       // 6to4 (RFC 3056): may lead to any IPv4 address
+	netip.MustParsePrefix("3fff::/20"),       // documentation (RFC 9637)
 }
 
 // checkDocumentURL accepts a client id URL: https, a host, a path other
