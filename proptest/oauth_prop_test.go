@@ -25,8 +25,9 @@ import (
 // tokens ever issued: the current one gives the same grant's next access
 // token (its MCP sessions must stay, invariant 7 holds that), a spent one
 // revokes the grant (its sessions must end, its tokens answer 401). The
-// refresh tokens never expire here (RefreshTokenTTL NoExpiry), and the
-// machine keeps every revoked row (RevokedKept), so reuse is always seen.
+// refresh tokens never expire here (RefreshTokenTTL NoExpiry), and reuse
+// is judged over the grant's whole refresh family (SPEC §5c.11), so it is
+// always seen, however many rows were pruned.
 
 // modelRefresh is one refresh token of an OAuth grant.
 type modelRefresh struct {

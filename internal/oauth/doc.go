@@ -27,7 +27,8 @@
 // Approval is a pairing code: the host asks the admin API for one
 // (single-use, short-lived, stored hashed, with the access level it
 // grants) and shows it to its user, who types it into the consent page.
-// Guesses are rate-limited per authorization request and globally; a wrong
+// Guesses are rate-limited per authorization request, per client and
+// source, per non-loopback source and, as a backstop, server-wide; a wrong
 // code is told apart from nothing else. An approved request gets an
 // authorization code (single-use, ≤ 60 s, spent at its first exchange
 // whatever the outcome), which the token endpoint exchanges, checking the
