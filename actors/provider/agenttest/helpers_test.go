@@ -60,14 +60,22 @@ func TestLeaks(t *testing.T) {
 		t.Cleanup(func() { _ = os.Chmod(filepath.Join(scan, "locked"), 0o700) })
 	}
 
+	// The shell waits in its builtin read, so it forks no child that would
+	// carry its argv too (a "sleep" could be seen mid-fork).
+	stdin, hold, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "sh", "-c", "sleep 60", "sh-"+secret)
+	cmd := exec.CommandContext(ctx, "sh", "-c", "read -r line", "sh-"+secret)
+	cmd.Stdin = stdin
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	_ = stdin.Close()
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = cmd.Wait() })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() { _ = hold.Close(); cancel(); wg.Wait() })
 
 	got := agenttest.Leaks(secret, []string{allow, filepath.Join(scan, "allowed")}, []string{scan, allow},
 		[]byte("clean\n"), []byte("line one\nAuthorization: Bearer "+secret+" sent\nline three"))
