@@ -36,6 +36,8 @@ func (grants) RefreshGrant(context.Context, string, string) (oauth.Tokens, error
 	return oauth.Tokens{}, nil
 }
 
+func (grants) RevokeGrant(context.Context, string, string) error { return nil }
+
 // chromium finds Debian's chromium (scripts/test-deps.sh installs it).
 func chromium(t *testing.T) string {
 	t.Helper()
