@@ -179,6 +179,12 @@ func TestEventStreamGap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Provider events reach the journal from the actors' event stream, after
+	// OpenProviderSession returned: wait for the third before reading.
+	waitFor(t, "three sessions journaled", func() bool {
+		page, err := rt.ProviderRecords(0, 8)
+		return err == nil && page.Newest >= 3
+	})
 	e := &env{t: t, rt: rt}
 	e.ts = httpServer(t, admin.New(rt, admin.Options{Token: adminToken, Logger: quiet()}))
 	_, next := e.stream("?after=0", nil)
