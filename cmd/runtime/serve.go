@@ -42,8 +42,8 @@ type serveCmd struct {
 	BodyLimit            byteSize `config:"" default:"4MiB" placeholder:"SIZE" help:"Largest MCP POST body, in bytes or with a KiB, MiB or GiB suffix."`
 	HeaderTimeout        duration `config:"" default:"10s" placeholder:"DURATION" help:"How long a request's headers may take to arrive, on both listeners."`
 	BodyTimeout          duration `config:"" default:"30s" placeholder:"DURATION" help:"How long an MCP POST body may take to arrive once its headers are admitted; then 408 and the connection closes. never: no deadline."`
-	RequestsPerNamespace int      `config:"" default:"256" placeholder:"N" help:"MCP POST requests of one principal in flight at once; the next gets 429."`
-	MaxRequests          int      `config:"" default:"4096" placeholder:"N" help:"MCP POST requests in flight in all; the next gets 503."`
+	RequestsPerNamespace int      `config:"" default:"256" placeholder:"N" help:"MCP requests of one principal in flight at once, each request of a JSON-RPC batch counted; the next gets 429."`
+	MaxRequests          int      `config:"" default:"4096" placeholder:"N" help:"MCP requests in flight in all, each request of a JSON-RPC batch counted; the next gets 503."`
 	BodyBytesInFlight    byteSize `config:"" default:"64MiB" placeholder:"SIZE" help:"Bytes of MCP POST bodies held at once (at least --body-limit); a body that does not fit gets 503."`
 	IdleTimeout          duration `config:"" default:"30m" placeholder:"DURATION" help:"An MCP session with nothing in flight for this long ends; never: no eviction."`
 	ProviderIdle         duration `config:"" default:"30m" placeholder:"DURATION" help:"A provider session none of whose threads had a turn for this long (and none has a run in flight) is released; never: no idle release."`
