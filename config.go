@@ -76,6 +76,13 @@ type Config struct {
 	// cluster.Config (package github.com/agenthost/mcpruntime/cluster), on
 	// etcd. Nil: one node, in memory.
 	Cluster Cluster
+	// StateFile is the path of the runtime's durable store on one node
+	// (SPEC §3.8): a bbolt database, created 0600 if absent, holding
+	// threads with their messages, credentials (as hashes), client grants
+	// and provider instances, each write synced before its call returns.
+	// One process holds a file at a time: a second New on it fails with
+	// ErrStateInUse. "": in memory, gone at Close. Not with Cluster.
+	StateFile string
 	// Drivers adds provider kinds to the built-in "inproc" and "exec", by kind name. A
 	// name given here replaces a built-in one.
 	Drivers map[string]driver.Factory

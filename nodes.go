@@ -88,8 +88,11 @@ func (r *Runtime) node() string {
 	return r.cluster.ID()
 }
 
-// serving reports whether the node may serve: always on one node.
-func (r *Runtime) serving() bool { return r.cluster == nil || r.cluster.Serving() }
+// serving reports whether the node may serve: on one node, unless its
+// state file refused a write (SPEC §3.8).
+func (r *Runtime) serving() bool {
+	return (r.cluster == nil || r.cluster.Serving()) && (r.state == nil || !r.state.Broken())
+}
 
 // notHome explains a thread without an actor here, on several nodes: a
 // *NotHomeError when it lives on another node, ErrUnavailable while this

@@ -1,11 +1,14 @@
 package mcpruntime
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
@@ -15,6 +18,10 @@ import (
 )
 
 // RegisterInstance registers a provider instance and starts its actor.
+// With a state file (Config.StateFile) the instance is kept: after a
+// restart it is registered again by itself, and registering it again with
+// the same spec (driver, config bytes and capabilities) returns nil; with
+// another spec it is ErrInstanceExists, as it is in memory.
 func (r *Runtime) RegisterInstance(ctx context.Context, id string, spec InstanceSpec) error {
 	if err := r.checkOpen(); err != nil {
 		return err
@@ -22,6 +29,42 @@ func (r *Runtime) RegisterInstance(ctx context.Context, id string, spec Instance
 	if err := validID("instance", id); err != nil {
 		return err
 	}
+	if r.state != nil {
+		if inst, err := r.store.Read().Instance(id); err == nil && r.hasInstance(id) && sameSpec(inst, spec) {
+			return nil
+		}
+	}
+	return r.startInstance(ctx, id, spec, r.cfg.Now())
+}
+
+func (r *Runtime) hasInstance(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.instances[id] != nil
+}
+
+// sameSpec reports whether inst was registered with spec.
+func sameSpec(inst *memdb.Instance, spec InstanceSpec) bool {
+	return inst.Driver == spec.Driver && bytes.Equal(compactJSON(inst.Config), compactJSON(spec.Config)) &&
+		slices.Equal(inst.Capabilities, spec.Capabilities)
+}
+
+// compactJSON is raw without insignificant space, nil for none or null: a
+// config as the state file gives it back.
+func compactJSON(raw []byte) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	if b.Len() == 0 || b.String() == "null" {
+		return nil
+	}
+	return b.Bytes()
+}
+
+// startInstance builds the instance's driver and starts its actor, which
+// writes its record (created at created) unless the store has it.
+func (r *Runtime) startInstance(ctx context.Context, id string, spec InstanceSpec, created time.Time) error {
 	drv, err := r.drivers.Build(spec.Driver, id, spec.Config)
 	if err != nil {
 		return err
@@ -32,7 +75,7 @@ func (r *Runtime) RegisterInstance(ctx context.Context, id string, spec Instance
 	props := provider.Props(provider.Config{
 		Instance: memdb.Instance{
 			ID: id, Driver: spec.Driver, Config: slices.Clone(spec.Config),
-			Capabilities: slices.Clone(spec.Capabilities), Created: r.cfg.Now(),
+			Capabilities: slices.Clone(spec.Capabilities), Created: created,
 		},
 		Driver:       drv,
 		Store:        r.store,

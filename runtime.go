@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,6 +18,7 @@ import (
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/deadline"
+	"github.com/agenthost/mcpruntime/internal/durable"
 	"github.com/agenthost/mcpruntime/internal/oauth"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -42,6 +44,9 @@ type Runtime struct {
 	jwt       *oauth.Verifier // the resource-server mode's verifier; nil when off
 	cluster   *clusterNode    // several nodes (SPEC §5d); nil on one
 	journal   *journal        // the provider records (ProviderRecords)
+	state     *durable.Log    // the state file (SPEC §3.8); nil in memory
+	stateHist *stateHistogram // its commits' latencies (StateStats)
+	shut      atomic.Bool     // Close began: nothing authenticates any more
 	watch     *eventstream.Subscription
 
 	mu        sync.Mutex // guards the fields below
@@ -74,6 +79,18 @@ func New(cfg Config) (*Runtime, error) {
 		}
 		store = s
 	}
+	hist := &stateHistogram{}
+	var state *durable.Log
+	if cfg.StateFile != "" {
+		l, err := openState(cfg, store, hist)
+		if err != nil {
+			if cluster != nil {
+				cluster.Close()
+			}
+			return nil, err
+		}
+		state = l
+	}
 	logger := cfg.Logger
 	system := newSystem(logger)
 	base, cancel := context.WithCancel(context.Background())
@@ -90,6 +107,8 @@ func New(cfg Config) (*Runtime, error) {
 		closeTimeouts: map[string]time.Duration{},
 		clients:       map[string]*actor.PID{},
 		journal:       newJournal(cfg.ProviderJournal),
+		state:         state,
+		stateHist:     hist,
 	}
 	if err := r.newOAuth(); err != nil {
 		r.Close()
@@ -111,6 +130,12 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("register built-in resources: %w", err)
 	}
 	r.watch = r.system.EventStream.Subscribe(r.heard)
+	if r.state != nil {
+		if err := r.restore(); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("%s: restore: %w", cfg.StateFile, err)
+		}
+	}
 	if r.cluster != nil {
 		r.cluster.rt.Store(r)
 		r.adopt() // before New returns: a restarted node's threads answer at once
@@ -154,6 +179,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	r.closed = true
+	r.shut.Store(true)
 	threads, instances, clients := pids(r.threads), pids(r.instances), pids(r.clients)
 	servers := r.servers
 	r.mu.Unlock()
@@ -183,7 +209,11 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 	// Revocation first: from here on no token authenticates.
 	wait(threads, &thread.RevokeAll{Reason: credential.ReasonShutdown}, time.Now().Add(r.budget(opActor, "")))
-	wait(clients, &client.Revoke{Reason: credential.ReasonShutdown}, time.Now().Add(r.budget(opActor, "")))
+	if r.state == nil {
+		// In memory a grant ends with the process; a state file keeps it,
+		// and its tokens authenticate again after the restart (SPEC §3.8).
+		wait(clients, &client.Revoke{Reason: credential.ReasonShutdown}, time.Now().Add(r.budget(opActor, "")))
+	}
 	// Then the provider sessions; CloseAll answers once they have stopped,
 	// at the latest an actor round trip after ctx's deadline cancelled their
 	// drivers.
@@ -206,6 +236,11 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		}
 	}
 	r.system.Shutdown()
+	if r.state != nil {
+		if err := r.state.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close state file: %w", err))
+		}
+	}
 	if r.cluster != nil {
 		if err := r.cluster.Close(); err != nil {
 			errs = append(errs, err)
@@ -232,6 +267,9 @@ func (r *Runtime) checkOpen() error {
 // first time it is seen and recorded as a token of its subject's client
 // grant; from then on it authenticates like any other token.
 func (r *Runtime) Authenticate(tok string) (Principal, error) {
+	if r.shut.Load() {
+		return Principal{}, ErrClosed
+	}
 	if !r.serving() {
 		return Principal{}, ErrNodeUnavailable
 	}

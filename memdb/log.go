@@ -30,8 +30,15 @@ func Replicated(table string) bool {
 	return false
 }
 
-// NewRecord returns a pointer to a zero record of a replicated table, for
-// decoding a row of the log into.
+// DurableTables are the tables a single node's durable store keeps (SPEC
+// §3.8): the replicated ones, and the provider instances, which on one
+// node outlive the process as its configuration. Provider sessions and
+// MCP sessions are processes and connections: they die with it.
+var DurableTables = []string{TableThreads, TableCredentials, TableClientGrants, TableInstances}
+
+// NewRecord returns a pointer to a zero record of a table a [Log] can
+// keep (the replicated ones and the instances), for decoding a row of the
+// log into.
 func NewRecord(table string) (any, error) {
 	switch table {
 	case TableThreads:
@@ -40,8 +47,10 @@ func NewRecord(table string) (any, error) {
 		return new(Credential), nil
 	case TableClientGrants:
 		return new(ClientGrant), nil
+	case TableInstances:
+		return new(Instance), nil
 	}
-	return nil, fmt.Errorf("memdb: table %q is not replicated", table)
+	return nil, fmt.Errorf("memdb: table %q is not kept in a log", table)
 }
 
 // Log is where a store's replicated tables live when the runtime runs on
@@ -97,18 +106,48 @@ func revisionsTableSchema() *gomemdb.TableSchema {
 
 func revisionKey(table, id string) string { return table + "/" + id }
 
-// SetLog makes s a replica of l: from then on its writes go to l. Call it
-// once, before the store is shared.
-func (s *Store) SetLog(l Log) { s.log = l }
+// SetLog makes s a replica of l: from then on its writes to tables go
+// to l — the replicated tables when none are named. Call it once, before
+// the store is shared.
+func (s *Store) SetLog(l Log, tables ...string) {
+	if len(tables) == 0 {
+		s.log, s.logged = l, Replicated
+		return
+	}
+	set := map[string]bool{}
+	for _, t := range tables {
+		set[t] = true
+	}
+	s.log, s.logged = l, func(table string) bool { return set[table] }
+}
 
-// readSet records the replicated rows a write transaction reads.
+// Logged reports whether the store's [Log] keeps table (false without a
+// log).
+func (s *Store) Logged(table string) bool { return s.log != nil && s.logged(table) }
+
+// Revision is the log revision of a row as the store has applied it (0:
+// absent, or not a logged row), for a [Log] that checks a transaction's
+// reads against the store itself.
+func (s *Store) Revision(table, id string) (int64, error) {
+	raw, err := s.db.Txn(false).First(tableRevisions, IndexID, revisionKey(table, id))
+	if err != nil {
+		return 0, fmt.Errorf("read revision of %s/%s: %w", table, id, err)
+	}
+	if raw == nil {
+		return 0, nil
+	}
+	return raw.(*revision).Rev, nil
+}
+
+// readSet records the logged rows a write transaction reads.
 type readSet struct {
-	seen map[string]RowRead
-	keys []string // in first-read order
+	logged func(table string) bool
+	seen   map[string]RowRead
+	keys   []string // in first-read order
 }
 
 func (rs *readSet) add(table, id string) {
-	if rs == nil || !Replicated(table) || id == "" {
+	if rs == nil || !rs.logged(table) || id == "" {
 		return
 	}
 	k := revisionKey(table, id)
@@ -151,7 +190,7 @@ func (s *Store) writeViaLog(fn func(w *Writer) error) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	txn.TrackChanges()
-	rs := &readSet{}
+	rs := &readSet{logged: s.logged}
 	w := &Writer{Reader: Reader{txn: txn, reads: rs}}
 	if err := fn(w); err != nil {
 		return err
@@ -161,7 +200,7 @@ func (s *Store) writeViaLog(fn func(w *Writer) error) error {
 	local := 0
 	index := map[string]int{} // row → its write in tx.Writes
 	for _, ch := range changes {
-		if !Replicated(ch.Table) {
+		if !s.logged(ch.Table) {
 			local++
 			continue
 		}
@@ -236,15 +275,17 @@ func (w *Writer) Put(table string, rec any) error {
 		return w.PutCredential(r)
 	case *ClientGrant:
 		return w.PutClientGrant(r)
+	case *Instance:
+		return w.PutInstance(r)
 	}
-	return fmt.Errorf("memdb: put %T into %q: not a replicated record", rec, table)
+	return fmt.Errorf("memdb: put %T into %q: not a record a log keeps", rec, table)
 }
 
-// Delete removes a row of a replicated table by id; a missing row is
+// Delete removes a row of a table a log can keep by id; a missing row is
 // [ErrNotFound]. For [Store.Apply].
 func (w *Writer) Delete(table, id string) error {
-	if !Replicated(table) {
-		return fmt.Errorf("memdb: delete from %q: not a replicated table", table)
+	if !Replicated(table) && table != TableInstances {
+		return fmt.Errorf("memdb: delete from %q: not a table a log keeps", table)
 	}
 	return w.delete(table, id)
 }

@@ -20,8 +20,9 @@ var ErrConflict = errors.New("memdb: unique index conflict")
 // they are read-only with respect to the store, and changing one changes
 // nothing until it is written back by the table's owner.
 type Store struct {
-	db  *gomemdb.MemDB
-	log Log // nil: the store is the state itself (one node)
+	db     *gomemdb.MemDB
+	log    Log                     // nil: the store is the state itself
+	logged func(table string) bool // the tables log keeps (SetLog)
 
 	hooksMu sync.Mutex // serializes changes to hooks
 	// hooks is read on every write without a lock; nil when there are none,

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -196,7 +197,8 @@ func (a *instanceActor) stopping(ctx actor.Context) {
 func (a *instanceActor) start() {
 	inst := a.cfg.Instance
 	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
-		if _, err := w.Instance(inst.ID); err == nil {
+		if old, err := w.Instance(inst.ID); err == nil && old.Driver == inst.Driver &&
+			bytes.Equal(old.Config, inst.Config) && slices.Equal(old.Capabilities, inst.Capabilities) {
 			return nil // a restart: the record is already there
 		}
 		return w.PutInstance(&inst)

@@ -38,6 +38,7 @@ const (
 	ReasonDeleted    = "deleted"     // its thread was deleted
 	ReasonExpired    = "expired"     // its expiry passed before it was revoked
 	ReasonShutdown   = "shutdown"    // the runtime closed
+	ReasonRestart    = "restart"     // the runtime restarted on its state file, and its provider sessions died with the old process
 	ReasonNodeLost   = "node_lost"   // its thread's home node left the cluster, and its provider sessions with it
 	ReasonRefreshed  = "refreshed"   // a client grant's refresh revoked its earlier tokens
 	// ReasonUsed: a refresh token was redeemed (and a new one issued in
