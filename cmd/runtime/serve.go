@@ -53,6 +53,7 @@ type serveCmd struct {
 	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
 	AskTimeout           duration `config:"" default:"60s" placeholder:"DURATION" help:"How long an MCP request waits for its client's answers to one round of the runtime's requests to it (elicitation, sampling, roots; 2025 sessions); then they are cancelled and the request fails."`
 	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, the deadline of the whole shutdown: calls and requests in flight, then provider sessions (an agent still running then is killed); /readyz answers 503 meanwhile."`
+	StateDir             string   `config:"" placeholder:"DIR" help:"Directory of the durable state (state.db, created 0700): threads, messages, client grants and provider instances outlive a restart. Empty: in memory."`
 	Demo                 bool     `config:"" default:"false" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its live Authorization value to a 0600 file: for trying the server out (make run passes it), never for production."`
 
 	// The admin listener's guard and the bound on threads.
@@ -311,6 +312,13 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		return srv, err
 	}
 	srv.issuer = oauthCfg.PublicOrigin
+	stateFile := ""
+	if s.StateDir != "" {
+		if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
+			return srv, fmt.Errorf("--state-dir: %w", err)
+		}
+		stateFile = filepath.Join(s.StateDir, "state.db")
+	}
 	rt, err := mcpruntime.New(mcpruntime.Config{
 		Cluster:          clusterOf(srv.cluster),
 		OAuth:            oauthCfg,
@@ -320,6 +328,7 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		ProviderIdle:     runtimeDuration(s.ProviderIdle),
 		OpenTimeout:      time.Duration(s.ProviderOpenTimeout),
 		MaxThreads:       s.MaxThreads,
+		StateFile:        stateFile,
 		Logger:           log,
 		Drivers:          agentDrivers(log),
 	})
