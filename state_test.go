@@ -166,3 +166,57 @@ func TestStateFileInUse(t *testing.T) {
 		t.Fatalf("a second runtime on %s: %v, want ErrStateInUse naming the file", path, err)
 	}
 }
+
+// TestStateCrashRevokesProviderCredentials: a crash leaves provider
+// credentials live in the file (no shutdown revoked them), and the
+// runtime that starts on it revokes them (reason restart) and ends the
+// run before anything is served: their agents died with the process. A
+// backup is the file as a crash at that moment would leave it.
+func TestStateCrashRevokesProviderCredentials(t *testing.T) {
+	ctx := context.Background()
+	rt := openDurable(t, filepath.Join(t.TempDir(), "state.db"))
+	defer rt.Close()
+	if err := rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: driver.InprocKind}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.CreateThread(ctx, "t1", mcpruntime.ThreadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := rt.OpenProviderSession(ctx, "t1", "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.StartRun(ctx, "t1", "A"); err != nil {
+		t.Fatal(err)
+	}
+	client, err := rt.IssueClient(ctx, "ide", memdb.AccessReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crashed bytes.Buffer
+	if _, err := rt.Backup(&crashed); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "crashed.db")
+	if err := os.WriteFile(path, crashed.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	after := openDurable(t, path)
+	defer after.Close()
+	tok := strings.TrimPrefix(ps.Authorization, "Bearer ")
+	var ae *mcpruntime.AuthError
+	if _, err := after.Authenticate(tok); !errors.As(err, &ae) || ae.Reason != mcpruntime.AuthRevoked {
+		t.Fatalf("the provider token after the crash: %v, want it revoked", err)
+	}
+	for _, c := range after.Credentials("t1") {
+		if c.ID == ps.CredentialID && c.RevokeReason != "restart" {
+			t.Errorf("its row after the crash: %+v, want revoked with reason restart", c)
+		}
+	}
+	if th, err := after.Thread(ctx, "t1"); err != nil || th.Run != nil {
+		t.Errorf("t1 after the crash = %+v, %v; want no run", th, err)
+	}
+	if _, err := after.Authenticate(client.Token); err != nil {
+		t.Errorf("the client token after the crash: %v", err)
+	}
+}

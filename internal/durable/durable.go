@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -72,6 +73,11 @@ type Log struct {
 	closed  bool
 
 	isBroken atomic.Bool // broken != nil, for Broken on every request
+	rounds   atomic.Uint64
+
+	// beforeRound, when set (tests), runs in the flusher before each round
+	// takes the queue; its error fails the round's write.
+	beforeRound func() error
 
 	kick chan struct{} // a commit was queued
 	stop chan struct{} // Close
@@ -97,8 +103,11 @@ func Open(path string, opts Options) (l *Log, err error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = 100 * time.Millisecond
 	}
+	// bbolt panics on some damage it finds while reading pages, and a
+	// page it trusts past the end of the mapping would fault: both are a
+	// damaged file here, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
-		// bbolt panics on some damage it finds while reading pages.
 		if p := recover(); p != nil {
 			l, err = nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, p)
 		}
@@ -117,6 +126,10 @@ func Open(path string, opts Options) (l *Log, err error) {
 	if err := os.Chmod(path, 0o600); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open state file: %w", err)
+	}
+	if err := checkSize(db, path); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := checkFormat(db); err != nil {
 		db.Close()
@@ -146,8 +159,28 @@ func isDamage(err error) bool {
 	return false
 }
 
+// checkSize refuses a file shorter than its own high-water mark: a
+// truncated copy, whose pages past the end would be read as zeros (or
+// fault the mapping) instead of refused.
+func checkSize(db *bolt.DB, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	var need int64
+	_ = db.View(func(tx *bolt.Tx) error {
+		need = tx.Size()
+		return nil
+	})
+	if fi.Size() < need {
+		return fmt.Errorf("%w: %d bytes, its pages reach %d (truncated?)", ErrCorrupt, fi.Size(), need)
+	}
+	return nil
+}
+
 // checkFormat writes the layout into an empty file, and refuses a file
-// that is not a state file or is of a newer format.
+// that is not a state file or is of a newer format. A file it accepts is
+// written only if it lacks a bucket of the layout.
 func checkFormat(db *bolt.DB) error {
 	fresh := false
 	err := db.View(func(tx *bolt.Tx) error {
@@ -174,6 +207,16 @@ func checkFormat(db *bolt.DB) error {
 	if err != nil {
 		return err
 	}
+	complete := !fresh
+	_ = db.View(func(tx *bolt.Tx) error {
+		for _, name := range append([]string{bucketMessages}, memdb.DurableTables...) {
+			complete = complete && tx.Bucket([]byte(name)) != nil
+		}
+		return nil
+	})
+	if complete {
+		return nil
+	}
 	return db.Update(func(tx *bolt.Tx) error {
 		for _, name := range append([]string{bucketMeta, bucketMessages}, memdb.DurableTables...) {
 			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
@@ -194,6 +237,7 @@ func (l *Log) Path() string { return l.path }
 // durable tables (memdb.DurableTables): from then on mem's writes to them
 // are l's commits. Call it once, on a fresh store, before it is shared.
 func (l *Log) Load(mem *memdb.Store) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%s: %w: %v", l.path, ErrCorrupt, p)
@@ -357,6 +401,10 @@ func (l *Log) flush() {
 }
 
 func (l *Log) round() {
+	var hookErr error
+	if l.beforeRound != nil {
+		hookErr = l.beforeRound()
+	}
 	l.mu.Lock()
 	batch := l.queue
 	l.queue = nil
@@ -365,7 +413,11 @@ func (l *Log) round() {
 	if len(batch) == 0 {
 		return
 	}
+	l.rounds.Add(1)
 	err := broken
+	if err == nil {
+		err = hookErr
+	}
 	if err == nil {
 		err = l.write(batch)
 		if err == nil {
@@ -540,6 +592,9 @@ func (l *Log) Backup(w io.Writer) (int64, error) {
 	})
 	return n, err
 }
+
+// Rounds counts the bbolt transactions (syncs) that wrote commits.
+func (l *Log) Rounds() uint64 { return l.rounds.Load() }
 
 // Size is the file's size in bytes.
 func (l *Log) Size() int64 {
