@@ -7,8 +7,13 @@ import (
 )
 
 // clusterDeps are the import paths that only several nodes may link:
-// etcd's client, gRPC and grpc-gateway under it, and zap.
-var clusterDeps = []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/grpc-ecosystem/", "go.uber.org/zap"}
+// etcd's client, gRPC and grpc-gateway under it, and zap. bbolt, also
+// under go.etcd.io, is one node's durable store (internal/durable) and
+// is allowed (oneNodeDeps).
+var (
+	clusterDeps = []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/grpc-ecosystem/", "go.uber.org/zap"}
+	oneNodeDeps = []string{"go.etcd.io/bbolt"}
+)
 
 // TestOneNodeLinksNoCluster: the packages an embedder on one node imports
 // (the root, transport, admin, metrics, memdb, and the smallest host,
@@ -33,7 +38,13 @@ func TestOneNodeLinksNoCluster(t *testing.T) {
 	const mod = "github.com/agenthost/mcpruntime"
 	for pkg, ds := range deps {
 		var linked []string
+	deps:
 		for _, d := range ds {
+			for _, prefix := range oneNodeDeps {
+				if strings.HasPrefix(d, prefix) {
+					continue deps
+				}
+			}
 			for _, prefix := range clusterDeps {
 				if strings.HasPrefix(d, prefix) {
 					linked = append(linked, d)

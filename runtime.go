@@ -46,7 +46,7 @@ type Runtime struct {
 	journal   *journal        // the provider records (ProviderRecords)
 	state     *durable.Log    // the state file (SPEC §3.8); nil in memory
 	stateHist *stateHistogram // its commits' latencies (StateStats)
-	shut      atomic.Bool     // Close began: nothing authenticates any more
+	shut      atomic.Bool     // Close began: every token is refused (AuthRevoked)
 	watch     *eventstream.Subscription
 
 	mu        sync.Mutex // guards the fields below
@@ -268,7 +268,9 @@ func (r *Runtime) checkOpen() error {
 // grant; from then on it authenticates like any other token.
 func (r *Runtime) Authenticate(tok string) (Principal, error) {
 	if r.shut.Load() {
-		return Principal{}, ErrClosed
+		// After Close every token is refused as revoked, on a state file
+		// too, where client grants stay on disk for the next process.
+		return Principal{}, &AuthError{Reason: AuthRevoked}
 	}
 	if !r.serving() {
 		return Principal{}, ErrNodeUnavailable
