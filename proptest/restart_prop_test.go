@@ -43,7 +43,7 @@ import (
 // durableChecks: how many checks TestLifecycleMachineDurable runs when
 // -rapid.checks (or RAPID_CHECKS) is not given explicitly: every check
 // writes a state file, so fewer than the in-memory machine's.
-const durableChecks = 60
+const durableChecks = 100
 
 // explicitOr is n, or every check when -rapid.checks or RAPID_CHECKS is
 // given explicitly.
