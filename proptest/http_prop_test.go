@@ -345,14 +345,19 @@ func (o *countingObserver) Forward(string)                             {}
 // httpMachine is the lifecycle machine plus the MCP endpoint over HTTP.
 type httpMachine struct {
 	*lifecycleMachine
-	mcp    *mcpState
-	srv    interface{ Sessions() int }
-	url    string
-	origin string // the public origin: OAuth's issuer, the resource is origin + "/mcp"
-	client *http.Client
-	obs    *countingObserver
-	issued int64 // requests sent
-	rpcID  int
+	mcp *mcpState
+	srv interface{ Sessions() int }
+	// ep is the endpoint of the moment, handler serves it, opts made it (a
+	// restart makes another, restart_http_prop_test.go).
+	ep      *mcpruntime.MCPEndpoint
+	handler *swapHandler
+	opts    mcpruntime.MCPOptions
+	url     string
+	origin  string // the public origin: OAuth's issuer, the resource is origin + "/mcp"
+	client  *http.Client
+	obs     *countingObserver
+	issued  int64 // requests sent
+	rpcID   int
 	// lastBatch describes the concurrent machine's last batch and the
 	// order that explained it, for failures found after it.
 	lastBatch string
@@ -384,7 +389,16 @@ type httpMachine struct {
 	states []*modelState
 }
 
-func newHTTPMachine(t *rapid.T) *httpMachine {
+func newHTTPMachine(t *rapid.T) *httpMachine { return newHTTPMachineOn(t, "") }
+
+// testOAuthSecret is the durable HTTP machine's OAuthConfig.Secret: an
+// embedder keeps its secret across restarts, so that the client ids it
+// minted stay valid.
+var testOAuthSecret = []byte("proptest oauth secret, 32 bytes or more")
+
+// newHTTPMachineOn is newHTTPMachine on the state file path, in memory
+// when "".
+func newHTTPMachineOn(t *rapid.T, stateFile string) *httpMachine {
 	clock := actortest.NewClock(testStart)
 	in := &providertest.Inproc{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -392,7 +406,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		t.Fatalf("listen: %v", err)
 	}
 	origin := "http://" + ln.Addr().String()
-	rt, err := mcpruntime.New(mcpruntime.Config{
+	cfg := mcpruntime.Config{
 		OAuth:            mcpruntime.OAuthConfig{PublicOrigin: origin, RefreshTokenTTL: mcpruntime.NoExpiry},
 		Drivers:          map[string]driver.Factory{driver.InprocKind: in.Factory()},
 		Endpoint:         testEndpoint,
@@ -402,13 +416,18 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		RevokedKept:      1 << 20,
 		Now:              clock.Now,
 		Logger:           slog.New(slog.DiscardHandler),
-	})
+		StateFile:        stateFile,
+	}
+	if stateFile != "" {
+		cfg.OAuth.Secret = testOAuthSecret
+	}
+	rt, err := mcpruntime.New(cfg)
 	if err != nil {
 		ln.Close()
 		t.Fatalf("New: %v", err)
 	}
 	obs := &countingObserver{}
-	srv, err := rt.MCPHandler(mcpruntime.MCPOptions{
+	opts := mcpruntime.MCPOptions{
 		IdleTimeout:             -1, // the fake clock drives no timers
 		MaxSessionsPerNamespace: 1 << 20,
 		AskTimeout:              time.Hour, // an ask ends only as the model says
@@ -417,24 +436,20 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		// failed to forget (http_listen_prop_test.go).
 		MaxListenStreamsPerNamespace: listenPerNamespace,
 		RequestStateTTL:              testStateTTL,
-	})
+	}
+	srv, err := rt.MCPHandler(opts)
 	if err != nil {
 		ln.Close()
 		_ = rt.Close()
 		t.Fatalf("MCPHandler: %v", err)
 	}
-	hs := httptest.NewUnstartedServer(srv)
+	handler := &swapHandler{}
+	handler.h.Store(srv)
+	hs := httptest.NewUnstartedServer(handler)
 	hs.Listener.Close()
 	hs.Listener = ln
 	hs.Start()
 	tr := &http.Transport{}
-	t.Cleanup(func() {
-		hs.Close()
-		tr.CloseIdleConnections()
-		_ = rt.Close()
-	})
-	registerAskTool(t, rt)
-	registerAskPostTool(t, rt)
 	lm := &lifecycleMachine{
 		ctx:    context.Background(),
 		rt:     rt,
@@ -442,15 +457,19 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		clock:  clock,
 		m:      newModel(testStart, testWindow, 0, testProviderIdle, testEndpoint),
 		turns:  map[string]*machineTurn{},
+		cfg:    cfg,
 	}
-	unsubscribe := subscribeCounting(rt.SubscribeProviderEvents, &lm.closes)
-	t.Cleanup(unsubscribe)
+	t.Cleanup(func() {
+		hs.Close()
+		tr.CloseIdleConnections()
+		_ = lm.rt.Close() // the runtime of the moment: a restart replaces it
+	})
+	registerAskTool(t, rt)
+	registerAskPostTool(t, rt)
+	lm.unsubscribe = subscribeCounting(rt.SubscribeProviderEvents, &lm.closes)
+	t.Cleanup(func() { lm.unsubscribe() })
 	for _, inst := range testInstances {
-		spec := mcpruntime.InstanceSpec{Driver: "inproc", Capabilities: inst.caps}
-		if inst.config != "" {
-			spec.Config = json.RawMessage(inst.config)
-		}
-		if err := rt.RegisterInstance(lm.ctx, inst.id, spec); err != nil {
+		if err := rt.RegisterInstance(lm.ctx, inst.id, instanceSpec(inst.caps, inst.config)); err != nil {
 			t.Fatalf("RegisterInstance(%q): %v", inst.id, err)
 		}
 		lm.m.instances[inst.id] = modelInstance{caps: inst.caps, multi: inst.multi, turns: inst.turns}
@@ -459,6 +478,9 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 		lifecycleMachine: lm,
 		mcp:              newMCPState(),
 		srv:              srv,
+		ep:               srv,
+		handler:          handler,
+		opts:             opts,
 		url:              hs.URL + "/mcp",
 		origin:           origin,
 		client:           &http.Client{Transport: tr},
@@ -469,7 +491,7 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 	// sessions' end returns, and httptest's Close waits for them.
 	t.Cleanup(func() {
 		if len(h.asks) > 0 {
-			srv.Close()
+			h.ep.Close()
 			for _, a := range h.asks {
 				a.stream.cancel()
 			}
@@ -477,6 +499,15 @@ func newHTTPMachine(t *rapid.T) *httpMachine {
 	})
 	return h
 }
+
+// swapHandler serves with the endpoint of the moment: a restart replaces
+// it behind the same listener, so that the origin (the OAuth issuer and
+// the tokens' audience) stays.
+type swapHandler struct {
+	h atomic.Pointer[mcpruntime.MCPEndpoint]
+}
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.Load().ServeHTTP(w, r) }
 
 // httpWeight: extra keys for the actions that build state, and for the
 // HTTP actions (see extraWeight).

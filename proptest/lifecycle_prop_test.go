@@ -92,6 +92,12 @@ type lifecycleMachine struct {
 	// turns are the agents' turns the runtime started (StartTurn), by run
 	// id: which session has it, and whether the agent ended it.
 	turns map[string]*machineTurn
+	// cfg is what the runtime was made with, for a restart's New
+	// (restart_prop_test.go); unsubscribe ends the close counting on the
+	// current runtime; durable is the state file's side, nil in memory.
+	cfg         mcpruntime.Config
+	unsubscribe func()
+	durable     *durableState
 }
 
 // machineTurn is one turn a driver session was given.
@@ -110,10 +116,14 @@ func subscribeCounting(subscribe func(func(provider.Event)) func(), n *atomic.In
 	})
 }
 
-func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
+func newLifecycleMachine(t *rapid.T) *lifecycleMachine { return newLifecycleMachineOn(t, "") }
+
+// newLifecycleMachineOn is newLifecycleMachine on the state file path, in
+// memory when "".
+func newLifecycleMachineOn(t *rapid.T, stateFile string) *lifecycleMachine {
 	clock := actortest.NewClock(testStart)
 	in := &providertest.Inproc{}
-	rt, err := mcpruntime.New(mcpruntime.Config{
+	cfg := mcpruntime.Config{
 		Drivers:          map[string]driver.Factory{driver.InprocKind: in.Factory()},
 		Endpoint:         testEndpoint,
 		CredentialWindow: testWindow,
@@ -122,11 +132,12 @@ func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
 		RevokedKept:      1 << 20, // no pruning: a revoked token keeps its reason
 		Now:              clock.Now,
 		Logger:           slog.New(slog.DiscardHandler),
-	})
+		StateFile:        stateFile,
+	}
+	rt, err := mcpruntime.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(func() { _ = rt.Close() })
 	s := &lifecycleMachine{
 		ctx:    context.Background(),
 		rt:     rt,
@@ -134,23 +145,30 @@ func newLifecycleMachine(t *rapid.T) *lifecycleMachine {
 		clock:  clock,
 		m:      newModel(testStart, testWindow, testClientTTL, testProviderIdle, testEndpoint),
 		turns:  map[string]*machineTurn{},
+		cfg:    cfg,
 	}
+	t.Cleanup(func() { _ = s.rt.Close() }) // the runtime of the moment: a restart replaces it
 	// Subscribed after the runtime's own subscriber, which turns a death
 	// into the release of the session's credentials: when this one counts
 	// an event, that release has been sent to the thread actors.
-	unsubscribe := subscribeCounting(rt.SubscribeProviderEvents, &s.closes)
-	t.Cleanup(unsubscribe)
+	s.unsubscribe = subscribeCounting(rt.SubscribeProviderEvents, &s.closes)
+	t.Cleanup(func() { s.unsubscribe() })
 	for _, inst := range testInstances {
-		spec := mcpruntime.InstanceSpec{Driver: "inproc", Capabilities: inst.caps}
-		if inst.config != "" {
-			spec.Config = json.RawMessage(inst.config)
-		}
-		if err := rt.RegisterInstance(s.ctx, inst.id, spec); err != nil {
+		if err := rt.RegisterInstance(s.ctx, inst.id, instanceSpec(inst.caps, inst.config)); err != nil {
 			t.Fatalf("RegisterInstance(%q): %v", inst.id, err)
 		}
 		s.m.instances[inst.id] = modelInstance{caps: inst.caps, multi: inst.multi, turns: inst.turns}
 	}
 	return s
+}
+
+// instanceSpec is the spec a test instance is registered with.
+func instanceSpec(caps []string, config string) mcpruntime.InstanceSpec {
+	spec := mcpruntime.InstanceSpec{Driver: "inproc", Capabilities: caps}
+	if config != "" {
+		spec.Config = json.RawMessage(config)
+	}
+	return spec
 }
 
 // extraWeight gives the actions that build state extra keys in the action
@@ -173,6 +191,12 @@ var extraWeight = map[string]int{
 // and the model in agreement, and Close revokes everything.
 func lifecycleProp(t *rapid.T) {
 	s := newLifecycleMachine(t)
+	t.Repeat(lifecycleActions(s))
+	s.closeAndCheck(t)
+}
+
+// lifecycleActions are s's actions, weighted by extraWeight.
+func lifecycleActions(s *lifecycleMachine) map[string]func(*rapid.T) {
 	actions := rapid.StateMachineActions(s)
 	for name, extra := range extraWeight {
 		for i := 1; i <= extra; i++ {
@@ -183,8 +207,7 @@ func lifecycleProp(t *rapid.T) {
 			actions[alias] = actions[name]
 		}
 	}
-	t.Repeat(actions)
-	s.closeAndCheck(t)
+	return actions
 }
 
 // TestLifecycleMachine runs the lifecycle state machine.
@@ -549,6 +572,9 @@ func (s *lifecycleMachine) KillProviderSession(t *rapid.T) {
 		t.Skip("no provider session yet")
 	}
 	ps := pick(t, "session", s.m.sessions)
+	if s.durable.before(ps.id) {
+		t.Skip("a session of a runtime before a restart: its events reach no one")
+	}
 	call := fmt.Sprintf("Kill(%s of %s)", ps.id, ps.instance)
 	d := s.inproc.Session(ps.id)
 	if d == nil {
