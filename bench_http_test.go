@@ -20,7 +20,13 @@ import (
 // session and checks the status.
 func benchSession(b *testing.B) func(body []byte) []byte {
 	b.Helper()
-	rt, _, tok := benchRuntime(b)
+	return benchSessionWith(b, mcpruntime.Config{})
+}
+
+// benchSessionWith is benchSession on a runtime of cfg.
+func benchSessionWith(b *testing.B, cfg mcpruntime.Config) func(body []byte) []byte {
+	b.Helper()
+	rt, _, tok := benchRuntimeWith(b, cfg)
 	h, err := rt.MCPHandler(mcpruntime.MCPOptions{})
 	if err != nil {
 		b.Fatal(err)

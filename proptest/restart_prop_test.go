@@ -231,15 +231,16 @@ func (lost lostWrites) check(t *rapid.T, s *lifecycleMachine, call string) {
 }
 
 // closeForRestart closes the runtime of the moment: afterwards no token
-// authenticates on it.
+// authenticates on it, each refused as revoked (SPEC §3.2).
 func (s *lifecycleMachine) closeForRestart(t *rapid.T, call string) {
 	s.unsubscribe()
 	if err := s.rt.Close(); err != nil {
 		t.Fatalf("%s: Close: %v", call, err)
 	}
 	for _, c := range s.m.creds {
-		if _, err := s.rt.Authenticate(c.token); !errors.Is(err, mcpruntime.ErrClosed) {
-			t.Fatalf("%s: after Close, Authenticate(%s: %s) = %v, want ErrClosed", call, c.id, c.describe(), err)
+		var ae *mcpruntime.AuthError
+		if _, err := s.rt.Authenticate(c.token); !errors.As(err, &ae) || ae.Reason != mcpruntime.AuthRevoked {
+			t.Fatalf("%s: after Close, Authenticate(%s: %s) = %v, want an AuthError, reason revoked", call, c.id, c.describe(), err)
 		}
 	}
 }
