@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,6 +160,9 @@ func (r *Runtime) SubscribeProviderEvents(fn func(provider.Event)) (unsubscribe 
 	return func() { r.system.EventStream.Unsubscribe(sub) }
 }
 
+// closeWindow is how many actors Shutdown asks at once.
+const closeWindow = 1024
+
 // Close revokes every credential and client token, closes every provider
 // session, stops every actor and waits for driver goroutines. After Close
 // every method returns ErrClosed and every token fails to authenticate.
@@ -207,12 +211,20 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 			}
 		}
 	}
+	// A window of actors at a time, each window with a budget of its own:
+	// a runtime of 100 000 threads closes in as many rounds, not against
+	// one deadline for all.
+	inWindows := func(pids []*actor.PID, msg func() request, budget time.Duration) {
+		for w := range slices.Chunk(pids, closeWindow) {
+			wait(w, msg(), time.Now().Add(budget))
+		}
+	}
 	// Revocation first: from here on no token authenticates.
-	wait(threads, &thread.RevokeAll{Reason: credential.ReasonShutdown}, time.Now().Add(r.budget(opActor, "")))
+	inWindows(threads, func() request { return &thread.RevokeAll{Reason: credential.ReasonShutdown} }, r.budget(opActor, ""))
 	if r.state == nil {
 		// In memory a grant ends with the process; a state file keeps it,
 		// and its tokens authenticate again after the restart (SPEC §3.8).
-		wait(clients, &client.Revoke{Reason: credential.ReasonShutdown}, time.Now().Add(r.budget(opActor, "")))
+		inWindows(clients, func() request { return &client.Revoke{Reason: credential.ReasonShutdown} }, r.budget(opActor, ""))
 	}
 	// Then the provider sessions; CloseAll answers once they have stopped,
 	// at the latest an actor round trip after ctx's deadline cancelled their
@@ -229,9 +241,15 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 	r.work.Wait()
 	for _, group := range [][]*actor.PID{threads, clients, instances} {
-		for _, pid := range group {
-			if err := r.root.StopFuture(pid).Wait(); err != nil {
-				errs = append(errs, fmt.Errorf("stop %s: %w", pid.Id, err))
+		for w := range slices.Chunk(group, closeWindow) {
+			fs := make([]*actor.Future, len(w))
+			for i, pid := range w {
+				fs[i] = r.root.StopFuture(pid)
+			}
+			for i, f := range fs {
+				if err := f.Wait(); err != nil {
+					errs = append(errs, fmt.Errorf("stop %s: %w", w[i].Id, err))
+				}
 			}
 		}
 	}

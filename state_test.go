@@ -220,3 +220,41 @@ func TestStateCrashRevokesProviderCredentials(t *testing.T) {
 		t.Errorf("the client token after the crash: %v", err)
 	}
 }
+
+// TestStateKeepsThreadsPastMaxThreads: a restart with a lower MaxThreads
+// serves every thread on file, and refuses new ones until deletes make
+// room (SPEC §3.8).
+func TestStateKeepsThreadsPastMaxThreads(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	rt := openDurable(t, path)
+	for _, id := range []string{"t1", "t2", "t3"} {
+		if _, err := rt.CreateThread(ctx, id, mcpruntime.ThreadOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := mcpruntime.New(mcpruntime.Config{StateFile: path, MaxThreads: 2, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	for _, id := range []string{"t1", "t2", "t3"} {
+		if _, err := rt.Thread(ctx, id); err != nil {
+			t.Errorf("thread %s after a restart with MaxThreads 2: %v", id, err)
+		}
+	}
+	if _, err := rt.CreateThread(ctx, "t4", mcpruntime.ThreadOptions{}); !errors.Is(err, mcpruntime.ErrTooManyThreads) {
+		t.Fatalf("a fourth thread past MaxThreads 2: %v, want ErrTooManyThreads", err)
+	}
+	for _, id := range []string{"t1", "t2"} {
+		if err := rt.DeleteThread(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rt.CreateThread(ctx, "t4", mcpruntime.ThreadOptions{}); err != nil {
+		t.Fatalf("a thread once deletes made room: %v", err)
+	}
+}

@@ -35,6 +35,8 @@ type Server struct {
 	mux  http.Handler
 	// streams holds a token per open event stream.
 	streams chan struct{}
+	// backup holds the token of the one backup that may run at a time.
+	backup chan struct{}
 
 	// tokenSum is the SHA-256 of Options.Token; requests are compared
 	// against it, never against the token itself. Nil when Token is empty.
@@ -52,7 +54,7 @@ func New(rt *mcpruntime.Runtime, opts Options) *Server {
 	if opts.MaxEventStreams <= 0 {
 		opts.MaxEventStreams = DefaultMaxEventStreams
 	}
-	s := &Server{rt: rt, opts: opts, streams: make(chan struct{}, opts.MaxEventStreams)}
+	s := &Server{rt: rt, opts: opts, streams: make(chan struct{}, opts.MaxEventStreams), backup: make(chan struct{}, 1)}
 	if opts.Token != "" {
 		sum := sha256.Sum256([]byte(opts.Token))
 		s.tokenSum = sum[:]
@@ -129,6 +131,7 @@ func (s *Server) routes() http.Handler {
 	s.handle(rt, http.MethodPost, v1+"/threads/:id/rotate", s.rotate)
 	s.handle(rt, http.MethodPost, v1+"/threads/:id/runs", s.startRun)
 	rt.Handle(http.MethodGet, v1+"/events", s.events)
+	rt.Handle(http.MethodGet, v1+"/backup", s.backupState)
 	s.handle(rt, http.MethodDelete, v1+"/threads/:id/runs/current", s.endRun)
 	s.handle(rt, http.MethodPost, v1+"/threads/:id/detach", s.detach)
 	s.handle(rt, http.MethodPost, v1+"/threads/:id/archive", s.archive)

@@ -44,6 +44,7 @@
 //	DELETE /admin/v1/clients/{id}                      -                                             200 {"clientId","status":"revoked"}
 //	GET    /admin/v1/sessions                          -                                             200 {"sessions":[session]}
 //	POST   /admin/v1/oauth/pairing-codes               {"access"?} or no body (default "read-only")  201 {"code","access","expiresAt"}
+//	GET    /admin/v1/backup                            -                                             200 the state file (application/octet-stream); 409 not_durable without one
 //
 // The thread listing is paged, ordered by id: limit (default 100, at most
 // 1000; more is cut to 1000) threads after cursor (absent: from the first).
@@ -88,6 +89,13 @@
 // (SPEC §5c): single-use, valid 5 minutes, with the access it grants. Every answer is sent with Cache-Control: no-store,
 // and nothing the package logs includes a token or a header.
 //
+// GET /backup streams a consistent copy of the state file (SPEC §3.8),
+// taken while the runtime goes on serving: a runtime started on it has
+// the state of the moment the copy began. One runs at a time. A copy cut
+// short aborts the connection, so a client never takes a truncated file
+// for a whole one; `runtime admin backup FILE` writes it beside FILE,
+// opens and reads it through before it renames it into place.
+//
 // # Errors
 //
 // Every error answer is {"error": code, "message": text}; the code is a
@@ -117,12 +125,13 @@
 //	409    no_run                       ending a run when none is active
 //	409    busy                         rotating while the pair's provider session is being opened
 //	409    oauth_disabled               a pairing code when the runtime has no authorization server (no --public-origin, or --oauth-issuer)
+//	409    not_durable                  GET /backup of a runtime without a state file (in memory, or several nodes on etcd)
 //	409    not_home                     several nodes: the thread lives on another node, which the message names ("thread t1 lives on node n1"); ask that node
 //	429    too_many_pairing_codes       a pairing code while 100 are outstanding (they expire after 5 minutes)
 //	413    body_too_large               body over 1 MiB
 //	415    unsupported_media_type       a body that is not application/json
 //	500    internal                     anything else; the detail is logged, not returned
-//	503    unavailable                  the runtime is closed, an actor or the request timed out, or (several nodes) this node cannot prove its replica current
+//	503    unavailable                  the runtime is closed, an actor or the request timed out, (several nodes) this node cannot prove its replica current, or a backup is already running
 //
 // The runtime's not_live (409), read_only (403) and credential_required
 // (400) belong to mutations, which the admin API does not perform; they

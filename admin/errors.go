@@ -47,6 +47,7 @@ var (
 	errMediaType    = &apiError{http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "request body must be application/json"}
 	errInternal     = &apiError{http.StatusInternalServerError, CodeInternal, "internal error"}
 	errUnavailable  = &apiError{http.StatusServiceUnavailable, CodeUnavailable, "runtime unavailable; retry later"}
+	errBackupBusy   = &apiError{http.StatusServiceUnavailable, CodeUnavailable, "a backup is already running; retry when it ends"}
 )
 
 // errorTable maps the runtime's sentinels to statuses and codes. The first
@@ -98,6 +99,8 @@ var errorTable = []struct {
 	// The runtime is shutting down, an actor did not answer in time, or the
 	// request's own context ended: nothing is wrong with the request.
 	{mcpruntime.ErrClosed, http.StatusServiceUnavailable, CodeUnavailable},
+	// A backup of a runtime that keeps its state in memory (or in etcd).
+	{mcpruntime.ErrNotDurable, http.StatusConflict, "not_durable"},
 	{mcpruntime.ErrTimeout, http.StatusServiceUnavailable, CodeUnavailable},
 	{mcpruntime.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
 	// This node cannot prove its replica current (etcd unreachable, or the

@@ -52,6 +52,7 @@ func TestClassify(t *testing.T) {
 		{"oauth disabled", mcpruntime.ErrOAuthDisabled, 409, "oauth_disabled", true},
 		{"too many pairing codes", mcpruntime.ErrTooManyPairingCodes, 429, "too_many_pairing_codes", true},
 		{"closed", mcpruntime.ErrClosed, 503, "unavailable", false},
+		{"not durable", mcpruntime.ErrNotDurable, 409, "not_durable", true},
 		{"actor timeout", mcpruntime.ErrTimeout, 503, "unavailable", false},
 		{"actor gone", mcpruntime.ErrUnavailable, 503, "unavailable", false},
 		{"node unavailable", mcpruntime.ErrNodeUnavailable, 503, "unavailable", false},

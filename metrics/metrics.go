@@ -127,7 +127,35 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime) *Metrics {
 	if rt.Node().ID != "" {
 		registerNode(reg, rt)
 	}
+	if rt.StateStats().Path != "" {
+		reg.MustRegister(stateCollector{rt})
+	}
 	return m
+}
+
+// stateCollector reports the durable store of one node (SPEC §3.8) from
+// the runtime's own counts, read at each scrape.
+type stateCollector struct{ rt *mcpruntime.Runtime }
+
+var (
+	stateWriteDesc = prometheus.NewDesc("mcpruntime_state_write_duration_seconds",
+		"Store writes committed to the state file, by latency from the write's call to its return: its wait for the group commit it joins, the sync and the apply.", nil, nil)
+	stateBytesDesc = prometheus.NewDesc("mcpruntime_state_file_bytes", "Size of the state file.", nil, nil)
+)
+
+func (stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- stateWriteDesc
+	ch <- stateBytesDesc
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.rt.StateStats()
+	buckets := make(map[float64]uint64, len(mcpruntime.StateLatencyBounds))
+	for i, b := range mcpruntime.StateLatencyBounds {
+		buckets[b.Seconds()] = st.LatencyCounts[i]
+	}
+	ch <- prometheus.MustNewConstHistogram(stateWriteDesc, st.Commits, st.LatencySum.Seconds(), buckets)
+	ch <- prometheus.MustNewConstMetric(stateBytesDesc, prometheus.GaugeValue, float64(st.Bytes))
 }
 
 // Request implements mcpruntime.Observer.

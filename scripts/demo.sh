@@ -58,7 +58,7 @@ ok()   { printf '  %sok%s   %s\n' "$G" "$N" "$*"; }
 fail() { printf '  %sFAIL%s %s\n' "$R" "$N" "$*"; FAILED=1; }
 say()  { printf '\n== %s\n' "$*"; }
 
-"$BIN" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --no-demo >"$LOG" 2>&1 &
+"$BIN" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 --no-demo --memory >"$LOG" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 100); do
   grep -q 'msg="runtime ready"' "$LOG" 2>/dev/null && break

@@ -150,6 +150,7 @@ func TestDefaults(t *testing.T) {
 	want := serveCmd{
 		Listen: "127.0.0.1:7331", MCPPath: "/mcp", AdminListen: "127.0.0.1:7332",
 		AdminTokenFile:   "/home/u/.cache/mcpruntime/admin-token",
+		StateDir:         "/home/u/.local/state/mcpruntime",
 		CredentialWindow: duration(24 * time.Hour), ClientTokenTTL: duration(24 * time.Hour),
 		BodyLimit: 4 << 20, IdleTimeout: duration(30 * time.Minute), ProviderIdle: duration(30 * time.Minute), ProviderOpenTimeout: duration(90 * time.Second), SessionsPerNamespace: 64,
 		MaxSessions: 100000, KeepAlive: duration(25 * time.Second), AskTimeout: duration(time.Minute), ShutdownGrace: duration(10 * time.Second), Demo: false,
@@ -304,7 +305,7 @@ func TestTopLevelHelpListsEverySetting(t *testing.T) {
 		t.Fatalf("--help: exit %d", code)
 	}
 	var c cli
-	parser, err := kong.New(&c, kong.Vars{"default_token_file": "x"})
+	parser, err := kong.New(&c, kong.Vars{"default_token_file": "x", "default_state_dir": "y"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +393,7 @@ func TestREADMEDocumentsEverySetting(t *testing.T) {
 	}
 	section := string(doc)
 	var c cli
-	parser, err := kong.New(&c, kong.Vars{"default_token_file": "x"})
+	parser, err := kong.New(&c, kong.Vars{"default_token_file": "x", "default_state_dir": "y"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,12 +50,16 @@ The embedding API's ` + "`Config`" + ` and ` + "`MCPOptions`" + ` fields are in 
 // depends on the environment of the process that prints it.
 const configDocTokenFile = "$XDG_RUNTIME_DIR/mcpruntime/admin-token, else ~/.cache/mcpruntime/admin-token"
 
+// configDocStateDir stands for the state directory's default, which
+// depends on the environment too.
+const configDocStateDir = "$XDG_STATE_HOME/mcpruntime, else ~/.local/state/mcpruntime"
+
 // configurationDoc renders docs/configuration.md from the command line's
 // own flags: one table for the application's and one for each command's,
 // in the model's order.
 func configurationDoc() (string, error) {
 	var c cli
-	parser, err := kong.New(&c, kong.Name("runtime"), kong.Vars{"default_token_file": configDocTokenFile})
+	parser, err := kong.New(&c, kong.Name("runtime"), kong.Vars{"default_token_file": configDocTokenFile, "default_state_dir": configDocStateDir})
 	if err != nil {
 		return "", fmt.Errorf("build the command line: %w", err)
 	}
@@ -111,8 +115,11 @@ func configDocRow(f *kong.Flag) string {
 	def := "—"
 	if f.HasDefault && f.Default != "" {
 		def = "`" + f.Default + "`"
-		if f.Default == configDocTokenFile {
+		switch f.Default {
+		case configDocTokenFile:
 			def = "`$XDG_RUNTIME_DIR/mcpruntime/admin-token`, else `~/.cache/mcpruntime/admin-token`"
+		case configDocStateDir:
+			def = "`$XDG_STATE_HOME/mcpruntime`, else `~/.local/state/mcpruntime`"
 		}
 	}
 	help := f.Help

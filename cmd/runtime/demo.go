@@ -17,17 +17,21 @@ import (
 // are per node), and the thread is created once: a node that finds it
 // made by another (ErrThreadExists, then ErrNotHome) logs it and returns
 // "" — the demo credential is its home node's. A node restarted with the
-// same id finds the thread at home and opens a session on it again.
+// same id finds the thread at home and opens a session on it again, and
+// so does a single node restarted on its state directory (the restart
+// ended the thread's run and revoked its old credential).
 func setupDemo(ctx context.Context, rt *mcpruntime.Runtime, log *slog.Logger) (string, error) {
 	clustered := rt.Node().ID != ""
 	if err := rt.RegisterInstance(ctx, "demo", mcpruntime.InstanceSpec{Driver: "inproc"}); err != nil {
 		return "", err
 	}
 	if _, err := rt.CreateThread(ctx, "demo", mcpruntime.ThreadOptions{Instance: "demo"}); err != nil {
-		if !clustered || !errors.Is(err, mcpruntime.ErrThreadExists) {
+		if !errors.Is(err, mcpruntime.ErrThreadExists) {
 			return "", err
 		}
-		log.Info("demo thread exists already in the cluster", "thread", "demo")
+		// Made by another node, or by this one before a restart on its
+		// state directory: the thread is reused, its messages kept.
+		log.Info("demo thread exists already", "thread", "demo")
 	}
 	ps, err := rt.OpenProviderSession(ctx, "demo", "demo")
 	if nh, ok := errors.AsType[*mcpruntime.NotHomeError](err); ok {

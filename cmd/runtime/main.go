@@ -140,7 +140,7 @@ func parse(c *cli, args []string, env map[string]string, stdout, stderr io.Write
 		kong.Resolvers(res),
 		kong.WithBeforeResolve(res.load),
 		kong.ValueFormatter(helpValue),
-		kong.Vars{"default_token_file": defaultTokenFile(env)},
+		kong.Vars{"default_token_file": defaultTokenFile(env), "default_state_dir": defaultStateDir(env)},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.Help(helpWithServe),
 	)

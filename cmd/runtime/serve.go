@@ -53,7 +53,8 @@ type serveCmd struct {
 	KeepAlive            duration `config:"" default:"25s" placeholder:"DURATION" help:"Interval of SSE keep-alive comments."`
 	AskTimeout           duration `config:"" default:"60s" placeholder:"DURATION" help:"How long an MCP request waits for its client's answers to one round of the runtime's requests to it (elicitation, sampling, roots; 2025 sessions); then they are cancelled and the request fails."`
 	ShutdownGrace        duration `config:"" default:"10s" placeholder:"DURATION" help:"On SIGINT or SIGTERM, the deadline of the whole shutdown: calls and requests in flight, then provider sessions (an agent still running then is killed); /readyz answers 503 meanwhile."`
-	StateDir             string   `config:"" placeholder:"DIR" help:"Directory of the durable state (state.db, created 0700): threads, messages, client grants and provider instances outlive a restart. Empty: in memory."`
+	StateDir             string   `config:"" default:"${default_state_dir}" placeholder:"DIR" help:"Directory of the durable state (state.db, created 0700, files 0600): threads, messages, client grants and provider instances outlive a restart; one process per directory. Empty: in memory. Not with --etcd: several nodes keep their state in etcd."`
+	Memory               bool     `config:"" default:"false" help:"Keep all state in memory, gone at exit, whatever --state-dir says."`
 	Demo                 bool     `config:"" default:"false" negatable:"" help:"Create thread demo on an in-process instance demo, start a run, and write its live Authorization value to a 0600 file: for trying the server out (make run passes it), never for production."`
 
 	// The admin listener's guard and the bound on threads.
@@ -305,20 +306,28 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		srv.endpoint = "http://" + urlHost(s.Listen, mcpAddr) + s.MCPPath
 	}
 
+	stateDir, err := s.stateDir(d.env, d.given, log)
+	if err != nil {
+		return srv, err
+	}
+	stateFile := ""
+	if stateDir != "" {
+		stateFile = filepath.Join(stateDir, stateFileName)
+	}
 	var oauthCfg mcpruntime.OAuthConfig
 	if s.clustered() {
 		log.Info("OAuth sign-in is off on several nodes")
 	} else if oauthCfg, err = s.oauthFlags.config("http://"+urlHost(s.Listen, mcpAddr), s.MCPPath, allowed); err != nil {
 		return srv, err
 	}
-	srv.issuer = oauthCfg.PublicOrigin
-	stateFile := ""
-	if s.StateDir != "" {
-		if err := os.MkdirAll(s.StateDir, 0o700); err != nil {
-			return srv, fmt.Errorf("--state-dir: %w", err)
+	if oauthCfg.PublicOrigin != "" && oauthCfg.Secret == nil && stateDir != "" {
+		// The registrations and sign-ins a state file keeps need the secret
+		// that MACs their client ids to outlive the restart as well.
+		if oauthCfg.Secret, err = stateSecret(filepath.Join(stateDir, oauthSecretName)); err != nil {
+			return srv, err
 		}
-		stateFile = filepath.Join(s.StateDir, "state.db")
 	}
+	srv.issuer = oauthCfg.PublicOrigin
 	rt, err := mcpruntime.New(mcpruntime.Config{
 		Cluster:          clusterOf(srv.cluster),
 		OAuth:            oauthCfg,
@@ -336,7 +345,7 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		return srv, usageError{err} // a setting the runtime refuses, such as --node's shape
 	}
 	if err != nil {
-		return srv, err
+		return srv, stateError(err)
 	}
 	srv.rt = rt
 	srv.undo = append(srv.undo, func() {
