@@ -61,6 +61,12 @@ func BenchmarkStateWrites(b *testing.B) {
 				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
 				b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
 				b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+				if st := rt.StateStats(); st.Path != "" && b.N >= 10000 {
+					// The file's growth per post: a message row and the
+					// thread's row rewritten (bbolt grows its file in steps,
+					// so only a long run says much).
+					b.ReportMetric(float64(st.Bytes)/float64(b.N), "file-B/post")
+				}
 			})
 		}
 	}

@@ -32,6 +32,13 @@ const (
 	// read-write client grant. The check is atomic with the effect when the
 	// handler applies it through ToolCall.Mutate. Tools only.
 	AccessMutate Access = "mutate"
+	// AccessAct: any live principal, as AccessRead, for a host tool that
+	// is not a thread mutation but may have side effects of its own (a
+	// deploy, a notification): listed without an implied readOnlyHint,
+	// refused to nobody the endpoint admitted — a read-only client grant
+	// included, since read-only is about threads. Gate it further with
+	// Capability, or check call.Caller in the handler. Tools only.
+	AccessAct Access = "act"
 )
 
 // Refusal codes, in the structuredContent of an isError tool result.
@@ -199,7 +206,7 @@ func prepareTool(t Tool) (*registeredTool, error) {
 		return nil, fmt.Errorf("tool name %q: %w", t.Name, ErrInvalidTool)
 	}
 	switch t.Access {
-	case AccessRead, AccessReadAsCaller, AccessMutate:
+	case AccessRead, AccessReadAsCaller, AccessMutate, AccessAct:
 	default:
 		return nil, fmt.Errorf("tool %s: access class %q: %w", t.Name, t.Access, ErrInvalidTool)
 	}
@@ -244,7 +251,7 @@ func prepareTool(t Tool) (*registeredTool, error) {
 	if t.Annotations != nil {
 		a := *t.Annotations
 		listed.Annotations = &a
-	} else if t.Access != AccessMutate {
+	} else if t.Access == AccessRead || t.Access == AccessReadAsCaller {
 		listed.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: true}
 	}
 	t.InputSchema, t.OutputSchema = in, listed.OutputSchema
