@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
@@ -25,11 +27,37 @@ func TranscriptURI(threadID string) string {
 	return uri
 }
 
+// Builtins are the names of the runtime's built-in tools (SPEC §4) and
+// resource templates (§5b), each of which Config.OmitBuiltins may leave
+// out.
+var Builtins = []string{"runtime_capabilities", "thread_list", "thread_read", "thread_post", TranscriptName}
+
+// TranscriptName is the name of the transcript resource template.
+const TranscriptName = "thread-transcript"
+
+// checkOmitBuiltins returns the set Config.OmitBuiltins names.
+func checkOmitBuiltins(names []string) (map[string]bool, error) {
+	omit := map[string]bool{}
+	for _, n := range names {
+		switch {
+		case n == "*":
+			for _, b := range Builtins {
+				omit[b] = true
+			}
+		case slices.Contains(Builtins, n):
+			omit[n] = true
+		default:
+			return nil, fmt.Errorf("Config.OmitBuiltins: %q is not a built-in (%s, or *): %w", n, strings.Join(Builtins, ", "), ErrInvalidArgument)
+		}
+	}
+	return omit, nil
+}
+
 func (r *Runtime) registerBuiltinResources() error {
 	return r.registerTemplate(ResourceTemplate{
 		ResourceTemplate: mcp.ResourceTemplate{
 			URITemplate: TranscriptTemplate,
-			Name:        "thread-transcript",
+			Name:        TranscriptName,
 			Title:       "Thread transcript",
 			Description: "A thread's status, current provider instance and message log, as JSON. Updated (notifications/resources/updated) when a message is posted.",
 			MIMEType:    "application/json",

@@ -83,6 +83,12 @@ type Config struct {
 	// One process holds a file at a time: a second New on it fails with
 	// ErrStateInUse. "": in memory, gone at Close. Not with Cluster.
 	StateFile string
+	// OmitBuiltins names the built-ins New leaves out, each by its name in
+	// Builtins ("thread_post", "thread-transcript", …), or "*" for all of
+	// them: a host that serves only its own tools lists none of the
+	// runtime's. RemoveTool after New does the same for a tool. An unknown
+	// name is ErrInvalidArgument.
+	OmitBuiltins []string
 	// Drivers adds provider kinds to the built-in "inproc" and "exec", by kind name. A
 	// name given here replaces a built-in one.
 	Drivers map[string]driver.Factory

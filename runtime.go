@@ -65,6 +65,10 @@ type Runtime struct {
 // New starts a runtime.
 func New(cfg Config) (*Runtime, error) {
 	cfg = cfg.withDefaults()
+	omit, err := checkOmitBuiltins(cfg.OmitBuiltins)
+	if err != nil {
+		return nil, err
+	}
 	var cluster *clusterNode
 	var store *memdb.Store
 	if cfg.Cluster != nil {
@@ -121,14 +125,19 @@ func New(cfg Config) (*Runtime, error) {
 		r.drivers.Register(kind, f)
 	}
 	for _, t := range r.builtinTools() {
+		if omit[t.Name] {
+			continue
+		}
 		if err := r.RegisterTool(t); err != nil {
 			r.Close()
 			return nil, fmt.Errorf("register built-in tool: %w", err)
 		}
 	}
-	if err := r.registerBuiltinResources(); err != nil {
-		r.Close()
-		return nil, fmt.Errorf("register built-in resources: %w", err)
+	if !omit[TranscriptName] {
+		if err := r.registerBuiltinResources(); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("register built-in resources: %w", err)
+		}
 	}
 	r.watch = r.system.EventStream.Subscribe(r.heard)
 	if r.state != nil {

@@ -69,6 +69,7 @@ type serveCmd struct {
 
 	// The MCP lists.
 	ListPageSize int `config:"" default:"100" placeholder:"N" help:"Entries of one page of an MCP list (tools, resources, resource templates, prompts); the rest follows with nextCursor."`
+	OmitBuiltins []string `config:"" placeholder:"NAME" help:"Built-ins not to serve: runtime_capabilities, thread_list, thread_read, thread_post, thread-transcript (the transcript resource template), or * for all."`
 
 	// The MCP session's streams and subscriptions.
 	ReplayEvents     int      `config:"" default:"256" placeholder:"N" help:"SSE events one MCP session keeps for its client to resume a lost stream (Last-Event-ID) and for its standalone stream's notifications; past it the oldest goes."`
@@ -338,6 +339,7 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		OpenTimeout:      time.Duration(s.ProviderOpenTimeout),
 		MaxThreads:       s.MaxThreads,
 		StateFile:        stateFile,
+		OmitBuiltins:     s.OmitBuiltins,
 		Logger:           log,
 		Drivers:          agentDrivers(log),
 	})
