@@ -68,7 +68,7 @@ type serveCmd struct {
 	AdminMaxConnectionsPerSource int `config:"" default:"16" placeholder:"N" help:"Open TCP connections of the admin listener from one source (an IPv4 address or an IPv6 /64, loopback ones included); one more is closed at once on accept, unanswered."`
 
 	// The MCP lists.
-	ListPageSize int `config:"" default:"100" placeholder:"N" help:"Entries of one page of an MCP list (tools, resources, resource templates, prompts); the rest follows with nextCursor."`
+	ListPageSize int      `config:"" default:"100" placeholder:"N" help:"Entries of one page of an MCP list (tools, resources, resource templates, prompts); the rest follows with nextCursor."`
 	OmitBuiltins []string `config:"" placeholder:"NAME" help:"Built-ins not to serve: runtime_capabilities, thread_list, thread_read, thread_post, thread-transcript (the transcript resource template), or * for all."`
 
 	// The MCP session's streams and subscriptions.
