@@ -214,5 +214,10 @@ func (r *Runtime) readResource(ctx context.Context, read *ResourceRead) (*mcp.Re
 	if len(out.InputRequests) == 0 && out.Contents == nil {
 		out.Contents = []*mcp.ResourceContents{}
 	}
+	if out.CacheScope == "" {
+		// As the lists say: what a read answers may depend on who asks.
+		// A handler that knows better sets "public" itself.
+		out.CacheScope = privateScope.CacheScope
+	}
 	return out, nil
 }

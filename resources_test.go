@@ -209,3 +209,29 @@ func TestTranscriptResource(t *testing.T) {
 	}
 	wantRPCError(t, "read deleted", readRes(t, b, clientOf(t, rt, memdb.AccessReadOnly), 0, uri), -32002)
 }
+
+// TestReadCacheScope (SPEC §5b.1): a read answers cacheScope "private",
+// as the lists do, in both eras, unless its handler set its own.
+func TestReadCacheScope(t *testing.T) {
+	rt, b := resourcesFixture(t)
+	noErr(t, rt.RegisterResource(mcpruntime.Resource{Resource: mcp.Resource{URI: "test://public", Name: "public"}, Access: mcpruntime.AccessRead,
+		Handler: func(_ context.Context, read *mcpruntime.ResourceRead) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: read.URI, Text: "same for all"}}, Cacheable: mcp.Cacheable{CacheScope: "public", TTLMs: 1000}}, nil
+		}}))
+	p := clientOf(t, rt, memdb.AccessReadOnly)
+	for _, era := range []transport.Era{transport.EraSession, transport.EraModern} {
+		for uri, want := range map[string]string{"test://open": "private", "test://items/3": "private", "test://public": "public"} {
+			res := readRes(t, b, p, era, uri)
+			if res.Err != nil {
+				t.Fatalf("%v read %s: %+v", era, uri, res.Err)
+			}
+			if got := wire(t, res.Result)["cacheScope"]; got != want {
+				t.Errorf("%v read %s: cacheScope %v, want %q", era, uri, got, want)
+			}
+		}
+		list := serve(t, b, serveReq{caller: p, era: era, method: "resources/list", params: "{}"})
+		if got := wire(t, list.Result)["cacheScope"]; got != "private" {
+			t.Errorf("%v resources/list: cacheScope %v", era, got)
+		}
+	}
+}
