@@ -83,6 +83,10 @@ type Config struct {
 	// One process holds a file at a time: a second New on it fails with
 	// ErrStateInUse. "": in memory, gone at Close. Not with Cluster.
 	StateFile string
+	// ToolTimeout bounds one run of a tool handler whose Tool.Timeout is
+	// zero (see Tool.Timeout). Zero: no bound, the handler's ctx ending only
+	// when its request does.
+	ToolTimeout time.Duration
 	// OmitBuiltins names the built-ins New leaves out, each by its name in
 	// Builtins ("thread_post", "thread-transcript", …), or "*" for all of
 	// them: a host that serves only its own tools lists none of the

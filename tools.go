@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -48,7 +49,12 @@ const (
 	CodeThreadCredentialRequired = "thread_credential_required"
 	CodeThreadNotFound           = "thread_not_found"
 	CodeInvalidArguments         = "invalid_arguments"
+	// CodeTimeout: the tool did not finish within its Timeout.
+	CodeTimeout = "timeout"
 )
+
+// errToolTimeout is the cause of a handler's ctx its Tool.Timeout ended.
+var errToolTimeout = errors.New("tool timeout")
 
 // ErrInvalidTool is returned by RegisterTool for a tool that cannot be
 // registered: bad name, no or unknown access class, no handler, a schema
@@ -72,7 +78,15 @@ type Tool struct {
 	Capability string
 	// AllowClients lets read-write client grants call a mutate tool.
 	AllowClients bool
-	Handler      ToolHandler
+	// Timeout bounds one run of the handler: past it the handler's ctx is
+	// cancelled and, if it then fails, the caller gets the isError result
+	// "timeout: …" (code CodeTimeout). A handler that ignores its ctx holds
+	// the call until it returns; one that returns a result after the
+	// deadline has it answered. Each round of a call that asks its client
+	// (InputRequests) is a run of its own. Zero: Config.ToolTimeout;
+	// negative: no bound.
+	Timeout time.Duration
+	Handler ToolHandler
 }
 
 // ToolHandler runs a tool call whose caller passed the access checks and
@@ -364,10 +378,23 @@ func (r *Runtime) runTool(ctx context.Context, t *registeredTool, call *ToolCall
 		return Refuse(CodeInvalidArguments, "arguments do not match the input schema: "+err.Error()), nil
 	}
 	call.rt = r
-	res, err := t.Handler(ctx, call)
+	hctx := ctx
+	limit := t.Timeout
+	if limit == 0 {
+		limit = r.cfg.ToolTimeout
+	}
+	if limit > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeoutCause(ctx, limit, errToolTimeout)
+		defer cancel()
+	}
+	res, err := t.Handler(hctx, call)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return nil, fmt.Errorf("tool %s: %w", call.Name, err) // cancelled, not failed
+		}
+		if ctx.Err() == nil && context.Cause(hctx) == errToolTimeout {
+			return Refuse(CodeTimeout, fmt.Sprintf("tool %s did not finish within %v", call.Name, limit)), nil
 		}
 		return refusalFor(err), nil
 	}
