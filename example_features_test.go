@@ -2,6 +2,7 @@ package mcpruntime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -132,7 +134,7 @@ func registerDeleteBranch(rt *mcpruntime.Runtime) error {
 		Tool:   mcp.Tool{Name: "delete_branch", Description: "Deletes a branch once the user confirms."},
 		Access: mcpruntime.AccessRead,
 	}, func(ctx context.Context, call *mcpruntime.ToolCall, in branchIn) (*mcp.CallToolResult, any, error) {
-		ans, ok := call.Input("confirm")
+		e, ok := call.Elicitation("confirm")
 		if !ok {
 			if call.ClientCapabilities().Elicitation == nil {
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "cannot ask; kept " + in.Branch}}}, nil, nil
@@ -143,7 +145,7 @@ func registerDeleteBranch(rt *mcpruntime.Runtime) error {
 					"properties": map[string]any{"ok": map[string]any{"type": "boolean"}}},
 			}}, "asked:"+in.Branch), nil, nil
 		}
-		if e := ans.(*mcp.ElicitResult); e.Action != "accept" || e.Content["ok"] != true || call.State() != "asked:"+in.Branch {
+		if e.Action != "accept" || e.Content["ok"] != true || call.State() != "asked:"+in.Branch {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "kept " + in.Branch}}}, nil, nil
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted " + in.Branch}}}, nil, nil
@@ -187,6 +189,77 @@ func Example_features() {
 	// cannot ask; kept old
 }
 
+// readme:start host
+// newHost is a host that serves only its own tools — none of the
+// runtime's built-ins — each run bounded.
+func newHost() (*mcpruntime.Runtime, error) {
+	rt, err := mcpruntime.New(mcpruntime.Config{OmitBuiltins: []string{"*"}, ToolTimeout: 30 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	// deploy has side effects of its own but changes no thread: every
+	// principal the endpoint admitted may call it, and it is not listed
+	// as read-only. Its ctx ends after two minutes (the client then gets
+	// the isError result "timeout: …").
+	deploy := rt.RegisterTool(mcpruntime.Tool{
+		Tool:   mcp.Tool{Name: "deploy", Description: "Deploys the main branch."},
+		Access: mcpruntime.AccessAct, Timeout: 2 * time.Minute,
+		Handler: func(ctx context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployed for " + call.Caller.Namespace}}}, nil
+		},
+	})
+	// summarize asks the client's model. Sampling answers one shape in
+	// both eras (a 2025 client's single content block becomes a list).
+	summarize := rt.RegisterTool(mcpruntime.Tool{
+		Tool:   mcp.Tool{Name: "summarize", Description: "Summarizes the release notes."},
+		Access: mcpruntime.AccessRead,
+		Handler: func(ctx context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
+			ans, ok := call.Sampling("summary")
+			if !ok {
+				return mcpruntime.InputRequired(mcp.InputRequestMap{"summary": &mcp.CreateMessageParams{MaxTokens: 200,
+					Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "Summarize: …"}}}}}, ""), nil
+			}
+			for _, c := range ans.Content {
+				if t, ok := c.(*mcp.TextContent); ok {
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: t.Text}}}, nil
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "no summary"}}, IsError: true}, nil
+		},
+	})
+	if err := errors.Join(deploy, summarize); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	return rt, nil
+}
+
+// readme:end
+
+// Example_host calls the host's tools as a read-only client.
+func Example_host() {
+	ctx := context.Background()
+	rt, err := newHost()
+	if err != nil {
+		panic(err)
+	}
+	defer rt.Close()
+	for _, t := range rt.Tools() {
+		fmt.Println(t.Name, t.Access)
+	}
+	grant, _ := rt.IssueClient(ctx, "ci", "read-only")
+	client, _ := rt.Authenticate(grant.Token)
+	res, _ := rt.CallTool(ctx, client, "deploy", nil, nil)
+	fmt.Println(res.Content[0].(*mcp.TextContent).Text[:len("deployed for client:")])
+	res, _ = rt.CallTool(ctx, client, "summarize", nil, nil) // nobody to ask here
+	fmt.Println(len(res.InputRequests), "input request")
+	// Output:
+	// deploy act
+	// summarize read
+	// deployed for client:
+	// 1 input request
+}
+
 // readmeRegions names the page that shows each region of this file.
 var readmeRegions = map[string]string{
 	"embed":       "README.md",
@@ -194,6 +267,7 @@ var readmeRegions = map[string]string{
 	"resource":    "docs/embedding.md",
 	"prompt":      "docs/embedding.md",
 	"elicitation": "docs/embedding.md",
+	"host":        "docs/embedding.md",
 }
 
 // TestREADMEExamples: the code of the README and of docs/embedding.md is

@@ -33,11 +33,63 @@ type Exchange struct {
 // retry carries the requestState the runtime handed out, as every client
 // that was asked does; a stateless first round's answers come by shape
 // only), an *mcp.CreateMessageWithToolsResult or
-// *mcp.CreateMessageResult, or an *mcp.ListRootsResult. False on a first
-// round, or when the client gave no answer for key.
+// *mcp.CreateMessageResult (which one depends on the era and the client:
+// Sampling answers one shape for both), or an *mcp.ListRootsResult. False
+// on a first round, or when the client gave no answer for key. Elicitation,
+// Sampling and Roots answer each kind as its own type.
 func (x *Exchange) Input(key string) (mcp.InputResponse, bool) {
 	v, ok := x.inputs[key]
 	return v, ok && v != nil
+}
+
+// Elicitation returns the client's answer to the elicitation the previous
+// round named key; false when there is none, or the answer under key is
+// not an elicitation's.
+func (x *Exchange) Elicitation(key string) (*mcp.ElicitResult, bool) {
+	v, ok := x.Input(key)
+	if !ok {
+		return nil, false
+	}
+	e, ok := v.(*mcp.ElicitResult)
+	return e, ok && e != nil
+}
+
+// Sampling returns the client's answer to the sampling the previous round
+// named key, in one shape whatever the era and whatever was asked: the
+// content as a list (a 2025 session's single block becomes a list of one).
+// False when there is none, or the answer under key is not a sampling's.
+// Input(key) still has the answer as it came.
+func (x *Exchange) Sampling(key string) (*mcp.CreateMessageWithToolsResult, bool) {
+	v, ok := x.Input(key)
+	if !ok {
+		return nil, false
+	}
+	switch a := v.(type) {
+	case *mcp.CreateMessageWithToolsResult:
+		return a, a != nil
+	case *mcp.CreateMessageResult:
+		if a == nil {
+			return nil, false
+		}
+		out := &mcp.CreateMessageWithToolsResult{Meta: a.Meta, Model: a.Model, Role: a.Role, StopReason: a.StopReason, Content: []mcp.Content{}}
+		if a.Content != nil {
+			out.Content = []mcp.Content{a.Content}
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// Roots returns the client's answer to the roots request the previous
+// round named key; false when there is none, or the answer under key is
+// not a roots list.
+func (x *Exchange) Roots(key string) (*mcp.ListRootsResult, bool) {
+	v, ok := x.Input(key)
+	if !ok {
+		return nil, false
+	}
+	r, ok := v.(*mcp.ListRootsResult)
+	return r, ok && r != nil
 }
 
 // State returns the state the handler returned with its input requests in

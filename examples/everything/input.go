@@ -34,11 +34,7 @@ func greetingParams(prompt string) *mcp.CreateMessageParams {
 
 // accepted returns the content of an accepted elicitation answered as key.
 func accepted(x *mcpruntime.Exchange, key string) (map[string]any, bool) {
-	ans, ok := x.Input(key)
-	if !ok {
-		return nil, false
-	}
-	e, ok := ans.(*mcp.ElicitResult)
+	e, ok := x.Elicitation(key)
 	if !ok || e.Action != "accept" {
 		return nil, false
 	}
@@ -58,7 +54,7 @@ func registerInputTools(rt *mcpruntime.Runtime) error {
 			}),
 		tool("test_input_required_result_sampling", "MRTR (SEP-2322): asks for an LLM completion with a sampling request", "",
 			func(_ context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
-				if ans, ok := call.Input("capital_question"); ok {
+				if ans, ok := call.Sampling("capital_question"); ok {
 					return text("Sampling response: " + samplingText(ans)), nil
 				}
 				q := greetingParams("What is the capital of France?")
@@ -67,14 +63,12 @@ func registerInputTools(rt *mcpruntime.Runtime) error {
 			}),
 		tool("test_input_required_result_list_roots", "MRTR (SEP-2322): asks for the client's roots", "",
 			func(_ context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
-				if ans, ok := call.Input("client_roots"); ok {
-					if roots, ok := ans.(*mcp.ListRootsResult); ok {
-						var uris []string
-						for _, r := range roots.Roots {
-							uris = append(uris, r.URI)
-						}
-						return text(fmt.Sprintf("Client exposed %d root(s): %s", len(uris), strings.Join(uris, ", "))), nil
+				if roots, ok := call.Roots("client_roots"); ok {
+					var uris []string
+					for _, r := range roots.Roots {
+						uris = append(uris, r.URI)
 					}
+					return text(fmt.Sprintf("Client exposed %d root(s): %s", len(uris), strings.Join(uris, ", "))), nil
 				}
 				return mcpruntime.InputRequired(mcp.InputRequestMap{"client_roots": &mcp.ListRootsParams{}}, ""), nil
 			}),
@@ -88,14 +82,10 @@ func registerInputTools(rt *mcpruntime.Runtime) error {
 		tool("test_input_required_result_multiple_inputs", "MRTR (SEP-2322): asks for an elicitation, a sampling and the roots in one round", "",
 			func(_ context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
 				c, named := accepted(&call.Exchange, "user_name")
-				greeting, greeted := call.Input("greeting")
-				roots, rooted := call.Input("client_roots")
+				greeting, greeted := call.Sampling("greeting")
+				roots, rooted := call.Roots("client_roots")
 				if named && greeted && rooted {
-					n := 0
-					if r, ok := roots.(*mcp.ListRootsResult); ok {
-						n = len(r.Roots)
-					}
-					return text(fmt.Sprintf("%s %v — %d root(s) visible", samplingText(greeting), c["name"], n)), nil
+					return text(fmt.Sprintf("%s %v — %d root(s) visible", samplingText(greeting), c["name"], len(roots.Roots))), nil
 				}
 				return mcpruntime.InputRequired(mcp.InputRequestMap{
 					"user_name":    askNameParams("What is your name?"),

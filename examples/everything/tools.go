@@ -206,7 +206,7 @@ func registerAskingTools(rt *mcpruntime.Runtime) error {
 		Tool:   mcp.Tool{Name: "test_sampling", Description: "Tests server-initiated sampling (LLM completion request)"},
 		Access: mcpruntime.AccessRead,
 	}, func(_ context.Context, call *mcpruntime.ToolCall, in samplingArgs) (*mcp.CallToolResult, any, error) {
-		if ans, ok := call.Input("llm"); ok {
+		if ans, ok := call.Sampling("llm"); ok {
 			return text("LLM response: " + samplingText(ans)), nil, nil
 		}
 		return mcpruntime.InputRequired(mcp.InputRequestMap{"llm": &mcp.CreateMessageParams{
@@ -218,7 +218,7 @@ func registerAskingTools(rt *mcpruntime.Runtime) error {
 		Tool:   mcp.Tool{Name: "test_elicitation", Description: "Tests server-initiated elicitation (user input request)"},
 		Access: mcpruntime.AccessRead,
 	}, func(_ context.Context, call *mcpruntime.ToolCall, in elicitationArgs) (*mcp.CallToolResult, any, error) {
-		ans, ok := call.Input("user")
+		e, ok := call.Elicitation("user")
 		if !ok {
 			return mcpruntime.InputRequired(mcp.InputRequestMap{"user": &mcp.ElicitParams{
 				Message: in.Message,
@@ -228,7 +228,6 @@ func registerAskingTools(rt *mcpruntime.Runtime) error {
 				}, "required": []string{"username"}},
 			}}, ""), nil, nil
 		}
-		e := ans.(*mcp.ElicitResult)
 		return text(fmt.Sprintf("Elicitation result: action=%s, content=%v", e.Action, e.Content)), nil, nil
 	})
 	defaults := rt.RegisterTool(tool("test_elicitation_sep1034_defaults", "Tests elicitation with default values per SEP-1034", "", elicitWith("Test defaults for primitives", map[string]any{
@@ -261,27 +260,20 @@ func registerAskingTools(rt *mcpruntime.Runtime) error {
 // elicitWith is a handler that elicits schema once and reports the answer.
 func elicitWith(message string, schema map[string]any) mcpruntime.ToolHandler {
 	return func(_ context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
-		ans, ok := call.Input("form")
+		e, ok := call.Elicitation("form")
 		if !ok {
 			return mcpruntime.InputRequired(mcp.InputRequestMap{"form": &mcp.ElicitParams{Message: message, RequestedSchema: schema}}, ""), nil
 		}
-		e := ans.(*mcp.ElicitResult)
 		return text(fmt.Sprintf("Elicitation result: action=%s, content=%v", e.Action, e.Content)), nil
 	}
 }
 
-// samplingText is the text of a sampling answer, of either shape.
-func samplingText(ans mcp.InputResponse) string {
-	switch a := ans.(type) {
-	case *mcp.CreateMessageResult:
-		if t, ok := a.Content.(*mcp.TextContent); ok {
+// samplingText is the text of a sampling answer (Exchange.Sampling: one
+// shape in both eras).
+func samplingText(ans *mcp.CreateMessageWithToolsResult) string {
+	for _, c := range ans.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
 			return t.Text
-		}
-	case *mcp.CreateMessageWithToolsResult:
-		for _, c := range a.Content {
-			if t, ok := c.(*mcp.TextContent); ok {
-				return t.Text
-			}
 		}
 	}
 	return "(non-text response)"
