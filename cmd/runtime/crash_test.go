@@ -1009,10 +1009,13 @@ func (w *crashWorker) step(p *crashProc) {
 		w.createInstance(p)
 		return
 	}
-	var open []*crashThread
+	var open, archived []*crashThread
 	for _, th := range w.threads {
-		if th.open() {
+		switch {
+		case th.open():
 			open = append(open, th)
+		case !th.deleted:
+			archived = append(archived, th)
 		}
 	}
 	type choice struct {
@@ -1041,6 +1044,12 @@ func (w *crashWorker) step(p *crashProc) {
 			add(1, func() { w.release(p, th) })
 		}
 		add(1, func() { w.archive(p, th) })
+		add(1, func() { w.deleteThread(p, th) })
+	}
+	if len(archived) > 0 {
+		// Archived threads are deleted too: the threads in the store stay
+		// below --max-threads however many kills (crash-long).
+		th := archived[w.rng.IntN(len(archived))]
 		add(1, func() { w.deleteThread(p, th) })
 	}
 	if len(w.clients) < crashMaxOpen {
