@@ -47,6 +47,10 @@ race: test-deps ## every test with the race detector
 prop: ## the property suite, long: 1000 checks per machine, under the race detector
 	$(GO) test -race -run 'Prop|Machine' -count=1 -timeout 60m ./proptest/ -rapid.checks=1000
 
+.PHONY: crash-long
+crash-long: ## the crash test, long: 2000 SIGKILLs of the real binary mid-write, each restart checked against the model of what was acknowledged
+	CRASH_KILLS=2000 $(GO) test -race -run '^TestCrashRestart$$' -count=1 -timeout 60m -v ./cmd/runtime
+
 .PHONY: fuzz
 fuzz: ## fuzz JSON-RPC decoding (messages, batches, event ids), the 2026-07-28 ladder, header values and request states, the HTTP handler, the lifecycle state machine and the OAuth endpoints, 30 s each
 	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./transport/
