@@ -135,3 +135,61 @@ func TestInteropGoSDKPromptAsks(t *testing.T) {
 		t.Fatalf("GetPrompt message = %#v, want the text Context: the repo", res.Messages[0].Content)
 	}
 }
+
+// TestInteropGoSDKCancelClosesDialog (SPEC §5b.18): when a go-sdk client
+// cancels a call that waits on its elicitation, the runtime's
+// notifications/cancelled for the ask reaches the client on a stream it
+// still has, and the client's elicitation handler — its dialog — sees its
+// context end.
+func TestInteropGoSDKCancelClosesDialog(t *testing.T) {
+	rt := quietRuntime(t, mcpruntime.Config{})
+	registerInproc(t, rt, "A")
+	createThreads(t, rt, "T")
+	_, _, tok := liveOn(t, rt, "T", "A")
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{
+		Tool: mcp.Tool{Name: "ask_forever"}, Access: mcpruntime.AccessRead,
+		Handler: func(_ context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
+			if _, ok := call.Elicitation("q"); ok {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "answered"}}}, nil
+			}
+			return mcpruntime.InputRequired(mcp.InputRequestMap{"q": &mcp.ElicitParams{Message: "Sure?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}}}}, ""), nil
+		},
+	}))
+	ts, _ := interopServer(t, rt)
+	opened, closed, stop := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	client := mcp.NewClient(&mcp.Implementation{Name: "interop-cancel", Version: "1.0.0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			close(opened)
+			select { // the dialog stays open until the server says otherwise
+			case <-ctx.Done():
+				close(closed)
+			case <-stop: // the test failed: let the client close
+			}
+			return nil, ctx.Err()
+		},
+	})
+	cs := sdkConnectClient(t, ts, tok, client)
+	defer cs.Close()
+	defer close(stop)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask_forever", Arguments: map[string]any{}})
+		done <- err
+	}()
+	select {
+	case <-opened:
+	case <-time.After(10 * time.Second): // detects a hang only
+		t.Fatal("the client was never asked")
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled call returned no error")
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second): // detects a hang only
+		t.Fatal("the client's elicitation stayed open after its call was cancelled: no notifications/cancelled reached it")
+	}
+}

@@ -21,9 +21,16 @@ func TestToolTimeout(t *testing.T) {
 	ctx := context.Background()
 	rt := quietRuntime(t, mcpruntime.Config{ToolTimeout: time.Hour})
 	p := clientOf(t, rt, memdb.AccessReadOnly)
+	// stop ends the handlers that wait once the test is over, so a bound
+	// that never comes fails the test instead of hanging it.
+	stop := make(chan struct{})
 	waits := func(ctx context.Context, _ *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
-		<-ctx.Done()
-		return nil, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-stop:
+			return nil, errors.New("never cancelled")
+		}
 	}
 	deadlines := map[string]time.Duration{}
 	seeDeadline := func(ctx context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
@@ -37,8 +44,12 @@ func TestToolTimeout(t *testing.T) {
 		{Tool: mcp.Tool{Name: "waits"}, Access: mcpruntime.AccessRead, Timeout: 20 * time.Millisecond, Handler: waits},
 		{Tool: mcp.Tool{Name: "late_result"}, Access: mcpruntime.AccessRead, Timeout: 20 * time.Millisecond,
 			Handler: func(ctx context.Context, _ *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
-				<-ctx.Done()
-				return textResult("finished anyway", nil), nil
+				select {
+				case <-ctx.Done():
+					return textResult("finished anyway", nil), nil
+				case <-stop:
+					return nil, errors.New("never cancelled")
+				}
 			}},
 		{Tool: mcp.Tool{Name: "default_bound"}, Access: mcpruntime.AccessRead, Handler: seeDeadline},
 		{Tool: mcp.Tool{Name: "own_bound"}, Access: mcpruntime.AccessRead, Timeout: time.Minute, Handler: seeDeadline},
@@ -47,6 +58,10 @@ func TestToolTimeout(t *testing.T) {
 	} {
 		noErr(t, rt.RegisterTool(tl))
 	}
+	// A bound that never comes: stop ends the waits after a while, and the
+	// calls then fail as "never cancelled" (a hang detector only).
+	hang := time.AfterFunc(10*time.Second, func() { close(stop) })
+	defer hang.Stop()
 	wantRefusal(t, "waits", toolsCall(t, rt, p, "waits", `{}`), mcpruntime.CodeTimeout)
 	if res := toolsCall(t, rt, p, "late_result", `{}`); res.IsError || resultText(res) != "finished anyway" {
 		t.Errorf("late_result = %+v, want its own result", res)

@@ -140,7 +140,15 @@ func (s *Server) askClient(ctx context.Context, out *callWriter, e *session.Entr
 	reason := ""
 	defer func() {
 		if left := e.Asks().End(round); reason != "" && len(left) > 0 {
-			out.cancelAsks(left, reason)
+			if !out.cancelAsks(left, reason) {
+				// The call's stream is gone (the client cancelled the call, or
+				// dropped its stream): the session's standalone stream, which
+				// the client still has, carries the notice, so its dialog
+				// closes.
+				for _, a := range left {
+					s.queue(e, cancelNotice(a, reason), "")
+				}
+			}
 		}
 	}()
 	for i, ask := range round.Asks() {
@@ -367,17 +375,22 @@ func (s *Server) answerAsk(e *session.Entry, msg *message) {
 // there, that the runtime abandoned asks (notifications/cancelled, the
 // ask's id as requestId). It is sent even when the request's own context
 // ended: that is when asks are abandoned.
-func (c *callWriter) cancelAsks(asks []*session.Ask, reason string) {
+// It reports whether the notices went out on a stream the client is
+// reading.
+func (c *callWriter) cancelAsks(asks []*session.Ask, reason string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done || c.stream == nil {
-		return
+		return false
 	}
 	for _, a := range asks {
-		data, err := json.Marshal(&notification{JSONRPC: "2.0", Method: "notifications/cancelled", Params: cancelledParams{RequestID: a.ID(), Reason: reason}})
-		if err != nil {
-			continue
-		}
-		c.send(data, false)
+		c.send(cancelNotice(a, reason), false)
 	}
+	return c.direct
+}
+
+// cancelNotice is the notifications/cancelled of an abandoned ask.
+func cancelNotice(a *session.Ask, reason string) []byte {
+	data, _ := json.Marshal(&notification{JSONRPC: "2.0", Method: "notifications/cancelled", Params: cancelledParams{RequestID: a.ID(), Reason: reason}})
+	return data
 }
