@@ -87,7 +87,7 @@ conformance: ## the official MCP conformance suite (2025-11-25 active and all, 2
 	SERVER='$(SERVER)' bash scripts/conformance.sh
 
 .PHONY: cluster-test
-cluster-test: ## the multi-node tests (tests/cluster, in the tests/ module with the browser test): three in-process nodes on an embedded etcd, under the race detector (~30 s)
+cluster-test: ## the multi-node tests (tests/cluster, in the tests/ module with the browser test and the client matrix of tests/clients): three in-process nodes on an embedded etcd, under the race detector (~30 s)
 	cd tests && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 .PHONY: cluster-bench
