@@ -330,6 +330,61 @@ func TestAskResumed(t *testing.T) {
 	}
 }
 
+// TestAskNoticeResumed: an ask whose client dropped the call's stream
+// and never answered passes AskTimeout; its notifications/cancelled is
+// kept in the call's stream, so the client that resumes it from the ask's
+// event reads the notice (its dialog closes) and then the call's end — and
+// the session's standalone stream, open all along, carries it too.
+func TestAskNoticeResumed(t *testing.T) {
+	f, tok, _ := twoCredentials(t)
+	askingTools(f)
+	e, gone := newNoticingEnvWith(t, f, transport.Options{AskTimeout: 300 * time.Millisecond})
+	sid := e.initAsking(tok, askCaps)
+	standalone := e.StreamWith(ht.Headers(tok, sid))
+	st, res := e.OpenSSE(e.NewRequest(context.Background(), http.MethodPost, ht.Headers(tok, sid), ht.CallBody("2", "ask_name", "")))
+	if st == nil {
+		t.Fatalf("POST = %s, want an event stream", res)
+	}
+	ht.WaitUntil(t, "the ask's event", func() bool { return len(st.Events()) == 2 }) // priming, the ask
+	ask := st.Events()[1]
+	if !strings.Contains(ask.Data, `"method":"elicitation/create"`) || !strings.Contains(ask.Data, `"id":"srv-1"`) {
+		t.Fatalf("second event %+v, want the elicitation srv-1", ask)
+	}
+	st.Close()
+	<-gone                    // the server saw the client go
+	e.waitAsked("timeout", 0) // AskTimeout passed: the ask was abandoned
+	resumed := e.StreamWith(ht.ResumeHeaders(tok, sid, ask.ID))
+	resumed.WantEnd(t, "the resumed stream")
+	events := resumed.Events()
+	if len(events) < 2 || !isCancelNotice(events[0].Data, "srv-1") {
+		t.Fatalf("the resumed stream carried %+v, want notifications/cancelled for srv-1 first, then the call's end", events)
+	}
+	if !strings.Contains(events[len(events)-1].Data, `"id":"2"`) && !strings.Contains(events[len(events)-1].Data, `"id":2`) {
+		t.Fatalf("the resumed stream ended with %+v, want the call's answer", events[len(events)-1])
+	}
+	ht.WaitUntil(t, "the notice on the standalone stream", func() bool {
+		for _, ev := range standalone.Events() {
+			if isCancelNotice(ev.Data, "srv-1") {
+				return true
+			}
+		}
+		return false
+	})
+	standalone.Close()
+}
+
+// isCancelNotice reports whether data is notifications/cancelled for the
+// ask id.
+func isCancelNotice(data, id string) bool {
+	var n struct {
+		Method string `json:"method"`
+		Params struct {
+			RequestID string `json:"requestId"`
+		} `json:"params"`
+	}
+	return json.Unmarshal([]byte(data), &n) == nil && n.Method == "notifications/cancelled" && n.Params.RequestID == id
+}
+
 // TestAskInBatch: on a 2025-03-26 session a request of a batch that needs
 // the client fails at once (its answer is one element of a JSON array:
 // nothing can be asked before it) instead of waiting out AskTimeout; and a

@@ -193,7 +193,13 @@ func TestHTTPResumeDisconnectDoesNotCancel(t *testing.T) {
 // its client went.
 func newNoticingEnv(t *testing.T, f *fake) (*mcpEnv, <-chan struct{}) {
 	t.Helper()
-	inner := newMCPEnv(t, f, transport.Options{})
+	return newNoticingEnvWith(t, f, transport.Options{})
+}
+
+// newNoticingEnvWith is newNoticingEnv with opts.
+func newNoticingEnvWith(t *testing.T, f *fake, opts transport.Options) (*mcpEnv, <-chan struct{}) {
+	t.Helper()
+	inner := newMCPEnv(t, f, opts)
 	gone := make(chan struct{}, 16)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		done := make(chan struct{})

@@ -2,8 +2,10 @@
 // SDK's client and mcp-go's, each in both protocol eras, against a host
 // embedding the runtime with a tool whose result has an outputSchema, a
 // long tool that reports progress, a host-side act tool, a resource
-// template and a prompt. The TypeScript SDK clients run the same features
-// against examples/everything (TestTypeScriptSDKFeatures,
+// template and a prompt; and against the examples/everything binary
+// (TestClientMatrixEverything), with sampling, elicitation, logging and
+// completion. The TypeScript SDK clients run the same features against
+// examples/everything (TestTypeScriptSDKFeatures,
 // TestModernClientsOnEverything).
 package clients
 
@@ -103,8 +105,22 @@ type client interface {
 	call(ctx context.Context, name string, args map[string]any, progress bool) (text, structured string, isError bool, progressed int, err error)
 	read(ctx context.Context, uri string) (string, error)
 	prompt(ctx context.Context, name string, args map[string]string) (string, error)
+	complete(ctx context.Context, prompt, arg, value string) ([]string, error)
+	// askLogs asks for log messages at info and above: logging/setLevel
+	// in a 2025 session, the logLevel of every later request's _meta in
+	// 2026-07-28.
+	askLogs(ctx context.Context) error
+	// logged is how many notifications/message have arrived.
+	logged() int
 	close()
 }
+
+// Every client of the matrix answers a sampling request with
+// sampledText and an elicitation by accepting elicitedName.
+const (
+	sampledText  = "sampled by the matrix client"
+	elicitedName = "matrix-user"
+)
 
 var clients = []struct {
 	name    string
@@ -175,6 +191,8 @@ func TestClientMatrix(t *testing.T) {
 type goSDK struct {
 	cs       *mcp.ClientSession
 	progress *atomic.Int32
+	logs     *atomic.Int32
+	logLevel string // set by askLogs, sent in every later call's _meta in 2026-07-28
 }
 
 type bearer struct {
@@ -190,9 +208,16 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func connectGoSDK(t *testing.T, url, token, version string) client {
 	t.Helper()
-	progress := &atomic.Int32{}
+	progress, logs := &atomic.Int32{}, &atomic.Int32{}
 	c := mcp.NewClient(&mcp.Implementation{Name: "matrix-go-sdk", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) },
+		LoggingMessageHandler:       func(context.Context, *mcp.LoggingMessageRequest) { logs.Add(1) },
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "matrix", Content: &mcp.TextContent{Text: sampledText}}, nil
+		},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": elicitedName}}, nil
+		},
 	})
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -203,7 +228,7 @@ func connectGoSDK(t *testing.T, url, token, version string) client {
 	if err != nil {
 		t.Fatalf("go-sdk connect (%s): %v", version, err)
 	}
-	return &goSDK{cs: cs, progress: progress}
+	return &goSDK{cs: cs, progress: progress, logs: logs}
 }
 
 func (g *goSDK) version() string { return g.cs.InitializeResult().ProtocolVersion }
@@ -228,6 +253,14 @@ func (g *goSDK) call(ctx context.Context, name string, args map[string]any, prog
 	}
 	if progress {
 		p.SetProgressToken("p-" + name)
+	}
+	if g.logLevel != "" && g.version() >= "2026" {
+		meta := p.GetMeta()
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta[mcp.MetaKeyLogLevel] = g.logLevel
+		p.SetMeta(meta)
 	}
 	before := g.progress.Load()
 	res, err := g.cs.CallTool(ctx, p)
@@ -262,6 +295,27 @@ func (g *goSDK) prompt(ctx context.Context, name string, args map[string]string)
 	return goSDKText([]mcp.Content{res.Messages[0].Content}), nil
 }
 
+func (g *goSDK) complete(ctx context.Context, prompt, arg, value string) ([]string, error) {
+	res, err := g.cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: prompt},
+		Argument: mcp.CompleteParamsArgument{Name: arg, Value: value}})
+	if err != nil {
+		return nil, err
+	}
+	return res.Completion.Values, nil
+}
+
+// askLogs: the go-sdk client has logging/setLevel for a 2025 session; for
+// 2026-07-28 its user puts the level in each request's _meta.
+func (g *goSDK) askLogs(ctx context.Context) error {
+	g.logLevel = "info"
+	if g.version() >= "2026" {
+		return nil
+	}
+	return g.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"})
+}
+
+func (g *goSDK) logged() int { return int(g.logs.Load()) }
+
 func goSDKText(cs []mcp.Content) string {
 	for _, c := range cs {
 		if t, ok := c.(*mcp.TextContent); ok {
@@ -277,19 +331,36 @@ type mcpGo struct {
 	c        *mcpgoclient.Client
 	v        string
 	progress *atomic.Int32
+	logs     *atomic.Int32
+}
+
+type mcpGoAsker struct{}
+
+func (mcpGoAsker) CreateMessage(context.Context, mcpgo.CreateMessageRequest) (*mcpgo.CreateMessageResult, error) {
+	return &mcpgo.CreateMessageResult{Model: "matrix",
+		SamplingMessage: mcpgo.SamplingMessage{Role: mcpgo.RoleAssistant, Content: mcpgo.TextContent{Type: "text", Text: sampledText}}}, nil
+}
+
+func (mcpGoAsker) Elicit(context.Context, mcpgo.ElicitationRequest) (*mcpgo.ElicitationResult, error) {
+	return &mcpgo.ElicitationResult{ElicitationResponse: mcpgo.ElicitationResponse{
+		Action: mcpgo.ElicitationResponseActionAccept, Content: map[string]any{"username": elicitedName}}}, nil
 }
 
 func connectMCPGo(t *testing.T, url, token, version string) client {
 	t.Helper()
-	c, err := mcpgoclient.NewStreamableHttpClient(url, mcpgotransport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+	tr, err := mcpgotransport.NewStreamableHTTP(url, mcpgotransport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mcpgoclient.WithProtocolVersion(version)(c)
-	progress := &atomic.Int32{}
+	c := mcpgoclient.NewClient(tr, mcpgoclient.WithProtocolVersion(version),
+		mcpgoclient.WithSamplingHandler(mcpGoAsker{}), mcpgoclient.WithElicitationHandler(mcpGoAsker{}))
+	progress, logs := &atomic.Int32{}, &atomic.Int32{}
 	c.OnNotification(func(n mcpgo.JSONRPCNotification) {
-		if n.Method == "notifications/progress" {
+		switch n.Method {
+		case "notifications/progress":
 			progress.Add(1)
+		case "notifications/message":
+			logs.Add(1)
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -303,7 +374,7 @@ func connectMCPGo(t *testing.T, url, token, version string) client {
 		c.Close()
 		t.Fatalf("mcp-go initialize (%s): %v", version, err)
 	}
-	return &mcpGo{c: c, v: res.ProtocolVersion, progress: progress}
+	return &mcpGo{c: c, v: res.ProtocolVersion, progress: progress, logs: logs}
 }
 
 func (m *mcpGo) version() string { return m.v }
@@ -356,6 +427,23 @@ func (m *mcpGo) prompt(ctx context.Context, name string, args map[string]string)
 	}
 	return mcpGoText([]mcpgo.Content{res.Messages[0].Content}), nil
 }
+
+func (m *mcpGo) complete(ctx context.Context, prompt, arg, value string) ([]string, error) {
+	res, err := m.c.Complete(ctx, mcpgo.CompleteRequest{Params: mcpgo.CompleteParams{
+		Ref: mcpgo.PromptReference{Type: "ref/prompt", Name: prompt}, Argument: mcpgo.CompleteArgument{Name: arg, Value: value}}})
+	if err != nil {
+		return nil, err
+	}
+	return res.Completion.Values, nil
+}
+
+// askLogs: mcp-go's SetLevel sends logging/setLevel in a 2025 session and
+// keeps the level for every later request's _meta in 2026-07-28.
+func (m *mcpGo) askLogs(ctx context.Context) error {
+	return m.c.SetLevel(ctx, mcpgo.SetLevelRequest{Params: mcpgo.SetLevelParams{Level: mcpgo.LoggingLevelInfo}})
+}
+
+func (m *mcpGo) logged() int { return int(m.logs.Load()) }
 
 func mcpGoText(cs []mcpgo.Content) string {
 	for _, c := range cs {
