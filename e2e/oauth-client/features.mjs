@@ -120,6 +120,16 @@ try {
     })).completion,
   });
 
+  step = 'tools/list';
+  log({ listed: (await client.listTools()).tools.map((t) => ({ name: t.name, outputSchema: t.outputSchema !== undefined, annotations: t.annotations ?? null })) });
+
+  // The client validates structuredContent against the outputSchema it listed.
+  step = 'outputSchema';
+  log({ tool: await client.callTool({ name: 'report', arguments: { text: 'ship the release today' } }) });
+
+  step = 'act';
+  log({ tool: await client.callTool({ name: 'deploy', arguments: {} }) });
+
   step = 'elicitation';
   log({ tool: await client.callTool({ name: 'test_elicitation', arguments: { message: 'Who are you, TypeScript client?' } }) });
 

@@ -1,7 +1,8 @@
 // Command everything embeds the runtime through its public API only and
 // registers every fixture the official MCP conformance suite's server
 // scenarios use (conformance/SCENARIOS.md §2), with the names, schemas and
-// behaviours the suite expects. It is also the README's worked example of
+// behaviours the suite expects, and two tools of a host's own (report, with
+// an outputSchema, and deploy, an act tool). It is also the README's worked example of
 // the typed API: a tool, a resource, a prompt, an elicitation.
 //
 //	everything -listen 127.0.0.1:PORT
@@ -105,7 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // register registers every fixture.
 func register(rt *mcpruntime.Runtime) error {
-	return errors.Join(registerTools(rt), registerInputTools(rt), registerResources(rt), registerPrompts(rt))
+	return errors.Join(registerTools(rt), registerInputTools(rt), registerHostTools(rt), registerResources(rt), registerPrompts(rt))
 }
 
 // watchResource says test://watched-resource changed every 3 s, as the

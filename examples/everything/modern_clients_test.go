@@ -37,7 +37,7 @@ func triggerToolChange(t *testing.T, a announcement) {
 // transient tool when an odd number of changes added it.
 func wantListed(t *testing.T, names []string, changes int) {
 	t.Helper()
-	want := append([]string{"runtime_capabilities", "thread_list", "thread_post", "thread_read"}, wantTools...)
+	want := append([]string{"deploy", "report", "runtime_capabilities", "thread_list", "thread_post", "thread_read"}, wantTools...)
 	if changes%2 == 1 {
 		want = append(want, transientTool)
 	}
@@ -91,6 +91,22 @@ func wantInputRound(t *testing.T, who string, ex []clienttest.Exchange) {
 // 2026-07-28 era, never an initialize, and no answer carries an
 // Mcp-Session-Id (the header that alone would name a session the server
 // made: this server has no /metrics to count them).
+// modernCall is the call the TypeScript client makes in each mode: the
+// host's tool with an outputSchema (the client validates the structured
+// content against it) and its act tool.
+var modernCall = map[string]struct {
+	call clienttest.Call
+	what string
+	want func(isError bool, text string, structured map[string]any) bool
+}{
+	"pinned": {clienttest.Call{Name: "report", Arguments: map[string]any{"text": "ship the release today"}}, "structured content {words: 4, first: ship}",
+		func(isError bool, _ string, sc map[string]any) bool {
+			return !isError && cmp.Equal(sc, map[string]any{"words": 4.0, "first": "ship"})
+		}},
+	"auto": {clienttest.Call{Name: "deploy", Arguments: map[string]any{}}, "deployed main",
+		func(isError bool, text string, _ map[string]any) bool { return !isError && text == "deployed main" }},
+}
+
 func TestModernClientsOnEverything(t *testing.T) {
 	a := startEverything(t)
 	changes := 0 // tool list changes made: each adds or removes the transient tool
@@ -99,7 +115,7 @@ func TestModernClientsOnEverything(t *testing.T) {
 			listed := changes // the client lists before the test changes the list
 			tr := clienttest.RunModern(t, clienttest.Run{
 				URL: a.URL, Token: a.Token, Mode: mode,
-				Call:    clienttest.Call{Name: "test_simple_text", Arguments: map[string]any{}},
+				Call:    modernCall[mode].call,
 				Listen:  map[string]any{"toolsListChanged": true},
 				Trigger: func() { triggerToolChange(t, a); changes++ },
 				Ask:     &clienttest.Call{Name: "test_elicitation", Arguments: map[string]any{"message": "Who are you, modern client?"}},
@@ -111,8 +127,8 @@ func TestModernClientsOnEverything(t *testing.T) {
 				}
 			}
 			wantListed(t, tr.One(t, "tools/list").Tools, listed)
-			if res := tr.One(t, "tools/call").Tool; res == nil || res.IsError || len(res.Content) != 1 || res.Content[0].Text != simpleText {
-				t.Errorf("test_simple_text = %+v, want %q", res, simpleText)
+			if res := tr.One(t, "tools/call").Tool; res == nil || len(res.Content) != 1 || !modernCall[mode].want(res.IsError, res.Content[0].Text, res.StructuredContent) {
+				t.Errorf("%s = %+v, want %s", modernCall[mode].call.Name, res, modernCall[mode].what)
 			}
 			if diff := cmp.Diff(map[string]any{"toolsListChanged": true}, tr.One(t, "listen").HonoredFilter); diff != "" {
 				t.Errorf("honoured filter (-want +got):\n%s", diff)

@@ -82,12 +82,18 @@ type tsLine struct {
 		Messages        []tsMessage    `json:"messages"`
 		MaxTokens       int            `json:"maxTokens"`
 	} `json:"params"`
+	Listed []struct {
+		Name         string         `json:"name"`
+		OutputSchema bool           `json:"outputSchema"`
+		Annotations  map[string]any `json:"annotations"`
+	} `json:"listed"`
 	Tool *struct {
 		Content []struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		} `json:"content"`
-		IsError bool `json:"isError"`
+		StructuredContent map[string]any `json:"structuredContent"`
+		IsError           bool           `json:"isError"`
 	} `json:"tool"`
 }
 
@@ -314,6 +320,23 @@ func TestTypeScriptSDKFeatures(t *testing.T) {
 	}
 	if c := one("completion/complete").Completion; !cmp.Equal(c.Values, []string{"testValue1", "testValue2"}) || c.Total != 2 {
 		t.Errorf("completion/complete of arg1 %q = %+v, want testValue1, testValue2", "test", c)
+	}
+
+	listedTools := map[string]int{}
+	for i, tl := range one("tools/list").Listed {
+		listedTools[tl.Name] = i
+	}
+	if i, ok := listedTools["report"]; !ok || !one("tools/list").Listed[i].OutputSchema {
+		t.Errorf("tools/list: report with an outputSchema missing (listed %v)", listedTools)
+	}
+	if i, ok := listedTools["deploy"]; !ok || one("tools/list").Listed[i].Annotations["readOnlyHint"] == true {
+		t.Errorf("tools/list: deploy missing or read-only (listed %v)", listedTools)
+	}
+	if r := one("outputSchema").Tool; r == nil || r.IsError || !cmp.Equal(r.StructuredContent, map[string]any{"words": 4.0, "first": "ship"}) {
+		t.Errorf("report = %+v, want structured content {words: 4, first: ship}", r)
+	}
+	if r := one("act").Tool; r == nil || r.IsError || len(r.Content) != 1 || r.Content[0].Text != "deployed main" {
+		t.Errorf("deploy = %+v, want deployed main", r)
 	}
 
 	if q, text := asked("elicitation", "elicitation/create"); q.Params.Message != "Who are you, TypeScript client?" || q.Params.Mode != "form" ||

@@ -56,7 +56,8 @@ func everything(t *testing.T) (url, token string) {
 
 // TestClientMatrixEverything: the go-sdk and mcp-go clients, each in both
 // eras, against examples/everything — the features a client has a
-// handler for: tools with text, errors, progress and logging, sampling and
+// handler for: tools with text, errors, structured content under an
+// outputSchema, an act tool, progress and logging, sampling and
 // elicitation asked during a call (a server request in a 2025 session, an
 // input_required round in 2026-07-28), a static resource and a template,
 // a prompt with arguments and its completion.
@@ -73,7 +74,7 @@ func TestClientMatrixEverything(t *testing.T) {
 			}
 			t.Run("tools/list", func(t *testing.T) {
 				names, err := cl.tools(ctx)
-				for _, want := range []string{"test_simple_text", "test_error_handling", "test_tool_with_progress", "test_tool_with_logging", "test_sampling", "test_elicitation"} {
+				for _, want := range []string{"test_simple_text", "test_error_handling", "test_tool_with_progress", "test_tool_with_logging", "test_sampling", "test_elicitation", "report", "deploy"} {
 					if err != nil || !slices.Contains(names, want) {
 						t.Errorf("tools (%v): no %s among %d", err, want, len(names))
 					}
@@ -89,6 +90,18 @@ func TestClientMatrixEverything(t *testing.T) {
 				text, _, isErr, _, err := cl.call(ctx, "test_error_handling", nil, false)
 				if err != nil || !isErr || text != "This tool intentionally returns an error for testing" {
 					t.Errorf("test_error_handling = %q (isError %v), %v; want a tool error", text, isErr, err)
+				}
+			})
+			t.Run("outputSchema", func(t *testing.T) {
+				_, sc, isErr, _, err := cl.call(ctx, "report", map[string]any{"text": "ship the release today"}, false)
+				if err != nil || isErr || sc != `{"first":"ship","words":4}` {
+					t.Errorf("report = %s (isError %v), %v", sc, isErr, err)
+				}
+			})
+			t.Run("act", func(t *testing.T) {
+				text, _, isErr, _, err := cl.call(ctx, "deploy", nil, false)
+				if err != nil || isErr || text != "deployed main" {
+					t.Errorf("deploy = %q (isError %v), %v", text, isErr, err)
 				}
 			})
 			t.Run("progress", func(t *testing.T) {
