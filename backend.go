@@ -58,17 +58,52 @@ func exchange(req *transport.Request) Exchange {
 
 // CallTool serves tools/call: the hot path.
 func (b *mcpBackend) CallTool(ctx context.Context, req *transport.Request, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
-	return b.r.callTool(ctx, &ToolCall{Caller: req.Caller, Name: name, Arguments: args, Exchange: exchange(req)})
+	call := &ToolCall{Caller: req.Caller, Name: name, Arguments: args, Exchange: exchange(req)}
+	if !b.r.cfg.Audit {
+		return b.r.callTool(ctx, call)
+	}
+	started := b.r.cfg.Now()
+	res, err := b.r.callTool(ctx, call)
+	outcome, code := toolOutcome(res, err)
+	b.r.audit(RecordAuditTool, req.Caller, started, func(rec *Record) {
+		rec.Tool = name
+		if t, ok := b.r.tools.get(name); ok && t.AuditArguments {
+			auditedArguments(rec, args)
+		}
+	}, outcome, code)
+	return res, err
 }
 
 // ReadResource serves resources/read.
 func (b *mcpBackend) ReadResource(ctx context.Context, req *transport.Request, uri string) (*mcp.ReadResourceResult, error) {
-	return b.r.readResource(ctx, &ResourceRead{Caller: req.Caller, URI: uri, Exchange: exchange(req)})
+	read := &ResourceRead{Caller: req.Caller, URI: uri, Exchange: exchange(req)}
+	if !b.r.cfg.Audit {
+		return b.r.readResource(ctx, read)
+	}
+	started := b.r.cfg.Now()
+	res, err := b.r.readResource(ctx, read)
+	outcome, code := OutcomeOK, ""
+	if err != nil {
+		outcome, code = errOutcome(err)
+	}
+	b.r.audit(RecordAuditResource, req.Caller, started, func(rec *Record) { rec.URI = uri }, outcome, code)
+	return res, err
 }
 
 // GetPrompt serves prompts/get.
 func (b *mcpBackend) GetPrompt(ctx context.Context, req *transport.Request, name string, args map[string]string) (*mcp.GetPromptResult, error) {
-	return b.r.getPrompt(ctx, &PromptGet{Caller: req.Caller, Name: name, Arguments: args, Exchange: exchange(req)})
+	get := &PromptGet{Caller: req.Caller, Name: name, Arguments: args, Exchange: exchange(req)}
+	if !b.r.cfg.Audit {
+		return b.r.getPrompt(ctx, get)
+	}
+	started := b.r.cfg.Now()
+	res, err := b.r.getPrompt(ctx, get)
+	outcome, code := OutcomeOK, ""
+	if err != nil {
+		outcome, code = errOutcome(err)
+	}
+	b.r.audit(RecordAuditPrompt, req.Caller, started, func(rec *Record) { rec.Prompt = name }, outcome, code)
+	return res, err
 }
 
 // Complete serves completion/complete.

@@ -17,7 +17,7 @@ const (
 	DefaultCredentialWindow = 24 * time.Hour
 	DefaultClientTokenTTL   = 24 * time.Hour
 	DefaultMessageLog       = 256
-	DefaultProviderJournal  = 4096
+	DefaultJournal          = 4096
 	DefaultRevokedKept      = 16
 	DefaultActorTimeout     = 5 * time.Second
 	DefaultOpenTimeout      = 90 * time.Second
@@ -41,11 +41,17 @@ type Config struct {
 	// MessageLog is how many messages a thread keeps (oldest dropped).
 	// Zero: DefaultMessageLog.
 	MessageLog int
-	// ProviderJournal is how many provider records (ProviderRecords: the
-	// provider events and what agents reported) the runtime keeps for the
-	// readers of its event stream (oldest dropped). Zero:
-	// DefaultProviderJournal.
-	ProviderJournal int
+	// Journal is how many records (Records: what the state, the
+	// endpoints, the providers and the agents did, and the audit) the
+	// runtime keeps for the readers of its event stream (oldest dropped).
+	// Zero: DefaultJournal.
+	Journal int
+	// Audit journals a record of every tools/call, resources/read and
+	// prompts/get an MCP endpoint dispatched (audit.tool, audit.resource,
+	// audit.prompt): the caller, the tool, URI or prompt, the outcome and
+	// the duration; a tool's arguments only when it opted in
+	// (Tool.AuditArguments), its results never. Off: no audit records.
+	Audit bool
 	// RevokedKept is how many revoked credential rows a thread or grant
 	// keeps for inspection. Zero: DefaultRevokedKept.
 	RevokedKept int
@@ -115,8 +121,8 @@ func (c Config) withDefaults() Config {
 	if c.MessageLog <= 0 {
 		c.MessageLog = DefaultMessageLog
 	}
-	if c.ProviderJournal <= 0 {
-		c.ProviderJournal = DefaultProviderJournal
+	if c.Journal <= 0 {
+		c.Journal = DefaultJournal
 	}
 	if c.RevokedKept <= 0 {
 		c.RevokedKept = DefaultRevokedKept

@@ -92,7 +92,7 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 	if opts.Logger == nil {
 		opts.Logger = r.cfg.Logger
 	}
-	host := transport.Host{Now: r.cfg.Now}
+	host := transport.Host{Now: r.cfg.Now, OnSession: r.mcpSessionEvent}
 	if r.cluster != nil {
 		path := opts.Path
 		if path == "" {

@@ -44,11 +44,13 @@ type Runtime struct {
 	oauth     *oauth.Server   // the authorization server; nil when off
 	jwt       *oauth.Verifier // the resource-server mode's verifier; nil when off
 	cluster   *clusterNode    // several nodes (SPEC §5d); nil on one
-	journal   *journal        // the provider records (ProviderRecords)
+	journal   *journal        // the provider records (Records)
 	state     *durable.Log    // the state file (SPEC §3.8); nil in memory
 	stateHist *stateHistogram // its commits' latencies (StateStats)
 	shut      atomic.Bool     // Close began: every token is refused (AuthRevoked)
 	watch     *eventstream.Subscription
+	// unhookChanges removes the journal's hook on the store (changed).
+	unhookChanges func()
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -111,7 +113,7 @@ func New(cfg Config) (*Runtime, error) {
 		instances:     map[string]*actor.PID{},
 		closeTimeouts: map[string]time.Duration{},
 		clients:       map[string]*actor.PID{},
-		journal:       newJournal(cfg.ProviderJournal),
+		journal:       newJournal(cfg.Journal),
 		state:         state,
 		stateHist:     hist,
 	}
@@ -152,6 +154,9 @@ func New(cfg Config) (*Runtime, error) {
 		r.work.Add(1)
 		go r.adoptLoop()
 	}
+	// After the restore and the adoption: what the journal tells is what
+	// happens from here on, not the state a node starts with.
+	r.unhookChanges = r.store.OnChanges(r.changed)
 	return r, nil
 }
 
@@ -244,6 +249,9 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 	wait(instances, &provider.CloseAll{Reason: provider.ReasonShutdown}, dl.Add(r.cfg.ActorTimeout))
 	r.journal.close() // after the sessions' closes were heard
+	if r.unhookChanges != nil {
+		r.unhookChanges()
+	}
 	r.cancel()
 	if r.watch != nil {
 		r.system.EventStream.Unsubscribe(r.watch)

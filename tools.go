@@ -86,7 +86,11 @@ type Tool struct {
 	// (InputRequests) is a run of its own. Zero: Config.ToolTimeout;
 	// negative: no bound.
 	Timeout time.Duration
-	Handler ToolHandler
+	// AuditArguments puts the call's arguments (up to 16 KiB) in its audit
+	// record (Config.Audit). Off: the record names the tool, never what it
+	// was given.
+	AuditArguments bool
+	Handler        ToolHandler
 }
 
 // ToolHandler runs a tool call whose caller passed the access checks and

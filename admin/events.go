@@ -5,19 +5,26 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
+
+	mcpruntime "github.com/agenthost/mcpruntime"
 )
 
-// The event stream, GET /admin/v1/events: the provider journal
-// (Runtime.ProviderRecords) as Server-Sent Events, one event per record —
+// The event stream, GET /admin/v1/events: the journal
+// (Runtime.Records) as Server-Sent Events, one event per record —
 // "id: <record id>", "event: <kind>", "data: <the record as JSON>" — from
 // the record after Last-Event-ID (or ?after=N; neither: only what comes
-// next), filtered by ?thread= and ?instance=. A reader that fell behind the
-// journal's bound first gets an event "gap" saying which ids it missed.
-// Comments keep an idle stream alive. The stream ends when the client goes
-// or the runtime closes.
+// next), filtered by ?thread=, ?instance= and ?kind= (kinds or families,
+// comma-separated). A reader that asks for records the journal's bound
+// already dropped first gets an event "gap" saying which ids it missed; a
+// reader that falls that far behind while streaming gets a last event
+// "dropped" and the stream ends, and one whose writes stall for
+// writeStall is cut off: a slow reader never slows the runtime, whose
+// appends never wait. Comments keep an idle stream alive. The stream ends
+// when the client goes or the runtime closes.
 
 // Bounds of the event stream.
 const (
@@ -27,6 +34,11 @@ const (
 	eventBatch = 256
 	// keepAlive is the interval of the comments on an idle stream.
 	keepAlive = 15 * time.Second
+	// writeStall is how long one write to a reader may take before the
+	// stream is cut off.
+	writeStall = 10 * time.Second
+	// maxKinds bounds the ?kind= filter's entries, maxKindLen each one.
+	maxKinds, maxKindLen = 32, 64
 )
 
 var errTooManyStreams = &apiError{http.StatusServiceUnavailable, CodeUnavailable, "too many event streams open; retry later"}
@@ -41,7 +53,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	if !s.authenticate(w, r) {
 		return
 	}
-	after, thread, instance, err := eventQuery(r)
+	after, f, err := eventQuery(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -58,7 +70,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		s.writeError(w, r, errInternal)
 		return
 	}
-	page, err := s.rt.ProviderRecords(0, 1)
+	page, err := s.rt.Records(0, 1)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -73,40 +85,50 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	w.WriteHeader(http.StatusOK)
 	fl.Flush()
 
+	rc := http.NewResponseController(w)
 	pos := *after
 	ticker := time.NewTicker(keepAlive)
 	defer ticker.Stop()
-	for {
-		page, err := s.rt.ProviderRecords(pos, eventBatch)
+	for first := true; ; first = false {
+		page, err := s.rt.Records(pos, eventBatch)
 		if err != nil {
 			return // closed
 		}
+		_ = rc.SetWriteDeadline(time.Now().Add(writeStall)) // a server that cannot: no bound but the client's
 		if page.Oldest > pos+1 {
-			if !writeEvent(w, "", "gap", gapJSON{From: pos + 1, To: page.Oldest - 1}) {
+			missed := gapJSON{From: pos + 1, To: page.Oldest - 1}
+			if !first { // fell behind while streaming: dropped, it says so, and ends
+				writeEvent(w, "", "dropped", missed)
+				fl.Flush()
+				return
+			}
+			if !writeEvent(w, "", "gap", missed) {
 				return
 			}
 			pos = page.Oldest - 1
 		}
 		for _, rec := range page.Records {
 			pos = rec.ID
-			if (thread != "" && rec.Thread != thread) || (instance != "" && rec.Instance != instance) {
+			if !f.match(&rec) {
 				continue
 			}
 			if !writeEvent(w, strconv.FormatUint(rec.ID, 10), rec.Kind, rec) {
 				return
 			}
 		}
-		fl.Flush()
+		if rc.Flush() != nil {
+			return
+		}
 		if len(page.Records) == eventBatch {
 			continue
 		}
 		select {
 		case <-page.Next:
 		case <-ticker.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+			_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
 				return
 			}
-			fl.Flush()
 		case <-r.Context().Done():
 			return
 		}
@@ -128,9 +150,30 @@ func writeEvent(w http.ResponseWriter, id, kind string, v any) bool {
 	return err == nil
 }
 
+// eventFilter is what a stream keeps: every field set must match.
+type eventFilter struct {
+	thread, instance string
+	kinds            []string // kinds ("credential.revoked") or families ("credential")
+}
+
+func (f *eventFilter) match(rec *mcpruntime.Record) bool {
+	if (f.thread != "" && rec.Thread != f.thread) || (f.instance != "" && rec.Instance != f.instance) {
+		return false
+	}
+	if len(f.kinds) == 0 {
+		return true
+	}
+	for _, k := range f.kinds {
+		if rec.Kind == k || (len(rec.Kind) > len(k) && rec.Kind[len(k)] == '.' && rec.Kind[:len(k)] == k) {
+			return true
+		}
+	}
+	return false
+}
+
 // eventQuery reads where a stream starts (Last-Event-ID, else ?after=;
 // nil: only what comes next) and its filters.
-func eventQuery(r *http.Request) (after *uint64, thread, instance string, err error) {
+func eventQuery(r *http.Request) (after *uint64, f eventFilter, err error) {
 	q := r.URL.Query()
 	from := r.Header.Get("Last-Event-ID")
 	if from == "" {
@@ -139,15 +182,38 @@ func eventQuery(r *http.Request) (after *uint64, thread, instance string, err er
 	if from != "" {
 		n, perr := strconv.ParseUint(from, 10, 64)
 		if perr != nil {
-			return nil, "", "", invalidRequest("Last-Event-ID / after must be a record id (a decimal number)")
+			return nil, f, invalidRequest("Last-Event-ID / after must be a record id (a decimal number)")
 		}
 		after = &n
 	}
-	thread, instance = q.Get("thread"), q.Get("instance")
-	for _, v := range []string{thread, instance} {
+	f.thread, f.instance = q.Get("thread"), q.Get("instance")
+	for _, v := range []string{f.thread, f.instance} {
 		if len(v) > 256 {
-			return nil, "", "", invalidRequest("thread and instance filters are ids of at most 256 bytes")
+			return nil, f, invalidRequest("thread and instance filters are ids of at most 256 bytes")
 		}
 	}
-	return after, thread, instance, nil
+	if k := q.Get("kind"); k != "" {
+		f.kinds = strings.Split(k, ",")
+		if len(f.kinds) > maxKinds {
+			return nil, f, invalidRequest(fmt.Sprintf("kind takes at most %d kinds", maxKinds))
+		}
+		for _, k := range f.kinds {
+			if !validKind(k) {
+				return nil, f, invalidRequest(fmt.Sprintf("kind %q is not a record kind or family: lower-case letters, digits, '_' and '.', at most %d bytes", k, maxKindLen))
+			}
+		}
+	}
+	return after, f, nil
+}
+
+func validKind(k string) bool {
+	if k == "" || len(k) > maxKindLen || k[0] == '.' || k[len(k)-1] == '.' {
+		return false
+	}
+	for _, c := range []byte(k) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
 }

@@ -2,16 +2,22 @@ package admin_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/actors/provider"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	"github.com/agenthost/mcpruntime/actors/provider/providertest"
 	"github.com/agenthost/mcpruntime/admin"
@@ -20,7 +26,8 @@ import (
 // sseEvent is one event of a stream.
 type sseEvent struct {
 	id, kind string
-	rec      mcpruntime.ProviderRecord
+	rec      mcpruntime.Record
+	data     json.RawMessage // the data as sent
 }
 
 // stream opens GET /admin/v1/events with query and header and returns a
@@ -60,7 +67,8 @@ func (e *env) stream(query string, header http.Header) (*http.Response, func() s
 			case strings.HasPrefix(l, "event: "):
 				ev.kind = l[7:]
 			case strings.HasPrefix(l, "data: "):
-				_ = json.Unmarshal([]byte(l[6:]), &ev.rec)
+				ev.data = json.RawMessage(l[6:])
+				_ = json.Unmarshal(ev.data, &ev.rec)
 			}
 		}
 	}()
@@ -99,6 +107,9 @@ func TestRunWithInputIsATurn(t *testing.T) {
 	if got := agent.Session("t1").Turns(); len(got) != 1 || got[0].Input != "post hello" || got[0].ID != run {
 		t.Fatalf("turns = %+v", got)
 	}
+	if ev := next(); ev.kind != mcpruntime.RecordRunStarted || ev.rec.Run != run || ev.rec.Instance != "A" {
+		t.Fatalf("first event = %+v, want the run started", ev)
+	}
 	started := next()
 	if started.kind != "agent.turn_started" || started.rec.Turn != run || started.rec.Thread != "t1" || started.id == "" {
 		t.Fatalf("first event = %+v", started)
@@ -110,6 +121,9 @@ func TestRunWithInputIsATurn(t *testing.T) {
 	}
 	if ev := next(); ev.kind != mcpruntime.RecordTurnEnded || ev.rec.State != driver.TurnCompleted {
 		t.Fatalf("third event = %+v", ev)
+	}
+	if ev := next(); ev.kind != mcpruntime.RecordRunEnded || ev.rec.Run != run {
+		t.Fatalf("fourth event = %+v, want the run ended", ev)
 	}
 
 	// Resumed after the first: the same two again, in order.
@@ -162,12 +176,18 @@ func TestEventStreamBounds(t *testing.T) {
 
 // TestEventStreamGap: records dropped by the journal's bound are named.
 func TestEventStreamGap(t *testing.T) {
-	rt, err := mcpruntime.New(mcpruntime.Config{ProviderJournal: 2, Logger: quiet()})
+	rt, err := mcpruntime.New(mcpruntime.Config{Journal: 2, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
 	ctx := context.Background()
+	var opened atomic.Int32
+	defer rt.SubscribeProviderEvents(func(e provider.Event) {
+		if _, ok := e.(*provider.SessionOpened); ok {
+			opened.Add(1)
+		}
+	})()
 	if err := rt.RegisterInstance(ctx, "A", mcpruntime.InstanceSpec{Driver: driver.InprocKind}); err != nil {
 		t.Fatal(err)
 	}
@@ -180,11 +200,9 @@ func TestEventStreamGap(t *testing.T) {
 		}
 	}
 	// Provider events reach the journal from the actors' event stream, after
-	// OpenProviderSession returned: wait for the third before reading.
-	waitFor(t, "three sessions journaled", func() bool {
-		page, err := rt.ProviderRecords(0, 8)
-		return err == nil && page.Newest >= 3
-	})
+	// OpenProviderSession returned: wait for the third before reading
+	// (the journal hears each event before this subscriber does).
+	waitFor(t, "three sessions journaled", func() bool { return opened.Load() == 3 })
 	e := &env{t: t, rt: rt}
 	e.ts = httpServer(t, admin.New(rt, admin.Options{Token: adminToken, Logger: quiet()}))
 	_, next := e.stream("?after=0", nil)
@@ -192,8 +210,12 @@ func TestEventStreamGap(t *testing.T) {
 	if gap.kind != "gap" {
 		t.Fatalf("first event = %+v, want a gap", gap)
 	}
-	if ev := next(); ev.kind != mcpruntime.RecordSessionOpened || ev.id != "2" {
-		t.Fatalf("after the gap: %+v", ev)
+	var g struct{ From, To uint64 }
+	if err := json.Unmarshal(gap.data, &g); err != nil || g.From != 1 || g.To < 1 {
+		t.Fatalf("gap = %s (%v), want from 1", gap.data, err)
+	}
+	if ev := next(); ev.id != strconv.FormatUint(g.To+1, 10) {
+		t.Fatalf("after the gap to %d: %+v", g.To, ev)
 	}
 }
 
@@ -203,4 +225,196 @@ func httpServer(t *testing.T, h http.Handler) *httptest.Server {
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	return ts
+}
+
+// TestEventStreamSwitchStory: the event stream tells the provider-switch
+// story of SPEC §3 in the order it happened — mint A, run A, switch (the
+// run ends), mint B, switch back, rotate A (A2 minted, A revoked, the rotation), archive → both revoked — and
+// a reader that reconnects with Last-Event-ID gets exactly the rest.
+func TestEventStreamSwitchStory(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	for _, id := range []string{"A", "B"} {
+		if r := e.do(post("/admin/v1/instances", `{"id":"`+id+`","driver":"inproc"}`)); r.status != 201 {
+			t.Fatalf("instance %s: %s", id, r)
+		}
+	}
+	_, next := e.stream("?thread=t1&kind=thread.created,thread.switched,thread.archived,run,credential", nil)
+	must := func(req request, status int) *response {
+		t.Helper()
+		r := e.do(req)
+		if r.status != status {
+			t.Fatalf("%s %s: %s, want %d", req.method, req.path, r, status)
+		}
+		return r
+	}
+	must(post("/admin/v1/threads", `{"id":"t1","instance":"A"}`), 201)
+	credA := field(t, must(post("/admin/v1/threads/t1/provider-sessions", `{"instance":"A"}`), 201), "credentialId")
+	runA := field(t, must(post("/admin/v1/threads/t1/runs", `{"instance":"A"}`), 201), "runId")
+	must(post("/admin/v1/threads/t1/switch", `{"instance":"B"}`), 200)
+	credB := field(t, must(post("/admin/v1/threads/t1/provider-sessions", `{"instance":"B"}`), 201), "credentialId")
+	must(post("/admin/v1/threads/t1/switch", `{"instance":"A"}`), 200)
+	credA2 := field(t, must(post("/admin/v1/threads/t1/rotate", `{"instance":"A"}`), 200), "credentialId")
+	must(bodyless("/admin/v1/threads/t1/archive"), 200)
+
+	type want struct{ kind, instance, credential, run, from, reason string }
+	story := []want{
+		{kind: mcpruntime.RecordThreadCreated, instance: "A"},
+		{kind: mcpruntime.RecordCredentialMinted, instance: "A", credential: credA},
+		{kind: mcpruntime.RecordRunStarted, instance: "A", run: runA},
+		{kind: mcpruntime.RecordRunEnded, instance: "A", run: runA},
+		{kind: mcpruntime.RecordThreadSwitched, instance: "B", from: "A"},
+		{kind: mcpruntime.RecordCredentialMinted, instance: "B", credential: credB},
+		{kind: mcpruntime.RecordThreadSwitched, instance: "A", from: "B"},
+		{kind: mcpruntime.RecordCredentialMinted, instance: "A", credential: credA2},
+		{kind: mcpruntime.RecordCredentialRevoked, instance: "A", credential: credA, reason: "rotated"},
+		{kind: mcpruntime.RecordCredentialRotated, instance: "A", credential: credA2, from: credA},
+		{kind: mcpruntime.RecordThreadArchived},
+		{kind: mcpruntime.RecordCredentialRevoked, reason: "archived"},
+		{kind: mcpruntime.RecordCredentialRevoked, reason: "archived"},
+	}
+	check := func(got []sseEvent, want []want) {
+		t.Helper()
+		revoked := map[string]bool{}
+		for i, w := range want {
+			g := got[i].rec
+			if g.Kind != w.kind || g.Thread != "t1" || (w.instance != "" && g.Instance != w.instance) ||
+				(w.credential != "" && g.Credential != w.credential) || g.Run != w.run || g.From != w.from || g.Reason != w.reason {
+				t.Fatalf("event %d = %+v, want %+v", i, g, w)
+			}
+			if got[i].id != strconv.FormatUint(g.ID, 10) || (i > 0 && g.ID <= got[i-1].rec.ID) {
+				t.Fatalf("event %d: id %q after %d", i, got[i].id, got[i-1].rec.ID)
+			}
+			if w.reason == "archived" {
+				revoked[g.Credential] = true
+			}
+			if strings.Contains(string(got[i].data), "token") || strings.Contains(string(got[i].data), "Hash") {
+				t.Errorf("event %d carries a secret's field: %s", i, got[i].data)
+			}
+		}
+		if n := len(revoked); n > 0 && (n != 2 || !revoked[credB] || !revoked[credA2]) {
+			t.Errorf("archive revoked %v, want %s and %s", revoked, credB, credA2)
+		}
+	}
+	var got []sseEvent
+	for range story {
+		got = append(got, next())
+	}
+	check(got, story)
+
+	// Reconnected after the fourth: the same events from the fifth on,
+	// with the same ids.
+	_, again := e.stream("?thread=t1&kind=thread.created,thread.switched,thread.archived,run,credential", http.Header{"Last-Event-Id": {got[3].id}})
+	var rest []sseEvent
+	for range story[4:] {
+		rest = append(rest, again())
+	}
+	for i := range rest {
+		if rest[i].id != got[4+i].id {
+			t.Fatalf("resumed event %d has id %s, want %s", i, rest[i].id, got[4+i].id)
+		}
+	}
+	check(rest, story[4:])
+}
+
+// TestEventStreamKindFilter: ?kind= keeps kinds and families only, and a
+// malformed one is 400.
+func TestEventStreamKindFilter(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	if r := e.do(post("/admin/v1/instances", `{"id":"A","driver":"inproc"}`)); r.status != 201 {
+		t.Fatalf("instance: %s", r)
+	}
+	_, next := e.stream("?kind=credential.minted,thread.archived", nil)
+	e.do(post("/admin/v1/threads", `{"id":"t1","instance":"A"}`))
+	cred := field(t, e.do(post("/admin/v1/threads/t1/provider-sessions", `{"instance":"A"}`)), "credentialId")
+	e.do(bodyless("/admin/v1/threads/t1/archive"))
+	if ev := next(); ev.kind != mcpruntime.RecordCredentialMinted || ev.rec.Credential != cred {
+		t.Fatalf("first = %+v, want the mint", ev)
+	}
+	if ev := next(); ev.kind != mcpruntime.RecordThreadArchived {
+		t.Fatalf("second = %+v, want the archive (no revoke, no provider event)", ev)
+	}
+	for _, q := range []string{"?kind=Thread", "?kind=thread.", "?kind=.x", "?kind=a,,b", "?kind=" + strings.Repeat("a", 65), "?kind=" + strings.Repeat("a,", 32) + "a"} {
+		if r := e.do(get("/admin/v1/events" + q)); r.status != http.StatusBadRequest {
+			t.Errorf("%s: %s, want 400", q, r)
+		}
+	}
+}
+
+// stallWriter is an event stream's reader that stops reading: its first
+// write after the headers blocks until release is closed.
+type stallWriter struct {
+	header  http.Header
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	once    sync.Once
+	stalled chan struct{} // closed once a write blocks
+	release chan struct{}
+}
+
+func (w *stallWriter) Header() http.Header { return w.header }
+func (w *stallWriter) WriteHeader(int)     {}
+func (w *stallWriter) Flush()              {}
+func (w *stallWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() {
+		close(w.stalled)
+		<-w.release
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+// TestEventStreamSlowReaderDropped: a reader that stops reading never
+// holds the runtime up — every write the runtime is asked for while the
+// stream is stuck returns, none waits for the reader — and once the reader
+// is left behind by the journal's bound its stream gets a last event
+// "dropped" naming what it missed, and ends.
+func TestEventStreamSlowReaderDropped(t *testing.T) {
+	rt, err := mcpruntime.New(mcpruntime.Config{Journal: 16, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	srv := admin.New(rt, admin.Options{Token: adminToken, Logger: quiet()})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/admin/v1/events?after=0", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	w := &stallWriter{header: http.Header{}, stalled: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.ServeHTTP(w, req)
+	}()
+	const threads = 300
+	for i := range threads {
+		if _, err := rt.CreateThread(context.Background(), fmt.Sprintf("t%d", i), mcpruntime.ThreadOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			<-w.stalled // the reader is stuck from the first record on
+		}
+	}
+	close(w.release)
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the stream did not end")
+	}
+	w.mu.Lock()
+	out := w.buf.String()
+	w.mu.Unlock()
+	i := strings.LastIndex(out, "event: dropped\ndata: ")
+	if i < 0 || !strings.HasSuffix(out, "\n\n") {
+		t.Fatalf("stream did not end with a dropped event:\n%s", out)
+	}
+	var missed struct{ From, To uint64 }
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out[i+len("event: dropped\ndata: "):])), &missed); err != nil {
+		t.Fatal(err)
+	}
+	// It had read a batch before its first write stuck: it writes that
+	// batch, then finds itself behind the bound.
+	if missed.From < 2 || missed.To < threads-16 || missed.From > missed.To {
+		t.Errorf("dropped = %+v, want from after the first record to at least %d", missed, threads-16)
+	}
 }

@@ -27,7 +27,7 @@ type Store struct {
 	hooksMu sync.Mutex // serializes changes to hooks
 	// hooks is read on every write without a lock; nil when there are none,
 	// so that writes track changes only when someone listens.
-	hooks atomic.Pointer[[]*credentialHook]
+	hooks atomic.Pointer[[]*changeHook]
 }
 
 // New returns an empty store.
@@ -73,9 +73,25 @@ func (s *Store) writeLocal(fn func(w *Writer) error) error {
 	}
 	txn.Commit()
 	if hooks != nil {
-		if changed := credentialChanges(txn.Changes()); len(changed) > 0 {
-			for _, h := range *hooks {
-				h.fn(changed)
+		changes := txn.Changes()
+		var creds []*Credential
+		var all []Change
+		for _, h := range *hooks {
+			switch {
+			case h.creds != nil:
+				if creds == nil {
+					creds = credentialChanges(changes)
+				}
+				if len(creds) > 0 {
+					h.creds(creds)
+				}
+			case h.all != nil:
+				if all == nil {
+					all = tableChanges(changes)
+				}
+				if len(all) > 0 {
+					h.all(all)
+				}
 			}
 		}
 	}
@@ -117,9 +133,20 @@ func (s *Store) DeleteMCPSession(id string) error {
 	return nil
 }
 
-// credentialHook is one OnCredentialsChanged registration.
-type credentialHook struct {
-	fn func([]*Credential)
+// changeHook is one OnCredentialsChanged or OnChanges registration: one
+// of its functions is set.
+type changeHook struct {
+	creds func([]*Credential)
+	all   func([]Change)
+}
+
+// Change is one row a committed write inserted, updated or deleted: Before
+// is nil for an insert, After nil for a delete. Both are the store's own
+// records (*Thread, *Credential, …), shared and not to be modified.
+type Change struct {
+	Table  string
+	Before any
+	After  any
 }
 
 // OnCredentialsChanged registers fn, called after every committed write
@@ -130,26 +157,41 @@ type credentialHook struct {
 // modified. Calls for different writes may run concurrently. The returned
 // function unregisters fn.
 func (s *Store) OnCredentialsChanged(fn func([]*Credential)) (remove func()) {
-	h := &credentialHook{fn: fn}
+	return s.addHook(&changeHook{creds: fn})
+}
+
+// OnChanges registers fn, called after every committed write with the
+// rows it changed in the replicated tables (threads, instances,
+// credentials, client grants; the MCP session and provider session tables
+// are the node's own and not reported), in the order the write made them.
+// A write applied from the [Log] — another node's, or the state file's —
+// is reported on every node that applies it. The rules of
+// [Store.OnCredentialsChanged] hold: quick, no writes, rows not modified,
+// calls for different writes possibly concurrent.
+func (s *Store) OnChanges(fn func([]Change)) (remove func()) {
+	return s.addHook(&changeHook{all: fn})
+}
+
+func (s *Store) addHook(h *changeHook) (remove func()) {
 	s.hooksMu.Lock()
 	defer s.hooksMu.Unlock()
 	s.setHooksLocked(append(s.currentHooksLocked(), h))
 	return func() {
 		s.hooksMu.Lock()
 		defer s.hooksMu.Unlock()
-		s.setHooksLocked(slices.DeleteFunc(s.currentHooksLocked(), func(x *credentialHook) bool { return x == h }))
+		s.setHooksLocked(slices.DeleteFunc(s.currentHooksLocked(), func(x *changeHook) bool { return x == h }))
 	}
 }
 
 // currentHooksLocked returns a copy of the hooks, safe to modify.
-func (s *Store) currentHooksLocked() []*credentialHook {
+func (s *Store) currentHooksLocked() []*changeHook {
 	if p := s.hooks.Load(); p != nil {
 		return slices.Clone(*p)
 	}
 	return nil
 }
 
-func (s *Store) setHooksLocked(hooks []*credentialHook) {
+func (s *Store) setHooksLocked(hooks []*changeHook) {
 	if len(hooks) == 0 {
 		s.hooks.Store(nil) // writes stop tracking changes
 		return
@@ -171,6 +213,18 @@ func credentialChanges(changes gomemdb.Changes) []*Credential {
 		}
 		if cred, ok := obj.(*Credential); ok {
 			out = append(out, cred)
+		}
+	}
+	return out
+}
+
+// tableChanges keeps a transaction's changes to the reported tables.
+func tableChanges(changes gomemdb.Changes) []Change {
+	out := make([]Change, 0, len(changes))
+	for _, c := range changes {
+		switch c.Table {
+		case TableThreads, TableInstances, TableCredentials, TableClientGrants:
+			out = append(out, Change{Table: c.Table, Before: c.Before, After: c.After})
 		}
 	}
 	return out

@@ -181,7 +181,13 @@ type Host struct {
 	// replacing any value the client sent: the node-to-node secret the
 	// home's internal listener requires. Nil: none.
 	ForwardHeader http.Header
+	// OnSession hears every MCP session's start and end, from the
+	// session's actor: it must not block. Nil: nobody is told.
+	OnSession func(SessionEvent)
 }
+
+// SessionEvent is an MCP session's start or end, for Host.OnSession.
+type SessionEvent = session.Lifecycle
 
 // settings are an endpoint's Options and Host, defaults filled in.
 type settings struct {
@@ -345,6 +351,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options,
 		IdleTimeout: max(s.opts.IdleTimeout, 0),
 		WatchOwner:  s.live.WatchNamespace,
 		OnEnd:       s.opts.Observer.SessionClosed,
+		OnEvent:     s.opts.OnSession,
 		Logger:      s.opts.Logger,
 	})
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)

@@ -29,8 +29,23 @@ type Config struct {
 	// OnEnd is called once, from the actor, as soon as the session ends (its
 	// record is gone and its slot free; the actor stops right after), with
 	// one of the Reason constants. Nil: nobody is told.
-	OnEnd  func(reason string)
-	Logger *slog.Logger
+	OnEnd func(reason string)
+	// OnEvent, when set, hears every session's start and end, from the
+	// actor: it must not block. Nil: nobody is told.
+	OnEvent func(Lifecycle)
+	Logger  *slog.Logger
+}
+
+// Lifecycle is an MCP session's start (Opened) or end (Reason, one of the
+// Reason constants), for the host's event stream: ids and names only.
+type Lifecycle struct {
+	ID              string
+	Namespace       string // the owner's
+	Credential      string // the credential that initialized it (Opened only)
+	ProtocolVersion string // Opened only
+	ClientName      string // as the client gave it (Opened only)
+	Opened          bool
+	Reason          string // the end's
 }
 
 // NewProps returns the props every session actor of an endpoint is
@@ -140,6 +155,10 @@ func (a *mcpSessionActor) start(ctx actor.Context, p *Start) {
 	if err != nil {
 		a.cfg.Logger.Error("write session record", "err", err)
 	}
+	if a.cfg.OnEvent != nil {
+		a.cfg.OnEvent(Lifecycle{ID: p.ID, Namespace: owner.Namespace, Credential: owner.Credential,
+			ProtocolVersion: p.ProtocolVersion, ClientName: p.ClientName, Opened: true})
+	}
 	if a.cfg.WatchOwner != nil {
 		root, self := ctx.ActorSystem().Root, ctx.Self()
 		a.stopWatch = a.cfg.WatchOwner(owner.Namespace, func() { root.Send(self, &ownerDead{}) })
@@ -179,5 +198,8 @@ func (a *mcpSessionActor) finish(reason string) {
 	a.cfg.Table.Release(a.e)
 	if a.cfg.OnEnd != nil {
 		a.cfg.OnEnd(reason)
+	}
+	if a.cfg.OnEvent != nil {
+		a.cfg.OnEvent(Lifecycle{ID: a.e.id, Namespace: a.e.Owner().Namespace, Reason: reason})
 	}
 }

@@ -31,7 +31,7 @@ type adminCmd struct {
 	Run             runCmds             `cmd:"" help:"Runs of a thread."`
 	Client          clientCmds          `cmd:"" help:"Client grants (hosts' own MCP clients)."`
 	MCPSessions     mcpSessionsCmd      `cmd:"" name:"mcp-sessions" help:"List live MCP sessions (GET /admin/v1/sessions)."`
-	Events          eventsCmd           `cmd:"" help:"Print the provider journal's records, a JSON line each, as they come (GET /admin/v1/events)."`
+	Events          eventsCmd           `cmd:"" help:"Print the journal's records, a JSON line each, as they come (GET /admin/v1/events)."`
 	OAuth           oauthCmds           `cmd:"" name:"oauth" help:"OAuth sign-in of MCP clients."`
 	Backup          backupCmd           `cmd:"" help:"Copy the server's state file, consistent, while it serves (GET /admin/v1/backup); the copy is read back before it replaces FILE."`
 

@@ -13,7 +13,7 @@ import (
 )
 
 // eventsCmd is `runtime admin events`: it follows the admin API's event
-// stream (the provider journal, SPEC §3.7) and prints each record as the
+// stream (the journal, SPEC §3.7) and prints each record as the
 // stream carries it, a JSON object per line (with --field, that field of
 // each). With --until it stops after the first record of that kind it
 // printed — `--turn RUN --until turn.ended` waits for a turn's end, the

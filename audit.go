@@ -1,0 +1,98 @@
+package mcpruntime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Kinds of the audit records (Config.Audit): one per tools/call,
+// resources/read and prompts/get the MCP endpoint dispatched.
+const (
+	RecordAuditTool     = "audit.tool"     // Tool
+	RecordAuditResource = "audit.resource" // URI
+	RecordAuditPrompt   = "audit.prompt"   // Prompt
+)
+
+// Outcomes of an audited call (Record.Outcome).
+const (
+	OutcomeOK            = "ok"
+	OutcomeRefused       = "refused"        // a policy refusal; Code is its code (SPEC §4.3)
+	OutcomeError         = "error"          // the handler failed, or the request did (Code: unknown_tool, resource_not_found, …)
+	OutcomeCancelled     = "cancelled"      // the client cancelled, the session ended, the runtime closed
+	OutcomeInputRequired = "input_required" // a 2026-07-28 call answered with InputRequests, to be called again
+)
+
+// maxAuditedArguments bounds the arguments an audit record carries for a
+// tool that opted in (Tool.AuditArguments); larger ones are left out and
+// the record says how large they were.
+const maxAuditedArguments = 16 << 10
+
+// audit journals one call's record: who called what, how it ended and how
+// long it took. It never carries the token, and the arguments only when the
+// tool opted in.
+func (r *Runtime) audit(kind string, caller Principal, started time.Time, fill func(*Record), outcome, code string) {
+	now := r.cfg.Now()
+	rec := Record{
+		Time: now, Kind: kind, Principal: caller.Namespace, PrincipalKind: caller.Kind,
+		Thread: caller.Thread, Instance: caller.Instance, Client: caller.Client, Credential: caller.CredentialID,
+		Outcome: outcome, Code: code, DurationMs: float64(now.Sub(started).Microseconds()) / 1000,
+	}
+	fill(&rec)
+	r.journal.append(rec)
+}
+
+// toolOutcome is how a tools/call ended, for its audit record.
+func toolOutcome(res *mcp.CallToolResult, err error) (outcome, code string) {
+	switch {
+	case err != nil:
+		return errOutcome(err)
+	case res == nil:
+		return OutcomeOK, ""
+	case len(res.InputRequests) > 0:
+		return OutcomeInputRequired, ""
+	case res.IsError:
+		if m, ok := res.StructuredContent.(map[string]string); ok && m["code"] != "" {
+			return OutcomeRefused, m["code"]
+		}
+		return OutcomeError, "tool_error"
+	}
+	return OutcomeOK, ""
+}
+
+// errOutcome is how a call that failed as a request ended.
+func errOutcome(err error) (outcome, code string) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return OutcomeCancelled, ""
+	}
+	for _, c := range []struct {
+		err  error
+		code string
+	}{
+		{ErrUnknownTool, "unknown_tool"},
+		{ErrResourceNotFound, "resource_not_found"},
+		{ErrUnknownPrompt, "unknown_prompt"},
+		{ErrInvalidArgument, "invalid_argument"},
+		{ErrCapabilityNotDeclared, "capability_not_declared"},
+		{ErrTimeout, "timeout"},
+		{ErrClosed, "closed"},
+	} {
+		if errors.Is(err, c.err) {
+			return OutcomeError, c.code
+		}
+	}
+	return OutcomeError, "internal"
+}
+
+// auditedArguments is what a tool's audit record keeps of its arguments.
+func auditedArguments(rec *Record, args json.RawMessage) {
+	if len(args) > maxAuditedArguments {
+		rec.Text = fmt.Sprintf("arguments of %d bytes left out (over %d)", len(args), maxAuditedArguments)
+		return
+	}
+	rec.Data = append(json.RawMessage(nil), args...)
+}
