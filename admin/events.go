@@ -18,7 +18,8 @@ import (
 // "id: <record id>", "event: <kind>", "data: <the record as JSON>" — from
 // the record after Last-Event-ID (or ?after=N; neither: only what comes
 // next), filtered by ?thread=, ?instance= and ?kind= (kinds or families,
-// comma-separated). A reader that asks for records the journal's bound
+// comma-separated). With ?follow=false the stream ends once it has sent
+// the records the journal held when it was asked for. A reader that asks for records the journal's bound
 // already dropped first gets an event "gap" saying which ids it missed; a
 // reader that falls that far behind while streaming gets a last event
 // "dropped" and the stream ends, and one whose writes stall for
@@ -78,6 +79,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	if after == nil { // only what comes next
 		after = &page.Newest
 	}
+	until := page.Newest // with follow=false: the last record sent
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -119,6 +121,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		if rc.Flush() != nil {
 			return
 		}
+		if !f.follow && pos >= until {
+			return
+		}
 		if len(page.Records) == eventBatch {
 			continue
 		}
@@ -153,6 +158,7 @@ func writeEvent(w http.ResponseWriter, id, kind string, v any) bool {
 // eventFilter is what a stream keeps: every field set must match.
 type eventFilter struct {
 	thread, instance string
+	follow           bool     // false: end once the records held at the start are sent
 	kinds            []string // kinds ("credential.revoked") or families ("credential")
 }
 
@@ -187,6 +193,14 @@ func eventQuery(r *http.Request) (after *uint64, f eventFilter, err error) {
 		after = &n
 	}
 	f.thread, f.instance = q.Get("thread"), q.Get("instance")
+	f.follow = true
+	if v := q.Get("follow"); v != "" {
+		b, perr := strconv.ParseBool(v)
+		if perr != nil {
+			return nil, f, invalidRequest("follow is true or false")
+		}
+		f.follow = b
+	}
 	for _, v := range []string{f.thread, f.instance} {
 		if len(v) > 256 {
 			return nil, f, invalidRequest("thread and instance filters are ids of at most 256 bytes")

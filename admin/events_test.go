@@ -418,3 +418,39 @@ func TestEventStreamSlowReaderDropped(t *testing.T) {
 		t.Errorf("dropped = %+v, want from after the first record to at least %d", missed, threads-16)
 	}
 }
+
+// TestEventStreamNoFollow: ?follow=false sends the records the journal held
+// when asked — filtered as any stream — and ends, so a plain GET answers;
+// a bad follow value is 400.
+func TestEventStreamNoFollow(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	if r := e.do(post("/admin/v1/instances", `{"id":"A","driver":"inproc"}`)); r.status != 201 {
+		t.Fatalf("instance: %s", r)
+	}
+	for _, id := range []string{"t1", "t2"} {
+		e.do(post("/admin/v1/threads", `{"id":"`+id+`","instance":"A"}`))
+	}
+	r := e.do(get("/admin/v1/events?after=0&follow=false&kind=thread.created"))
+	if r.status != http.StatusOK {
+		t.Fatalf("follow=false: %s", r)
+	}
+	var threads []string
+	for _, line := range strings.Split(string(r.body), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var rec mcpruntime.Record
+			if err := json.Unmarshal([]byte(data), &rec); err != nil || rec.Kind != mcpruntime.RecordThreadCreated {
+				t.Fatalf("event %s (%v), want thread.created only", data, err)
+			}
+			threads = append(threads, rec.Thread)
+		}
+	}
+	if strings.Join(threads, ",") != "t1,t2" {
+		t.Errorf("follow=false sent threads %q, want t1,t2", threads)
+	}
+	if r := e.do(get("/admin/v1/events?follow=false")); r.status != http.StatusOK || strings.Contains(string(r.body), "data:") {
+		t.Errorf("follow=false from now: %s, want an empty stream that ends", r)
+	}
+	if r := e.do(get("/admin/v1/events?follow=maybe")); r.status != http.StatusBadRequest {
+		t.Errorf("follow=maybe: %s, want 400", r)
+	}
+}

@@ -315,9 +315,11 @@ func TestAdminCLIThreadListFollowsCursor(t *testing.T) {
 	}
 }
 
-// TestAdminCLIEvents: `admin events` asks for the stream with its filters,
+// TestAdminCLIEvents: `admin events` asks for the stream with its filters
+// (without --follow or --until: what the journal holds, follow=false),
 // prints each record a line (or one field of it), keeps only --turn's, stops
-// after --until's kind, and fails when the stream ends before it.
+// after --until's kind, fails when the stream ends before it, and fails
+// naming where to resume when the server dropped the stream.
 func TestAdminCLIEvents(t *testing.T) {
 	f := newFakeAdmin(t)
 	env := map[string]string{"RUNTIME_ADMIN_TOKEN": "admintok", "RUNTIME_ADMIN_URL": f.URL}
@@ -330,13 +332,15 @@ func TestAdminCLIEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name, args, path, want, wantErr string
 	}{
-		{"everything until the stream ends", "events", "/admin/v1/events",
+		{"everything the journal holds", "events", "/admin/v1/events?after=0&follow=false",
 			`{"id":1,"kind":"agent.turn_started","turn":"r1"}` + "\n" + `{"id":2,"kind":"agent.message","turn":"r2","text":"other"}` + "\n" +
 				`{"kind":"gap","missed":{"from":3,"to":4}}` + "\n" + `{"id":5,"kind":"turn.ended","turn":"r1","state":"completed"}` + "\n" + `{"id":6,"kind":"session.closed"}` + "\n", ""},
 		{"a turn until its end", "events --thread t1 --after 0 --turn r1 --until turn.ended", "/admin/v1/events?after=0&thread=t1",
 			`{"id":1,"kind":"agent.turn_started","turn":"r1"}` + "\n" + `{"id":5,"kind":"turn.ended","turn":"r1","state":"completed"}` + "\n", ""},
 		{"one field", "-f kind events --instance codex --until turn.ended", "/admin/v1/events?instance=codex",
 			"agent.turn_started\nagent.message\ngap\nturn.ended\n", ""},
+		{"following, of some kinds", "events --follow --kind agent,session.closed -f kind", "/admin/v1/events?kind=agent%2Csession.closed",
+			"agent.turn_started\nagent.message\ngap\nturn.ended\nsession.closed\n", ""},
 		{"the stream ends first", "events --turn r2 --until turn.ended", "/admin/v1/events",
 			`{"id":2,"kind":"agent.message","turn":"r2","text":"other"}` + "\n", "the event stream ended before a turn.ended record"},
 	} {
@@ -354,6 +358,13 @@ func TestAdminCLIEvents(t *testing.T) {
 			}
 		})
 	}
+	f.respond(200, "id: 7\nevent: thread.created\ndata: {\"id\":7,\"kind\":\"thread.created\"}\n\nevent: dropped\ndata: {\"from\":8,\"to\":40}\n\n")
+	code, stdout, stderr := runCLI(context.Background(), env, "admin", "events", "-F")
+	if want := `{"id":7,"kind":"thread.created"}` + "\n" + `{"kind":"dropped","missed":{"from":8,"to":40}}` + "\n"; code != 1 || stdout != want ||
+		!strings.Contains(stderr, "fell behind the journal (resume with --after 7)") {
+		t.Errorf("a dropped stream: exit %d, printed %q, stderr %q; want the drop printed and a failure naming --after 7", code, stdout, stderr)
+	}
+	f.requests()
 	f.respond(503, `{"error":"unavailable","message":"too many event streams open; retry later"}`)
 	if code, _, stderr := runCLI(context.Background(), env, "admin", "events"); code != 1 || !strings.Contains(stderr, "503 Service Unavailable: unavailable: too many") {
 		t.Errorf("a refused stream: exit %d %q", code, stderr)

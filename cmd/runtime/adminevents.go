@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,19 +13,25 @@ import (
 	"strings"
 )
 
-// eventsCmd is `runtime admin events`: it follows the admin API's event
-// stream (the journal, SPEC §3.7) and prints each record as the
-// stream carries it, a JSON object per line (with --field, that field of
-// each). With --until it stops after the first record of that kind it
-// printed — `--turn RUN --until turn.ended` waits for a turn's end, the
-// agent's events on the way — and fails if the stream or --timeout ends
-// first; without it, it follows until the stream ends or --timeout passes.
+// eventsCmd is `runtime admin events`: it reads the admin API's event
+// stream (the journal, SPEC §3.7) and prints each record as the stream
+// carries it, a JSON object per line (with --field, that field of each).
+// Without --follow or --until it prints the records the journal holds
+// (after --after, default all) and exits. With --follow it prints what comes
+// (after --after, default only what is still to come) until the stream
+// ends or --timeout passes. With --until it follows and stops after the
+// first record of that kind it printed — `--turn RUN --until turn.ended`
+// waits for a turn's end, the agent's events on the way — and fails if the
+// stream or --timeout ends first. A stream the server dropped because this
+// reader fell behind fails, naming where to resume.
 type eventsCmd struct {
 	Thread   string  `placeholder:"ID" help:"Only the records of this thread."`
 	Instance string  `placeholder:"ID" help:"Only the records of this instance."`
 	After    *uint64 `placeholder:"N" help:"Start after record N (0: the oldest the journal keeps). Default: only records still to come."`
 	Turn     string  `placeholder:"RUN" help:"Print only the records of this turn (its run id)."`
-	Until    string  `placeholder:"KIND" help:"Stop after printing a record of this kind (turn.ended, agent.tool_result, session.closed, …)."`
+	Kind     string  `placeholder:"KINDS" help:"Only records of these kinds or families, comma-separated (credential.revoked,thread: every thread.* and the revokes)."`
+	Follow   bool    `short:"F" help:"Keep printing records as they come, until the stream ends or --timeout passes."`
+	Until    string  `placeholder:"KIND" help:"Follow and stop after printing a record of this kind (turn.ended, agent.tool_result, session.closed, …)."`
 }
 
 // errStreamEnded is an event stream that ended before --until's record.
@@ -47,8 +54,18 @@ func (c *eventsCmd) Run(d *deps) error {
 	if c.Instance != "" {
 		q.Set("instance", c.Instance)
 	}
-	if c.After != nil {
+	if c.Kind != "" {
+		q.Set("kind", c.Kind)
+	}
+	follow := c.Follow || c.Until != ""
+	switch {
+	case c.After != nil:
 		q.Set("after", strconv.FormatUint(*c.After, 10))
+	case !follow:
+		q.Set("after", "0")
+	}
+	if !follow {
+		q.Set("follow", "false")
 	}
 	path := "/admin/v1/events"
 	if len(q) > 0 {
@@ -82,11 +99,15 @@ func (c *eventsCmd) Run(d *deps) error {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	event := ""
+	event, last := "", ""
 	for sc.Scan() {
 		line := sc.Text()
 		if v, ok := strings.CutPrefix(line, "event:"); ok {
 			event = strings.TrimSpace(v)
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "id:"); ok {
+			last = strings.TrimSpace(v)
 			continue
 		}
 		data, ok := strings.CutPrefix(line, "data:")
@@ -94,8 +115,14 @@ func (c *eventsCmd) Run(d *deps) error {
 			continue
 		}
 		data = strings.TrimSpace(data)
-		if event == "gap" { // the reader fell behind the journal's bound
+		switch event {
+		case "gap": // the records asked for were already past the journal's bound
 			data = `{"kind":"gap","missed":` + data + `}`
+		case "dropped": // this reader fell behind while following
+			if err := c.print(d, `{"kind":"dropped","missed":`+data+`}`); err != nil {
+				return err
+			}
+			return fmt.Errorf("the server dropped the event stream: this reader fell behind the journal (resume with --after %s)", cmp.Or(last, "0"))
 		}
 		var rec struct{ Kind, Turn string }
 		if err := json.Unmarshal([]byte(data), &rec); err != nil {
