@@ -40,6 +40,9 @@ func (srv *server) shutdown(ctx context.Context) error {
 	srv.mcp.Close()
 	srv.rtClosed = true
 	err := srv.rt.Shutdown(sctx)
+	if srv.audit != nil {
+		srv.audit.wait() // every audit record the journal held is in the file
+	}
 	if srv.internalHTTP != nil {
 		srv.stop(sctx, "internal", srv.internalHTTP)
 	}
