@@ -56,8 +56,15 @@ func toolOutcome(res *mcp.CallToolResult, err error) (outcome, code string) {
 	case len(res.InputRequests) > 0:
 		return OutcomeInputRequired, ""
 	case res.IsError:
-		if m, ok := res.StructuredContent.(map[string]string); ok && m["code"] != "" {
-			return OutcomeRefused, m["code"]
+		switch m := res.StructuredContent.(type) {
+		case map[string]string: // Refuse
+			if m["code"] != "" {
+				return OutcomeRefused, m["code"]
+			}
+		case map[string]any: // a refusal with more to say (rate_limited)
+			if c, _ := m["code"].(string); c != "" {
+				return OutcomeRefused, c
+			}
 		}
 		return OutcomeError, "tool_error"
 	}

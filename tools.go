@@ -13,6 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agenthost/mcpruntime/actors/thread"
+	"github.com/agenthost/mcpruntime/internal/ratelimit"
 	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
 )
@@ -51,6 +52,9 @@ const (
 	CodeInvalidArguments         = "invalid_arguments"
 	// CodeTimeout: the tool did not finish within its Timeout.
 	CodeTimeout = "timeout"
+	// CodeRateLimited: the caller spent the tool's RatePerNamespace; the
+	// refusal's retryAfter says in how many seconds one call fits again.
+	CodeRateLimited = "rate_limited"
 )
 
 // errToolTimeout is the cause of a handler's ctx its Tool.Timeout ended.
@@ -90,7 +94,15 @@ type Tool struct {
 	// record (Config.Audit). Off: the record names the tool, never what it
 	// was given.
 	AuditArguments bool
-	Handler        ToolHandler
+	// RatePerNamespace limits the calls of this tool by one principal: a
+	// token bucket of BurstPerNamespace calls (zero: the rate rounded up)
+	// per namespace, refilled at this many a second, on top of the
+	// endpoint's request rate (MCPOptions.RatePerNamespace). A call past it
+	// is refused (isError, code rate_limited, retryAfter in seconds) before
+	// its arguments are looked at. Per node. Zero: no limit of its own.
+	RatePerNamespace  float64
+	BurstPerNamespace int
+	Handler           ToolHandler
 }
 
 // ToolHandler runs a tool call whose caller passed the access checks and
@@ -152,6 +164,7 @@ type registeredTool struct {
 	output *jsonschema.Schema // nil: no output schema
 	// headers are the input schema's x-mcp-header markings; read-only.
 	headers []transport.ParamHeader
+	rates   *ratelimit.Buckets // RatePerNamespace
 }
 
 func validToolName(name string) bool {
@@ -273,7 +286,8 @@ func prepareTool(t Tool) (*registeredTool, error) {
 		listed.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: true}
 	}
 	t.InputSchema, t.OutputSchema = in, listed.OutputSchema
-	return &registeredTool{Tool: t, listed: &listed, schema: sch, output: outSch, headers: headers}, nil
+	return &registeredTool{Tool: t, listed: &listed, schema: sch, output: outSch, headers: headers,
+		rates: ratelimit.New(t.RatePerNamespace, t.BurstPerNamespace)}, nil
 }
 
 // RemoveTool removes the tool of that name, built-ins included, and tells
@@ -370,6 +384,13 @@ func (r *Runtime) callTool(ctx context.Context, call *ToolCall) (*mcp.CallToolRe
 func (r *Runtime) runTool(ctx context.Context, t *registeredTool, call *ToolCall) (*mcp.CallToolResult, error) {
 	if refusal := r.permit(t, call.Caller); refusal != nil {
 		return refusal, nil
+	}
+	if wait, ok := t.rates.Take(call.Caller.Namespace, 1, r.cfg.Now()); !ok {
+		secs := ratelimit.Seconds(wait)
+		msg := fmt.Sprintf("this tool's rate limit for this credential is spent; retry in %d s", secs)
+		res := Refuse(CodeRateLimited, msg)
+		res.StructuredContent = map[string]any{"code": CodeRateLimited, "message": msg, "retryAfter": secs}
+		return res, nil
 	}
 	if len(call.Arguments) == 0 || string(call.Arguments) == "null" {
 		call.Arguments = json.RawMessage(`{}`)

@@ -35,7 +35,7 @@ var (
 	closeReasons = labelSet("delete", "idle", "cap", "revoke", "shutdown")
 	// boundLabels are the bounds an Observer's Refused names.
 	boundLabels = labelSet("requests_per_namespace", "requests", "body_bytes", "sessions_per_namespace", "sessions",
-		"modern_requests_per_namespace", "listen_per_namespace", "listen", "unavailable")
+		"modern_requests_per_namespace", "listen_per_namespace", "listen", "unavailable", "rate_per_namespace")
 	// forwardOutcomes are the outcomes an Observer's Forward names.
 	forwardOutcomes = labelSet("proxied", "home_gone", "proxy_error")
 )
@@ -105,7 +105,7 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime) *Metrics {
 		}, []string{"era", "method"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpruntime_http_refused_total",
-			Help: "MCP endpoint requests refused by a bound (429, 503), by bound (requests_per_namespace, requests, body_bytes, sessions_per_namespace, sessions, modern_requests_per_namespace, listen_per_namespace, listen, unavailable, other).",
+			Help: "MCP endpoint requests refused by a bound (429, 503), by bound (requests_per_namespace, requests, body_bytes, sessions_per_namespace, sessions, modern_requests_per_namespace, listen_per_namespace, listen, unavailable, rate_per_namespace, other).",
 		}, []string{"bound"}),
 		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpruntime_forwarded_requests_total",

@@ -233,7 +233,7 @@ func TestMetricsRefused(t *testing.T) {
 		}
 	}
 	want := `
-# HELP mcpruntime_http_refused_total MCP endpoint requests refused by a bound (429, 503), by bound (requests_per_namespace, requests, body_bytes, sessions_per_namespace, sessions, modern_requests_per_namespace, listen_per_namespace, listen, unavailable, other).
+# HELP mcpruntime_http_refused_total MCP endpoint requests refused by a bound (429, 503), by bound (requests_per_namespace, requests, body_bytes, sessions_per_namespace, sessions, modern_requests_per_namespace, listen_per_namespace, listen, unavailable, rate_per_namespace, other).
 # TYPE mcpruntime_http_refused_total counter
 mcpruntime_http_refused_total{bound="sessions"} 2
 `

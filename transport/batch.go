@@ -86,7 +86,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, p caller, e *sess
 		return
 	}
 	extra := max(requests-1, 0)
-	if !s.admitBatch(w, p.Namespace, extra) {
+	if !s.admitRate(w, p.Namespace, len(msgs)-1, len(msgs)) || !s.admitBatch(w, p.Namespace, extra) {
 		return
 	}
 	defer s.limits.doneMore(p.Namespace, extra)

@@ -81,6 +81,7 @@ const (
 	failRequestState      // a requestState not sealed by this runtime for this request, expired or used
 	failMissingCapability // the backend needs a client capability the request did not declare
 	failModernInFlight    // MaxModernRequestsPerNamespace
+	failRateLimited       // RatePerNamespace: its Retry-After is the bucket's refill
 	failListenPerNS       // MaxListenStreamsPerNamespace
 	failListen            // MaxListenStreams, or the endpoint is closing
 	failureCount          // keep last
@@ -163,6 +164,7 @@ var failures = [failureCount]answer{
 	failModernStream:           {status: http.StatusMethodNotAllowed, code: CodeInvalidRequest, message: "2026-07-28 has no GET or DELETE: POST every request", header: [2]string{"Allow", "POST"}},
 	failRequestState:           {status: http.StatusBadRequest, code: CodeInvalidParams, message: "invalid requestState"},
 	failMissingCapability:      {status: http.StatusBadRequest, code: CodeMissingRequiredClientCapability, message: "missing required client capability"},
+	failRateLimited:            {status: http.StatusTooManyRequests, code: CodeInternalError, message: "rate limit of this credential exceeded", bound: "rate_per_namespace"},
 	failModernInFlight:         {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many requests in flight for this credential", retry: true, bound: "modern_requests_per_namespace"},
 	failListenPerNS:            {status: http.StatusTooManyRequests, code: CodeInternalError, message: "too many listen streams for this credential", retry: true, bound: "listen_per_namespace"},
 	failListen:                 {status: http.StatusServiceUnavailable, code: CodeInternalError, message: "listen stream limit reached", retry: true, bound: "listen"},

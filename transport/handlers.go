@@ -114,7 +114,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, _ httprouter
 		s.fail(w, failContentType)
 		return
 	}
-	if !s.admitRequest(w, p.Namespace) {
+	if !s.admitRate(w, p.Namespace, 1, 1) || !s.admitRequest(w, p.Namespace) {
 		return
 	}
 	defer s.limits.done(p.Namespace)

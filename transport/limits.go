@@ -49,12 +49,15 @@ func (l *limits) init(perNS, requests int, budget int64) {
 	}
 }
 
-func (l *limits) shard(namespace string) *nsShard {
-	h := uint32(2166136261) // FNV-1a
+func (l *limits) shard(namespace string) *nsShard { return &l.shards[nsHash(namespace)%nsShards] }
+
+// nsHash is the FNV-1a hash of a namespace, which picks its shard.
+func nsHash(namespace string) uint32 {
+	h := uint32(2166136261)
 	for i := 0; i < len(namespace); i++ {
 		h = (h ^ uint32(namespace[i])) * 16777619
 	}
-	return &l.shards[h%nsShards]
+	return h
 }
 
 // admit takes a request slot for namespace: errRequestsPerNamespace when

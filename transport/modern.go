@@ -63,7 +63,7 @@ func (s *Server) handleModern(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, failContentType)
 		return
 	}
-	if !s.admitRequest(w, p.Namespace) {
+	if !s.admitRate(w, p.Namespace, 1, 1) || !s.admitRequest(w, p.Namespace) {
 		return
 	}
 	held, admitted, counted := int64(0), true, false

@@ -29,8 +29,9 @@ type Observer interface {
 	// Refused is called for every request a bound refused (429, 503),
 	// naming it: "requests_per_namespace", "requests", "body_bytes",
 	// "sessions_per_namespace", "sessions", "modern_requests_per_namespace",
-	// "listen_per_namespace", "listen", or "unavailable" (a node of several
-	// that does not serve: Host.Available; SPEC §5d.2).
+	// "listen_per_namespace", "listen", "rate_per_namespace" (each message of
+	// a batch counted), or "unavailable" (a node of several that does not
+	// serve: Host.Available; SPEC §5d.2).
 	Refused(bound string)
 	// Forward is called once for every request Host.Route sent away
 	// from this node, with its outcome: "proxied" (the home node answered;

@@ -20,6 +20,7 @@ import (
 	"github.com/agenthost/mcpruntime/internal/httpguard"
 	"github.com/agenthost/mcpruntime/internal/liveness"
 	"github.com/agenthost/mcpruntime/internal/principal"
+	"github.com/agenthost/mcpruntime/internal/ratelimit"
 	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -69,6 +70,18 @@ type Options struct {
 	// streams (one per session, bounded by the session caps) and DELETEs
 	// are not counted. Zero: 256.
 	MaxRequestsPerNamespace int
+	// RatePerNamespace is the sustained rate, in JSON-RPC messages a second,
+	// of one namespace's POSTs: a token bucket per namespace of
+	// BurstPerNamespace tokens, each message (each of a batch's) taking one
+	// when its POST is admitted; one that finds none gets 429 with the
+	// Retry-After of the bucket's refill, in both eras, counted refused
+	// under "rate_per_namespace". The buckets are this endpoint's: on
+	// several nodes each node keeps its own. GET streams and DELETEs take
+	// none. Zero: no rate limit.
+	RatePerNamespace float64
+	// BurstPerNamespace is the bucket's size. Zero: RatePerNamespace
+	// rounded up (at least 1).
+	BurstPerNamespace int
 	// MaxRequests bounds the POST requests in flight in all, counted the
 	// same way; the next gets 503 + Retry-After. Zero: 4096.
 	MaxRequests int
@@ -296,7 +309,8 @@ type Server struct {
 	// (Host.ResourceMetadata); "" for none.
 	challenge string
 	limits    limits
-	live      *liveness.Monitor // session owners and stream credentials
+	rates     *ratelimit.Buckets // Options.RatePerNamespace
+	live      *liveness.Monitor  // session owners and stream credentials
 	// credGen counts committed writes that changed credentials; the store's
 	// commit hook adds one before the write returns. Unchanged since a
 	// request was authenticated, no credential was revoked or removed in
@@ -355,6 +369,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options,
 		Logger:      s.opts.Logger,
 	})
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
+	s.rates = ratelimit.New(s.opts.RatePerNamespace, s.opts.BurstPerNamespace)
 	s.sealer = newSealer(s.opts.RequestStateTTL)
 	if s.opts.Route != nil {
 		s.proxy = newForwarder(s.opts.ActorTimeout, s.opts.Logger)

@@ -12,9 +12,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +45,8 @@ type serveCmd struct {
 	HeaderTimeout        duration `config:"" default:"10s" placeholder:"DURATION" help:"How long a request's headers may take to arrive, on both listeners."`
 	BodyTimeout          duration `config:"" default:"30s" placeholder:"DURATION" help:"How long an MCP POST body may take to arrive once its headers are admitted; then 408 and the connection closes. never: no deadline."`
 	RequestsPerNamespace int      `config:"" default:"256" placeholder:"N" help:"MCP requests of one principal in flight at once, each request of a JSON-RPC batch counted; the next gets 429."`
+	RatePerNamespace     float64  `config:"" default:"0" placeholder:"N" help:"Sustained MCP messages a second of one principal (each message of a JSON-RPC batch counted), a token bucket of --burst-per-namespace; past it 429 with the bucket's Retry-After. Per node. 0: no rate limit."`
+	BurstPerNamespace    int      `config:"" default:"0" placeholder:"N" help:"The bucket of --rate-per-namespace: messages one principal may send at once before the rate applies. 0: the rate rounded up."`
 	MaxRequests          int      `config:"" default:"4096" placeholder:"N" help:"MCP requests in flight in all, each request of a JSON-RPC batch counted; the next gets 503."`
 	BodyBytesInFlight    byteSize `config:"" default:"64MiB" placeholder:"SIZE" help:"Bytes of MCP POST bodies held at once (at least --body-limit); a body that does not fit gets 503."`
 	IdleTimeout          duration `config:"" default:"30m" placeholder:"DURATION" help:"An MCP session with nothing in flight for this long ends; never: no eviction."`
@@ -66,6 +70,10 @@ type serveCmd struct {
 	MaxConnectionsPerSource      int `config:"" default:"1024" placeholder:"N" help:"Open TCP connections of the MCP listener from one source (an IPv4 address or an IPv6 /64, loopback ones included); one more is closed at once on accept, unanswered. Behind a proxy on the same host every client is one source: raise it there."`
 	AdminMaxConnections          int `config:"" default:"64" placeholder:"N" help:"Open TCP connections of the admin listener in all, its own share apart from the MCP listener's; one more is closed at once on accept, unanswered. Unless set, lowered to an eighth of the descriptor budget when that is less."`
 	AdminMaxConnectionsPerSource int `config:"" default:"16" placeholder:"N" help:"Open TCP connections of the admin listener from one source (an IPv4 address or an IPv6 /64, loopback ones included); one more is closed at once on accept, unanswered."`
+
+	// The audit trail (SPEC §3.7).
+	Audit     bool   `config:"" default:"false" help:"Journal an audit record per MCP tools/call, resources/read and prompts/get (principal, what, outcome, duration; never a token or an argument) on the admin event stream (kind audit)."`
+	AuditFile string `config:"" placeholder:"FILE" help:"Append the audit records to this file as JSON lines (created 0600; implies --audit), reopened on SIGHUP for log rotation. Records the writer misses because it fell behind the journal are counted in runtime_audit_dropped_total."`
 
 	// The MCP lists.
 	ListPageSize int      `config:"" default:"100" placeholder:"N" help:"Entries of one page of an MCP list (tools, resources, resource templates, prompts); the rest follows with nextCursor."`
@@ -257,9 +265,10 @@ type server struct {
 	errc                             chan error // each server's Serve error
 
 	cluster  cluster.Config
-	endpoint string // the MCP URL handed to provider sessions
-	issuer   string // the OAuth issuer; "" when sign-in is off
-	demoFile string // the demo credential's file; "" without one
+	endpoint string     // the MCP URL handed to provider sessions
+	issuer   string     // the OAuth issuer; "" when sign-in is off
+	demoFile string     // the demo credential's file; "" without one
+	audit    *auditSink // --audit-file; nil without one
 
 	rtClosed bool     // shutdown has closed rt
 	undo     []func() // run by release, last first
@@ -340,6 +349,7 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		MaxThreads:       s.MaxThreads,
 		StateFile:        stateFile,
 		OmitBuiltins:     s.OmitBuiltins,
+		Audit:            s.Audit || s.AuditFile != "",
 		Logger:           log,
 		Drivers:          agentDrivers(log),
 	})
@@ -366,6 +376,17 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerConnMetrics(reg, []namedListener{{"mcp", srv.mcpConns}, {"admin", srv.adminConns}})
+	if s.AuditFile != "" {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		if srv.audit, err = newAuditSink(s.AuditFile, rt, reg, hup, log); err != nil {
+			signal.Stop(hup)
+			return srv, usageError{err}
+		}
+		go srv.audit.run()
+		srv.undo = append(srv.undo, func() { signal.Stop(hup); srv.audit.abandon() })
+		log.Info("audit file", "path", s.AuditFile)
+	}
 	if srv.mcp, err = rt.MCPHandler(s.mcpOptions(metrics.New(reg, rt), allowed, log)); err != nil {
 		return srv, err
 	}
@@ -462,6 +483,8 @@ func (s *serveCmd) mcpOptions(observer *metrics.Metrics, allowed []string, log *
 		BodyTimeout:                   runtimeDuration(s.BodyTimeout),
 		MaxRequestsPerNamespace:       s.RequestsPerNamespace,
 		MaxRequests:                   s.MaxRequests,
+		RatePerNamespace:              s.RatePerNamespace,
+		BurstPerNamespace:             s.BurstPerNamespace,
 		MaxBodyBytesInFlight:          int64(s.BodyBytesInFlight),
 		IdleTimeout:                   runtimeDuration(s.IdleTimeout),
 		MaxSessionsPerNamespace:       s.SessionsPerNamespace,
