@@ -27,6 +27,12 @@ func benchSession(b *testing.B) func(body []byte) []byte {
 func benchSessionWith(b *testing.B, cfg mcpruntime.Config) func(body []byte) []byte {
 	b.Helper()
 	rt, _, tok := benchRuntimeWith(b, cfg)
+	return benchSessionOn(b, rt, tok)
+}
+
+// benchSessionOn is benchSession on rt, as tok.
+func benchSessionOn(b *testing.B, rt *mcpruntime.Runtime, tok string) func(body []byte) []byte {
+	b.Helper()
 	h, err := rt.MCPHandler(mcpruntime.MCPOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -79,8 +85,11 @@ func benchDo(b *testing.B, srv *httptest.Server, tok, method, sid string, body [
 // stack: HTTP, Origin/Host guard, authentication, owner check, session
 // actor round trip, schema validation, tool, JSON response. Client and
 // server share the process, so the figure includes the client's cost.
-func BenchmarkHTTPToolCall(b *testing.B) {
-	post := benchSession(b)
+func BenchmarkHTTPToolCall(b *testing.B) { benchToolCalls(b, benchSession(b)) }
+
+// benchToolCalls is the loop of BenchmarkHTTPToolCall on post.
+func benchToolCalls(b *testing.B, post func(body []byte) []byte) {
+	b.Helper()
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"thread_read","arguments":{}}}`)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -167,5 +176,40 @@ func BenchmarkHTTPModernToolCall(b *testing.B) {
 		if err := json.Unmarshal(out, &r); err != nil || r.Result.IsError || r.Result.ResultType != "complete" {
 			b.Fatalf("tools/call: %s %s", resp.Status, out)
 		}
+	}
+}
+
+// BenchmarkHTTPToolCallAudited is BenchmarkHTTPToolCall with Config.Audit:
+// each call also journals its audit record. With follow, a reader follows
+// the journal and encodes every record, as the event stream and the audit
+// file do: the cost of events and audit on, against BenchmarkHTTPToolCall.
+func BenchmarkHTTPToolCallAudited(b *testing.B) {
+	for _, follow := range []bool{false, true} {
+		b.Run(map[bool]string{false: "journal", true: "followed"}[follow], func(b *testing.B) {
+			rt, _, tok := benchRuntimeWith(b, mcpruntime.Config{Audit: true})
+			if follow {
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					enc := json.NewEncoder(io.Discard)
+					var pos uint64
+					for {
+						page, err := rt.Records(pos, 512)
+						if err != nil {
+							return
+						}
+						for _, rec := range page.Records {
+							pos = rec.ID
+							_ = enc.Encode(&rec)
+						}
+						if len(page.Records) < 512 {
+							<-page.Next
+						}
+					}
+				}()
+				b.Cleanup(func() { rt.Close(); <-done })
+			}
+			benchToolCalls(b, benchSessionOn(b, rt, tok))
+		})
 	}
 }

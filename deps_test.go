@@ -60,3 +60,40 @@ func TestOneNodeLinksNoCluster(t *testing.T) {
 		}
 	}
 }
+
+// traceExportDeps are the OpenTelemetry SDK's tracing and the OTLP
+// exporter: cmd/runtime links them to export spans; an embedder's packages
+// take a TracerProvider (the API) and link neither (SPEC §5b.26).
+var traceExportDeps = []string{"go.opentelemetry.io/otel/sdk/trace", "go.opentelemetry.io/otel/exporters/otlp/", "go.opentelemetry.io/proto/otlp"}
+
+// TestEmbedderLinksNoTraceExport: the root, transport, admin and
+// examples/minimal link none of traceExportDeps; cmd/runtime does, so the
+// check sees them when they are there.
+func TestEmbedderLinksNoTraceExport(t *testing.T) {
+	pkgs := []string{".", "./transport", "./admin", "./examples/minimal", "./cmd/runtime"}
+	out, err := exec.Command("go", append([]string{"list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}"}, pkgs...)...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(pkgs) {
+		t.Fatalf("go list listed %d packages, want %d", len(lines), len(pkgs))
+	}
+	for _, line := range lines {
+		f := strings.Fields(line)
+		var linked []string
+		for _, d := range f[1:] {
+			for _, prefix := range traceExportDeps {
+				if strings.HasPrefix(d, prefix) {
+					linked = append(linked, d)
+				}
+			}
+		}
+		switch cmd := strings.HasSuffix(f[0], "/cmd/runtime"); {
+		case cmd && len(linked) == 0:
+			t.Errorf("%s links none of %v: the check no longer sees what it looks for", f[0], traceExportDeps)
+		case !cmd && len(linked) > 0:
+			t.Errorf("%s links %s: an embedder who does not export traces must not", f[0], linked[0])
+		}
+	}
+}

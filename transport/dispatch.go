@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agenthost/mcpruntime/internal/fault"
 )
@@ -48,8 +49,13 @@ type RPCError struct {
 
 // dispatch is Dispatch with the backend's failure logged: what a client
 // never sees.
-func (s *Server) dispatch(ctx context.Context, method string, params json.RawMessage, req *Request) Response {
-	res := Dispatch(ctx, s.backend, method, params, req)
+func (s *Server) dispatch(ctx context.Context, method string, params json.RawMessage, req *Request) (res Response) {
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = s.traceFeature(ctx, method, params, req)
+		defer func() { endFeature(span, &res) }()
+	}
+	res = Dispatch(ctx, s.backend, method, params, req)
 	if res.cause != nil {
 		s.opts.Logger.Error("backend failed", "method", method, "err", res.cause)
 	}

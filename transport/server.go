@@ -14,6 +14,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/julienschmidt/httprouter"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agenthost/mcpruntime/actors/session"
 	"github.com/agenthost/mcpruntime/internal/credential"
@@ -155,6 +157,15 @@ type Options struct {
 	// Observer is told about requests, authentication failures, MCP
 	// sessions and the bounds' refusals, for metrics. Nil: nobody.
 	Observer Observer
+	// TracerProvider makes the endpoint's spans (SPEC §5b.26): one per
+	// HTTP request, continuing the client's W3C traceparent, and one per
+	// feature request (tools/call, resources/read, …) under it, or under
+	// the trace context of the request's params._meta when it carries one;
+	// a tool handler's ctx carries its span. Nil: no spans, no propagation.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the client's trace context from the HTTP headers
+	// and params._meta. Nil: W3C Trace Context and Baggage.
+	Propagator propagation.TextMapPropagator
 }
 
 // Host is what the program hosting the endpoint wires into it itself, never
@@ -288,6 +299,9 @@ func (o settings) withDefaults() settings {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.TracerProvider != nil && o.Propagator == nil {
+		o.Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	}
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
@@ -310,6 +324,7 @@ type Server struct {
 	challenge string
 	limits    limits
 	rates     *ratelimit.Buckets // Options.RatePerNamespace
+	tracer    trace.Tracer       // Options.TracerProvider's; nil: no spans
 	live      *liveness.Monitor  // session owners and stream credentials
 	// credGen counts committed writes that changed credentials; the store's
 	// commit hook adds one before the write returns. Unchanged since a
@@ -370,6 +385,9 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options,
 	})
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
 	s.rates = ratelimit.New(s.opts.RatePerNamespace, s.opts.BurstPerNamespace)
+	if s.opts.TracerProvider != nil {
+		s.tracer = s.opts.TracerProvider.Tracer(tracerName)
+	}
 	s.sealer = newSealer(s.opts.RequestStateTTL)
 	if s.opts.Route != nil {
 		s.proxy = newForwarder(s.opts.ActorTimeout, s.opts.Logger)
@@ -406,6 +424,11 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options,
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w, bodyUnread: r.ContentLength != 0}
+	if s.tracer != nil {
+		var end func()
+		r, end = s.traceHTTP(r, sw)
+		defer end()
+	}
 	// Deferred: a forwarded answer cut short aborts the handler with
 	// http.ErrAbortHandler (ReverseProxy), and it is counted too.
 	defer func() { s.opts.Observer.Request(eraLabel(r), methodLabel(r.Method), sw.answered(), time.Since(start)) }()

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/admin"
@@ -265,10 +266,11 @@ type server struct {
 	errc                             chan error // each server's Serve error
 
 	cluster  cluster.Config
-	endpoint string     // the MCP URL handed to provider sessions
-	issuer   string     // the OAuth issuer; "" when sign-in is off
-	demoFile string     // the demo credential's file; "" without one
-	audit    *auditSink // --audit-file; nil without one
+	endpoint string                   // the MCP URL handed to provider sessions
+	issuer   string                   // the OAuth issuer; "" when sign-in is off
+	demoFile string                   // the demo credential's file; "" without one
+	audit    *auditSink               // --audit-file; nil without one
+	tracer   *sdktrace.TracerProvider // OTLP export (tracing.go); nil without one
 
 	rtClosed bool     // shutdown has closed rt
 	undo     []func() // run by release, last first
@@ -387,7 +389,16 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		srv.undo = append(srv.undo, func() { signal.Stop(hup); srv.audit.abandon() })
 		log.Info("audit file", "path", s.AuditFile)
 	}
-	if srv.mcp, err = rt.MCPHandler(s.mcpOptions(metrics.New(reg, rt), allowed, log)); err != nil {
+	opts := s.mcpOptions(metrics.New(reg, rt), allowed, log)
+	if tracingOn(d.env) {
+		tp, err := newTracerProvider(d.ctx, log)
+		if err != nil {
+			return srv, usageError{err}
+		}
+		srv.tracer, opts.TracerProvider = tp, tp
+		srv.undo = append(srv.undo, func() { _ = tp.Shutdown(context.Background()) }) // after a shutdown, a no-op
+	}
+	if srv.mcp, err = rt.MCPHandler(opts); err != nil {
 		return srv, err
 	}
 	adminAPI := admin.New(rt, admin.Options{Token: token, MCP: srv.mcp, Logger: log})

@@ -46,6 +46,11 @@ func (srv *server) shutdown(ctx context.Context) error {
 	if srv.internalHTTP != nil {
 		srv.stop(sctx, "internal", srv.internalHTTP)
 	}
+	if srv.tracer != nil {
+		if terr := srv.tracer.Shutdown(sctx); terr != nil { // the spans still batched
+			srv.log.Warn("exporting the last traces", "err", terr)
+		}
+	}
 	srv.stop(sctx, "admin", srv.adminHTTP)
 	if err != nil {
 		srv.log.Error("closing the runtime", "err", err)
