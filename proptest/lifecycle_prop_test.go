@@ -98,6 +98,9 @@ type lifecycleMachine struct {
 	cfg         mcpruntime.Config
 	unsubscribe func()
 	durable     *durableState
+	// restored are the credentials the current runtime restored from its
+	// state file: its journal never saw them minted (SPEC §3.7a).
+	restored map[string]bool
 }
 
 // machineTurn is one turn a driver session was given.
@@ -130,6 +133,7 @@ func newLifecycleMachineOn(t *rapid.T, stateFile string) *lifecycleMachine {
 		ClientTokenTTL:   testClientTTL,
 		ProviderIdle:     testProviderIdle,
 		RevokedKept:      1 << 20, // no pruning: a revoked token keeps its reason
+		Journal:          1 << 20, // every record of an iteration kept, for checkJournal
 		Now:              clock.Now,
 		Logger:           slog.New(slog.DiscardHandler),
 		StateFile:        stateFile,
@@ -415,12 +419,56 @@ func (s *lifecycleMachine) Check(t *rapid.T) {
 		t.Fatalf("Threads ids mismatch (-want +got):\n%s", diff)
 	}
 	s.checkSubscriptions(t)
+	s.checkJournal(t)
 	// A session the model holds open was never closed in the driver.
 	for _, ps := range s.m.sessions {
 		if ps.open {
 			if d := s.inproc.Session(ps.id); d == nil || d.Closed() {
 				t.Fatalf("provider session %s of %s is open in the model, driver session %v", ps.id, ps.instance, d)
 			}
+		}
+	}
+}
+
+// checkJournal checks the journal's credential records against the model
+// (SPEC §3.7a): every provider credential the current runtime minted has
+// exactly one credential.minted; one the model says is revoked has exactly
+// one credential.revoked, after its mint; one the model says is live and
+// not expired has none; none is revoked twice.
+func (s *lifecycleMachine) checkJournal(t *rapid.T) {
+	page, err := s.rt.Records(0, 1<<20)
+	if err != nil {
+		t.Fatalf("Records: %v", err)
+	}
+	minted, revoked := map[string]uint64{}, map[string]uint64{}
+	for _, rec := range page.Records {
+		switch rec.Kind {
+		case mcpruntime.RecordCredentialMinted:
+			if minted[rec.Credential] != 0 {
+				t.Fatalf("credential %s minted twice in the journal (records %d, %d)", rec.Credential, minted[rec.Credential], rec.ID)
+			}
+			minted[rec.Credential] = rec.ID
+		case mcpruntime.RecordCredentialRevoked:
+			if revoked[rec.Credential] != 0 {
+				t.Fatalf("credential %s revoked twice in the journal (records %d, %d)", rec.Credential, revoked[rec.Credential], rec.ID)
+			}
+			revoked[rec.Credential] = rec.ID
+		}
+	}
+	for _, c := range s.m.creds {
+		if c.kind != kindProvider || s.restored[c.id] {
+			continue
+		}
+		if minted[c.id] == 0 {
+			t.Fatalf("credential %s (%s): no credential.minted in the journal", c.id, c.describe())
+		}
+		switch {
+		case c.state == credRevoked && revoked[c.id] == 0:
+			t.Fatalf("credential %s (%s) is revoked, but the journal has no credential.revoked", c.id, c.describe())
+		case revoked[c.id] != 0 && revoked[c.id] < minted[c.id]:
+			t.Fatalf("credential %s: revoked (record %d) before minted (record %d)", c.id, revoked[c.id], minted[c.id])
+		case s.m.live(c) && revoked[c.id] != 0:
+			t.Fatalf("credential %s (%s) is live, but the journal says it was revoked (record %d)", c.id, c.describe(), revoked[c.id])
 		}
 	}
 }

@@ -259,6 +259,10 @@ func (s *lifecycleMachine) reopen(t *rapid.T, call string) {
 	}
 	s.rt = rt
 	s.unsubscribe = subscribeCounting(rt.SubscribeProviderEvents, &s.closes)
+	s.restored = map[string]bool{} // restored state is not journaled
+	for _, c := range s.m.creds {
+		s.restored[c.id] = true
+	}
 	for _, ps := range s.m.sessions {
 		s.durable.gone[ps.id] = true
 	}
