@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -38,6 +39,11 @@ const (
 	// writeStall is how long one write to a reader may take before the
 	// stream is cut off.
 	writeStall = 10 * time.Second
+	// eventLinger is how long a stream waits, once a record arrived after
+	// it caught up, before it reads the journal again: under load records
+	// come many a millisecond, and one read, write and flush then carries
+	// all that came meanwhile, not one each. An event is that much later.
+	eventLinger = 5 * time.Millisecond
 	// maxKinds bounds the ?kind= filter's entries, maxKindLen each one.
 	maxKinds, maxKindLen = 32, 64
 )
@@ -91,6 +97,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	pos := *after
 	ticker := time.NewTicker(keepAlive)
 	defer ticker.Stop()
+	linger := time.NewTimer(eventLinger)
+	defer linger.Stop()
+	var buf bytes.Buffer // one event's bytes, reused
 	for first := true; ; first = false {
 		page, err := s.rt.Records(pos, eventBatch)
 		if err != nil {
@@ -100,11 +109,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		if page.Oldest > pos+1 {
 			missed := gapJSON{From: pos + 1, To: page.Oldest - 1}
 			if !first { // fell behind while streaming: dropped, it says so, and ends
-				writeEvent(w, "", "dropped", missed)
+				writeEvent(w, &buf, "", "dropped", missed)
 				fl.Flush()
 				return
 			}
-			if !writeEvent(w, "", "gap", missed) {
+			if !writeEvent(w, &buf, "", "gap", missed) {
 				return
 			}
 			pos = page.Oldest - 1
@@ -114,7 +123,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 			if !f.match(&rec) {
 				continue
 			}
-			if !writeEvent(w, strconv.FormatUint(rec.ID, 10), rec.Kind, rec) {
+			if !writeEvent(w, &buf, strconv.FormatUint(rec.ID, 10), rec.Kind, rec) {
 				return
 			}
 		}
@@ -129,6 +138,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		}
 		select {
 		case <-page.Next:
+			linger.Reset(eventLinger)
+			select {
+			case <-linger.C:
+			case <-r.Context().Done():
+				return
+			}
 		case <-ticker.C:
 			_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
@@ -140,18 +155,25 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	}
 }
 
-// writeEvent writes one SSE event; false once the client is gone.
-func writeEvent(w http.ResponseWriter, id, kind string, v any) bool {
-	data, err := json.Marshal(v)
-	if err != nil {
+// writeEvent writes one SSE event, built in buf; false once the client is
+// gone.
+func writeEvent(w http.ResponseWriter, buf *bytes.Buffer, id, kind string, v any) bool {
+	buf.Reset()
+	if id != "" {
+		buf.WriteString("id: ")
+		buf.WriteString(id)
+		buf.WriteByte('\n')
+	}
+	buf.WriteString("event: ")
+	buf.WriteString(kind)
+	buf.WriteString("\ndata: ")
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // a line of JSON, and its newline
 		return false
 	}
-	if id != "" {
-		if _, err := fmt.Fprintf(w, "id: %s\n", id); err != nil {
-			return false
-		}
-	}
-	_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", kind, data)
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
 	return err == nil
 }
 

@@ -22,8 +22,11 @@
 # adds the 2026-07-28 rows, where 64 is the default bound of one
 # namespace's requests in flight), CHURN_LOOPS (16), CHURN_DURATION (3s),
 # IDLE_SESSIONS (10000), IDLE_BIG (100000, runtime once; 0 skips),
-# REVOKE_TOKENS (64), CLUSTER (1; 0 skips the 3-node rows), OUT (a new
-# temporary directory).
+# REVOKE_TOKENS (64), CLUSTER (1; 0 skips the 3-node rows), IMPLS (the
+# servers, "runtime gosdk mcpgo floor"; add runtime-audit, runtime-events
+# or runtime-observed for the runtime with its audit trail on, its admin
+# event stream followed, or both),
+# OUT (a new temporary directory).
 #
 # Everything listens on 127.0.0.1; every server is killed by its PID when
 # its run ends, and on exit.
@@ -41,7 +44,7 @@ CHURN_DURATION=${CHURN_DURATION:-3s}
 IDLE_SESSIONS=${IDLE_SESSIONS:-10000}
 IDLE_BIG=${IDLE_BIG:-100000}
 REVOKE_TOKENS=${REVOKE_TOKENS:-64}
-IMPLS=(runtime gosdk mcpgo floor)
+read -r -a IMPLS <<<"${IMPLS:-runtime gosdk mcpgo floor}"
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/mcpbench.XXXXXX")}
@@ -158,7 +161,7 @@ if [ "$IDLE_BIG" -gt 0 ]; then
 fi
 
 echo
-echo "Medians of $ROUNDS rounds (ratio = runtime ÷ other; max over rounds where marked)."
+echo "Medians of $ROUNDS rounds with their min–max (max over rounds where marked); a ratio is the median of the per-round ratios, with their min–max."
 echo "$(nproc) CPUs, $(go version | cut -d' ' -f3-), $(date -u +%Y-%m-%dT%H:%MZ), $((SECONDS - started)) s"
 echo
 "$OUT/report" "$results"

@@ -18,6 +18,12 @@ const runtimeImpl = "runtime"
 
 var others = []string{"gosdk", "mcpgo", "floor"}
 
+// variantOrder is the column order of the runtime's variants: the same
+// runtime in another configuration or form (servers.Names), each shown
+// beside the runtime with its ratio to it. A variant not listed here
+// comes after these, by name.
+var variantOrder = []string{"runtime-audit", "runtime-events", "runtime-observed", "binary", "binary-raised"}
+
 // better says which way a metric improves.
 type better int
 
@@ -121,32 +127,49 @@ func (g group) label() string {
 	return fmt.Sprintf("%s n=%d", g.mode, g.sessions)
 }
 
-// row is one line of the table: a metric's aggregate per server (absent
-// where a server has no result), the runtime's range over rounds, and the
-// runtime's ratios to the others.
+// cell is one server's figure in a row: its aggregate over rounds, and
+// the smallest and largest round's value (the spread).
+type cell struct {
+	v, lo, hi float64
+	n         int             // rounds with a value
+	byRound   map[int]float64 // the value of each numbered round
+}
+
+// ratio is one server's figure over another's in a row: the median of the
+// per-round ratios of the rounds both ran (the servers of one round ran
+// minutes apart on the same machine), with their min–max; where no round
+// pairs up, the ratio of the aggregates and no spread.
+type ratio struct {
+	v, lo, hi float64
+	paired    int // rounds in the spread
+}
+
+// row is one line of the table: a metric's figure per server (absent
+// where a server has no result) and the ratios of the table's columns.
 type row struct {
-	label      string
-	values     map[string]float64
-	rtLo, rtHi float64 // the runtime's smallest and largest value
-	rtHasRange bool
-	m          metric
+	label string
+	cells map[string]cell
+	m     metric
 }
 
 type table struct {
-	impls []string // columns
-	rows  []row
+	impls    []string // columns: the runtime, its variants, then the others
+	variants []string // the variants present, in column order
+	rows     []row
 }
 
 // buildTable groups results by mode and concurrency and folds every
 // metric over rounds.
 func buildTable(rs []result.Result) table {
 	byGroup := map[group]map[string][]result.Result{}
+	present := map[string]bool{}
 	for _, r := range rs {
 		g := groupOf(r)
 		if byGroup[g] == nil {
 			byGroup[g] = map[string][]result.Result{}
 		}
 		byGroup[g][r.Impl] = append(byGroup[g][r.Impl], r)
+		present[r.Impl] = true
 	}
 	groups := make([]group, 0, len(byGroup))
 	for g := range byGroup {
@@ -156,7 +179,8 @@ func buildTable(rs []result.Result) table {
 		return cmp.Or(cmp.Compare(slices.Index(modeOrder, a.mode), slices.Index(modeOrder, b.mode)),
 			cmp.Compare(a.sessions, b.sessions), cmp.Compare(b.tokens, a.tokens))
 	})
-	t := table{impls: append([]string{runtimeImpl}, others...)}
+	t := table{variants: variants(present)}
+	t.impls = append(append([]string{runtimeImpl}, t.variants...), others...)
 	for _, g := range groups {
 		for _, m := range metrics[g.mode] {
 			t.rows = append(t.rows, foldRow(g, m, byGroup[g]))
@@ -165,79 +189,136 @@ func buildTable(rs []result.Result) table {
 	return t
 }
 
+// variants are the implementations present that are neither the runtime
+// nor one of the others, in column order.
+func variants(present map[string]bool) []string {
+	var out, rest []string
+	for _, v := range variantOrder {
+		if present[v] {
+			out = append(out, v)
+		}
+	}
+	for impl := range present {
+		if impl != runtimeImpl && !slices.Contains(others, impl) && !slices.Contains(variantOrder, impl) {
+			rest = append(rest, impl)
+		}
+	}
+	slices.Sort(rest)
+	return append(out, rest...)
+}
+
 func foldRow(g group, m metric, byImpl map[string][]result.Result) row {
-	r := row{label: g.label() + " " + m.name, values: map[string]float64{}, m: m}
+	r := row{label: g.label() + " " + m.name, cells: map[string]cell{}, m: m}
 	for impl, rs := range byImpl {
+		c := cell{byRound: map[int]float64{}}
 		var v []float64
 		for _, res := range rs {
-			if x := m.get(res); !math.IsNaN(x) {
-				v = append(v, x)
+			x := m.get(res)
+			if math.IsNaN(x) {
+				continue
+			}
+			v = append(v, x)
+			if res.Round > 0 {
+				c.byRound[res.Round] = x
 			}
 		}
 		if len(v) == 0 {
 			continue
 		}
-		r.values[impl] = m.agg(v)
-		if impl == runtimeImpl && len(v) > 1 {
-			r.rtLo, r.rtHi, r.rtHasRange = slices.Min(v), slices.Max(v), true
-		}
+		c.v, c.lo, c.hi, c.n = m.agg(v), slices.Min(v), slices.Max(v), len(v)
+		r.cells[impl] = c
 	}
 	return r
 }
 
 // value is the row's value for impl, and whether there is one.
 func (r row) value(impl string) (float64, bool) {
-	v, ok := r.values[impl]
-	return v, ok && !math.IsNaN(v)
+	c, ok := r.cells[impl]
+	return c.v, ok
 }
 
-// ratio is runtime ÷ other, or false where it means nothing.
-func (r row) ratio(other string) (float64, bool) {
-	rt, ok1 := r.value(runtimeImpl)
-	o, ok2 := r.value(other)
-	if !ok1 || !ok2 || r.m.better == neither || o == 0 {
-		return 0, false
+// ratio is num ÷ den, or false where it means nothing.
+func (r row) ratio(num, den string) (ratio, bool) {
+	a, ok1 := r.cells[num]
+	b, ok2 := r.cells[den]
+	if !ok1 || !ok2 || r.m.better == neither || b.v == 0 {
+		return ratio{}, false
 	}
-	return rt / o, true
+	var per []float64
+	for round, x := range a.byRound {
+		if y, ok := b.byRound[round]; ok && y != 0 {
+			per = append(per, x/y)
+		}
+	}
+	if len(per) == 0 {
+		return ratio{v: a.v / b.v}, true
+	}
+	return ratio{v: stats.Median(per), lo: slices.Min(per), hi: slices.Max(per), paired: len(per)}, true
 }
 
-// render writes t as a Markdown table.
+// ratios are the table's ratio columns: each variant over the runtime,
+// then the runtime over each of the others.
+func (t table) ratios() [][2]string {
+	var out [][2]string
+	for _, v := range t.variants {
+		out = append(out, [2]string{v, runtimeImpl})
+	}
+	for _, o := range others {
+		out = append(out, [2]string{runtimeImpl, o})
+	}
+	return out
+}
+
+// render writes t as a Markdown table: each figure with its min–max over
+// rounds, each ratio with the min–max of its per-round ratios.
 func render(w io.Writer, t table) error {
 	var b strings.Builder
 	b.WriteString("| metric | ")
 	b.WriteString(strings.Join(t.impls, " | "))
-	for _, o := range others {
-		fmt.Fprintf(&b, " | rt/%s", o)
+	for _, q := range t.ratios() {
+		fmt.Fprintf(&b, " | %s/%s", short(q[0]), short(q[1]))
 	}
-	b.WriteString(" | better | runtime min–max |\n|---")
-	b.WriteString(strings.Repeat("|---:", len(t.impls)+len(others)))
-	b.WriteString("|---|---:|\n")
+	b.WriteString(" | better |\n|---")
+	b.WriteString(strings.Repeat("|---:", len(t.impls)+len(t.ratios())))
+	b.WriteString("|---|\n")
 	for _, r := range t.rows {
 		fmt.Fprintf(&b, "| %s", r.label)
 		for _, impl := range t.impls {
 			b.WriteString(" | ")
-			if v, ok := r.value(impl); ok {
-				fmt.Fprintf(&b, r.m.format, v)
-			} else {
+			c, ok := r.cells[impl]
+			if !ok {
 				b.WriteString("–")
+				continue
+			}
+			fmt.Fprintf(&b, r.m.format, c.v)
+			if c.n > 1 && r.m.better != neither {
+				fmt.Fprintf(&b, " ("+r.m.format+"–"+r.m.format+")", c.lo, c.hi)
 			}
 		}
-		for _, o := range others {
+		for _, q := range t.ratios() {
 			b.WriteString(" | ")
-			if q, ok := r.ratio(o); ok {
-				fmt.Fprintf(&b, "%.2f×", q)
-			} else {
+			x, ok := r.ratio(q[0], q[1])
+			if !ok {
 				b.WriteString("–")
+				continue
+			}
+			fmt.Fprintf(&b, "%.2f×", x.v)
+			if x.paired > 1 {
+				fmt.Fprintf(&b, " (%.2f–%.2f)", x.lo, x.hi)
 			}
 		}
-		fmt.Fprintf(&b, " | %s | ", r.m.better)
-		if r.rtHasRange {
-			fmt.Fprintf(&b, r.m.format+"–"+r.m.format, r.rtLo, r.rtHi)
-		}
-		b.WriteString(" |\n")
+		fmt.Fprintf(&b, " | %s |\n", r.m.better)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// short names the runtime "rt" in a ratio's heading.
+func short(impl string) string {
+	if impl == runtimeImpl {
+		return "rt"
+	}
+	return impl
 }
 
 func (b better) String() string {

@@ -30,17 +30,17 @@ func TestBuildTableMediansAndRatios(t *testing.T) {
 	if v, _ := rate.value("runtime"); v != 200 {
 		t.Errorf("runtime median = %v, want 200", v)
 	}
-	if q, ok := rate.ratio("mcpgo"); !ok || q != 2 {
-		t.Errorf("rt/mcpgo = %v, %v; want 2", q, ok)
+	if q, ok := rate.ratio("runtime", "mcpgo"); !ok || q.v != 2 || q.paired != 0 {
+		t.Errorf("rt/mcpgo = %+v, %v; want 2 from the medians (no round pairs up)", q, ok)
 	}
-	if _, ok := rate.ratio("gosdk"); ok {
+	if _, ok := rate.ratio("runtime", "gosdk"); ok {
 		t.Error("a ratio to a server without results")
 	}
 	errs := find("calls n=16 errors (max)")
 	if v, _ := errs.value("runtime"); v != 4 {
 		t.Errorf("errors = %v, want the maximum 4", v)
 	}
-	if _, ok := errs.ratio("mcpgo"); ok {
+	if _, ok := errs.ratio("runtime", "mcpgo"); ok {
 		t.Error("a ratio of error counts")
 	}
 	if tb.rows[0].label != "calls n=16 calls/s" || !strings.HasPrefix(tb.rows[len(tb.rows)-1].label, "churn") {
@@ -60,9 +60,9 @@ func TestRender(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"| metric | runtime | gosdk | mcpgo | floor | rt/gosdk | rt/mcpgo | rt/floor | better | runtime min–max |",
-		"| calls n=1 calls/s | 2500 | – | – | 6000 | – | – | 0.42× | higher | 2000–3000 |",
-		"| calls n=1 p99 ms | 1.00 | – | – | 0.50 | – | – | 2.00× | lower | 1.00–1.00 |",
+		"| metric | runtime | gosdk | mcpgo | floor | rt/gosdk | rt/mcpgo | rt/floor | better |",
+		"| calls n=1 calls/s | 2500 (2000–3000) | – | – | 6000 | – | – | 0.42× | higher |",
+		"| calls n=1 p99 ms | 1.00 (1.00–1.00) | – | – | 0.50 | – | – | 2.00× | lower |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
@@ -120,9 +120,47 @@ func TestTokensAndEras(t *testing.T) {
 	}
 	for _, r := range tb.rows {
 		if r.label == "calls n=64 tokens=1 calls/s" {
-			if q, ok := r.ratio("mcpgo"); !ok || q != 2 {
+			if q, ok := r.ratio("runtime", "mcpgo"); !ok || q.v != 2 {
 				t.Errorf("rt/mcpgo at tokens=1 = %v, %v; want 2", q, ok)
 			}
+		}
+	}
+}
+
+// TestVariantsAndSpreads: a variant of the runtime gets a column after it
+// and a ratio to it; ratios pair rounds, so each carries the spread of the
+// per-round ratios, and every figure the spread of its rounds.
+func TestVariantsAndSpreads(t *testing.T) {
+	var rs []result.Result
+	for round, rates := range [][3]float64{{100, 90, 200}, {120, 96, 200}, {150, 150, 300}} {
+		rs = append(rs,
+			result.Result{Impl: "runtime", Mode: result.ModeCalls, Sessions: 16, Round: round + 1, Rate: rates[0]},
+			result.Result{Impl: "runtime-observed", Mode: result.ModeCalls, Sessions: 16, Round: round + 1, Rate: rates[1]},
+			result.Result{Impl: "floor", Mode: result.ModeCalls, Sessions: 16, Round: round + 1, Rate: rates[2]})
+	}
+	tb := buildTable(rs)
+	if got := strings.Join(tb.impls, " "); got != "runtime runtime-observed gosdk mcpgo floor" {
+		t.Fatalf("columns %q", got)
+	}
+	r := tb.rows[0]
+	obs, ok := r.ratio("runtime-observed", "runtime")
+	if !ok || obs.paired != 3 || obs.lo != 0.8 || obs.hi != 1 || obs.v != 0.9 {
+		t.Errorf("observed/rt = %+v, %v; want 0.9 (0.8–1) over 3 rounds", obs, ok)
+	}
+	fl, ok := r.ratio("runtime", "floor")
+	if !ok || fl.v != 0.5 || fl.lo != 0.5 || fl.hi != 0.6 {
+		t.Errorf("rt/floor = %+v, %v; want 0.5 (0.5–0.6)", fl, ok)
+	}
+	var b strings.Builder
+	if err := render(&b, tb); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| metric | runtime | runtime-observed | gosdk | mcpgo | floor | runtime-observed/rt | rt/gosdk | rt/mcpgo | rt/floor | better |",
+		"| calls n=16 calls/s | 120 (100–150) | 96 (90–150) | – | – | 200 (200–300) | 0.90× (0.80–1.00) | – | – | 0.50× (0.50–0.60) | higher |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/admin"
 )
 
 // runtimeServer is the runtime serving echo as a read tool to client
@@ -22,10 +26,17 @@ type runtimeServer struct {
 
 	mu      sync.Mutex
 	clients map[string]string // token → client grant id
+
+	// follower is the admin event stream a runtime-events or
+	// runtime-observed server serves to itself; nil otherwise.
+	follower *follower
 }
 
-func newRuntime(opts Options) (*runtimeServer, error) {
-	rt, err := mcpruntime.New(mcpruntime.Config{Logger: opts.Logger})
+// newRuntime builds the runtime; audit turns its audit trail on
+// (runtime-audit), events follows the admin event stream from the start
+// (runtime-events), as an operator watching it would.
+func newRuntime(opts Options, audit, events bool) (*runtimeServer, error) {
+	rt, err := mcpruntime.New(mcpruntime.Config{Logger: opts.Logger, Audit: audit})
 	if err != nil {
 		return nil, fmt.Errorf("start runtime: %w", err)
 	}
@@ -47,6 +58,9 @@ func newRuntime(opts Options) (*runtimeServer, error) {
 		return nil, fmt.Errorf("MCP handler: %w", err)
 	}
 	s.handler = h
+	if events {
+		s.follower = follow(rt, opts.Logger)
+	}
 	return s, nil
 }
 
@@ -91,4 +105,50 @@ func (s *runtimeServer) Revoke(ctx context.Context, tok string) error {
 	return s.rt.RevokeClient(ctx, id)
 }
 
-func (s *runtimeServer) Close() error { return s.rt.Close() }
+func (s *runtimeServer) Close() error {
+	err := s.rt.Close() // ends the event stream
+	if s.follower != nil {
+		s.follower.stop()
+	}
+	return err
+}
+
+// follower reads the admin API's event stream (GET /admin/v1/events) in
+// the server's process, through the admin handler itself, writing every
+// event into a sink that counts and discards it: the server-side cost of
+// an operator's event stream, without a client's.
+type follower struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func follow(rt *mcpruntime.Runtime, logger *slog.Logger) *follower {
+	const token = "bench-admin-token-0123456789abcdef"
+	srv := admin.New(rt, admin.Options{Token: token, Logger: logger})
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &follower{cancel: cancel, done: make(chan struct{})}
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/admin/v1/events?after=0", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	go func() {
+		defer close(f.done)
+		srv.ServeHTTP(&sink{header: http.Header{}}, req)
+	}()
+	return f
+}
+
+func (f *follower) stop() {
+	f.cancel()
+	<-f.done
+}
+
+// sink is a ResponseWriter that discards what it is given.
+type sink struct {
+	header http.Header
+	n      atomic.Int64
+}
+
+func (s *sink) Header() http.Header              { return s.header }
+func (s *sink) SetWriteDeadline(time.Time) error { return nil } // as a connection can
+func (s *sink) WriteHeader(int)                  {}
+func (s *sink) Flush()                           {}
+func (s *sink) Write(p []byte) (int, error)      { s.n.Add(int64(len(p))); return len(p), nil }

@@ -5,6 +5,11 @@
 //
 //   - runtime: this module's runtime; tokens are real client grants, one
 //     grant per token, revoked with Runtime.RevokeClient.
+//   - runtime-audit: the same runtime with its audit trail on
+//     (Config.Audit: a record per call in its journal);
+//   - runtime-events: the same runtime with its admin event stream
+//     (GET /admin/v1/events) followed from the start;
+//   - runtime-observed: both, for the cost of what an operator watches.
 //   - gosdk: the official MCP Go SDK's stateful Streamable HTTP handler for
 //     2025 requests and its stateless one for 2026-07-28 requests.
 //   - mcpgo: mcp-go's stateful Streamable HTTP server, which serves
@@ -34,14 +39,17 @@ import (
 
 // Names of the implementations, as -impl takes them.
 const (
-	Runtime = "runtime"
-	GoSDK   = "gosdk"
-	MCPGo   = "mcpgo"
-	Floor   = "floor"
+	Runtime         = "runtime"
+	RuntimeAudit    = "runtime-audit"
+	RuntimeEvents   = "runtime-events"
+	RuntimeObserved = "runtime-observed"
+	GoSDK           = "gosdk"
+	MCPGo           = "mcpgo"
+	Floor           = "floor"
 )
 
 // Names lists every implementation.
-var Names = []string{Runtime, GoSDK, MCPGo, Floor}
+var Names = []string{Runtime, RuntimeAudit, RuntimeEvents, RuntimeObserved, GoSDK, MCPGo, Floor}
 
 // ErrUnknownToken is returned by Revoke for a token the server never
 // issued or already revoked.
@@ -102,7 +110,13 @@ func New(name string, opts Options) (Server, error) {
 	}
 	switch name {
 	case Runtime:
-		return newRuntime(opts)
+		return newRuntime(opts, false, false)
+	case RuntimeAudit:
+		return newRuntime(opts, true, false)
+	case RuntimeEvents:
+		return newRuntime(opts, false, true)
+	case RuntimeObserved:
+		return newRuntime(opts, true, true)
 	case GoSDK:
 		return newGoSDK(opts), nil
 	case MCPGo:
