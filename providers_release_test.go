@@ -52,7 +52,9 @@ func (c *logCapture) index(msg, key, value, line string) int {
 // host, or as idle — revokes its credential before the driver's Close
 // begins, so while an agent that ignores SIGTERM is given its grace its
 // token is already refused; the release answers once the process is gone,
-// and "provider session closed" is logged only then.
+// and "provider session closed" is logged only then. It looks at the token
+// once the agent got SIGTERM, a moment after Close began; the order itself
+// is TestReleaseRefusedAtClose's.
 func TestReleaseRevokesBeforeClose(t *testing.T) {
 	for _, how := range []string{"release", "idle"} {
 		t.Run(how, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -172,6 +173,71 @@ func TestReleaseBeforeClose(t *testing.T) {
 			if steps := log.get(); !slices.Equal(steps, want) {
 				t.Errorf("steps %v, want %v", steps, want)
 			}
+		})
+	}
+}
+
+// TestCloseWaitsForRevocation: a session released by the host, released
+// as idle, or dead does not have its driver's Close called while its
+// thread's actor has not answered the revocation, however long that takes;
+// the answer, and only it, lets the Close run. The thread's actor holds its
+// answer, and the test waits until every goroutine of its bubble is
+// blocked (synctest.Wait): what could run without the answer has run, so
+// a Close sent before the revocation is seen, never missed.
+func TestCloseWaitsForRevocation(t *testing.T) {
+	tests := []struct {
+		name string
+		// end starts the session's end and returns the request that
+		// waits for it (nil: none does, as for a death).
+		end func(e *env, pid *actor.PID, id string) *actor.Future
+	}{
+		{name: "released", end: func(e *env, pid *actor.PID, id string) *actor.Future {
+			return e.root.RequestFuture(pid, &provider.CloseSession{SessionID: id, Reason: provider.ReasonReleased}, actortest.Timeout)
+		}},
+		{name: "idle", end: func(e *env, pid *actor.PID, id string) *actor.Future {
+			e.clock.Advance(2 * time.Minute)
+			return e.root.RequestFuture(pid, &provider.ReleaseIdle{}, actortest.Timeout)
+		}},
+		{name: "died", end: func(e *env, pid *actor.PID, id string) *actor.Future {
+			e.inproc.Session(id).Kill(errors.New("exit status 1"))
+			return nil
+		}},
+	}
+	for _, test := range tests {
+		t.Run(test.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				// Registered first, run last: protoactor's dead-letter
+				// throttle waits out its interval on a goroutine of its own,
+				// and the bubble ends only once every goroutine in it has.
+				t.Cleanup(func() { time.Sleep(time.Second) })
+				e := newEnv(t)
+				e.idleRelease = time.Minute
+				log := &orderLog{}
+				stubPID := e.stubThread("t1", &threadStub{hold: true, onRelease: func(m *provider.ReleaseCredentials) {
+					log.add("release " + m.SessionID)
+				}})
+				inner, err := e.inproc.Factory()("a", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pid := e.spawn("a", &loggedDriver{Driver: inner, log: log})
+				id := e.mustOpen(pid, "ps_1", binding("t1", "c1"))
+				f := test.end(e, pid, id)
+				synctest.Wait()
+				if steps, want := log.get(), []string{"release ps_1"}; !slices.Equal(steps, want) {
+					t.Fatalf("with the revocation unanswered: steps %v, want %v", steps, want)
+				}
+				e.root.Send(stubPID, &stubAnswer{})
+				synctest.Wait()
+				if steps, want := log.get(), []string{"release ps_1", "close ps_1"}; !slices.Equal(steps, want) {
+					t.Errorf("once answered: steps %v, want %v", steps, want)
+				}
+				if f != nil {
+					if _, err := f.Result(); err != nil {
+						t.Errorf("the end's request: %v", err)
+					}
+				}
+			})
 		})
 	}
 }
