@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,6 +169,8 @@ func (m *clusterMachine) actions() map[string]func(*rapid.T) {
 		"kill#3":       m.kill,
 		"turn":         m.turn,
 		"turn#2":       m.turn,
+		"burst":        m.burst,
+		"burst#2":      m.burst,
 		"createRace":   m.createRace,
 		"open":         m.open,
 		"startRun":     m.startRun,
@@ -582,6 +585,80 @@ func (m *clusterMachine) turn(t *rapid.T) {
 	m.wrote(h)
 	machineStats.posts.Add(1)
 	th.msgs = append(th.msgs, text)
+}
+
+// burst is a turn whose agent posts several messages at once (and the host
+// touches the thread meanwhile): the home's thread actor commits each write
+// off its Receive, holding the others until it answered (SPEC §5d.7), so
+// every post is applied once, each at the sequence number it was told, in
+// that order — which the check then reads back on every node.
+func (m *clusterMachine) burst(t *rapid.T) {
+	m.bounded()
+	th, inst, pair := m.pairOf(t)
+	if th.archived {
+		t.Skip("archived")
+	}
+	ctx := context.Background()
+	h := m.home(th)
+	if th.instance != inst {
+		if _, err := h.rt.SwitchProvider(ctx, th.id, inst); err != nil {
+			t.Fatalf("SwitchProvider(%s, %s) on %s: %v", th.id, inst, h.id, err)
+		}
+		th.instance, th.run = inst, ""
+	}
+	if th.run == "" {
+		if _, err := h.rt.StartRun(ctx, th.id, inst); err != nil {
+			t.Fatalf("StartRun(%s, %s) on %s: %v", th.id, inst, h.id, err)
+		}
+		th.run = inst
+	}
+	m.wrote(h)
+	p, _ := m.authenticateOn(t, m.healthyNode(t, "authenticator"), pair.cred)
+	k := rapid.IntRange(2, 6).Draw(t, "posts")
+	texts := make([]string, k)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("m%d", m.next)
+		m.next++
+	}
+	type posted struct {
+		seq uint64
+		err error
+	}
+	got := make([]posted, k)
+	var wg sync.WaitGroup
+	for i := range k {
+		wg.Go(func() {
+			msg, err := h.rt.Post(ctx, p, th.id, texts[i])
+			got[i] = posted{seq: msg.Seq, err: err}
+			if err == nil && msg.Text != texts[i] {
+				got[i].err = fmt.Errorf("answered %+v for %q", msg, texts[i])
+			}
+		})
+	}
+	wg.Go(func() {
+		if err := h.rt.Touch(ctx, th.id); err != nil {
+			t.Errorf("Touch(%s) during the burst on %s: %v", th.id, h.id, err)
+		}
+	})
+	wg.Wait()
+	m.wrote(h)
+	order := make([]int, k)
+	for i, g := range got {
+		if g.err != nil {
+			t.Fatalf("Post(%s) #%d of a burst as the run's own caller %s on %s: %v", th.id, i, pair.cred.id, h.id, g.err)
+		}
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(got[a].seq, got[b].seq) })
+	for j := 1; j < k; j++ {
+		if got[order[j]].seq != got[order[j-1]].seq+1 {
+			t.Fatalf("a burst of %d posts to %s was told sequence numbers %v: want them distinct and consecutive", k, th.id, got)
+		}
+	}
+	for _, i := range order {
+		th.msgs = append(th.msgs, texts[i])
+	}
+	machineStats.posts.Add(int64(k))
 }
 
 // stale reports whether err is a write refused because a row it read had
@@ -1059,6 +1136,9 @@ func (m *clusterMachine) homed(node string) int {
 
 // check holds, after every step, on every node.
 func (m *clusterMachine) check(t *rapid.T) {
+	if stack := commitInActor(); stack != "" {
+		t.Fatalf("a commit to etcd ran inside an actor's Receive (SPEC §5d.7):\n%s", stack)
+	}
 	var members []string
 	for i, n := range m.nodes {
 		if m.fault[i] != killed {
