@@ -735,7 +735,10 @@ func (m *clusterMachine) call(t *rapid.T) {
 	i := rapid.IntRange(0, len(m.nodes)-1).Draw(t, "node")
 	n := m.nodes[i]
 	m.next++
-	status, ok, err := readOwnThread(m.client, n, c.tok, int64(m.next))
+	// The read asks for every write the model knows of (the revision an
+	// answer tells a client, echoed): whichever node answers it, it reads
+	// them all (SPEC §5d.6).
+	status, ok, msgs, err := readOwnThread(m.client, n, c.tok, int64(m.next), m.lastWrite)
 	if err != nil {
 		t.Fatalf("tools/call on %s: %v", n.id, err)
 	}
@@ -754,17 +757,23 @@ func (m *clusterMachine) call(t *rapid.T) {
 		if (status != http.StatusOK || !ok) && status != http.StatusServiceUnavailable {
 			t.Fatalf("tools/call on %s (home %s) with the live %s: %d (result %v), want 200 or 503", n.id, m.nodes[home].id, c.id, status, ok)
 		}
+		if th := m.threads[c.thread]; status == http.StatusOK && !slices.Equal(msgs, th.msgs) {
+			t.Fatalf("thread_read of %s on %s (home %s, faults %v) asking for revision %d read messages %q, want %q", th.id, n.id, m.nodes[home].id, m.fault, m.lastWrite, msgs, th.msgs)
+		}
 		return
 	}
 	waitFor(t, n.id+" and the home serving a live token's read", func() bool {
 		if status == http.StatusServiceUnavailable {
 			m.next++
-			status, ok, err = readOwnThread(m.client, n, c.tok, int64(m.next))
+			status, ok, msgs, err = readOwnThread(m.client, n, c.tok, int64(m.next), m.lastWrite)
 		}
 		return err != nil || status != http.StatusServiceUnavailable
 	})
 	if err != nil || status != http.StatusOK || !ok {
 		t.Fatalf("tools/call on %s (home %s) with the live %s: %d (result %v), %v; want 200 with a result", n.id, m.nodes[home].id, c.id, status, ok, err)
+	}
+	if th := m.threads[c.thread]; !slices.Equal(msgs, th.msgs) {
+		t.Fatalf("thread_read of %s on %s (home %s) asking for revision %d read messages %q, want %q", th.id, n.id, m.nodes[home].id, m.lastWrite, msgs, th.msgs)
 	}
 	machineStats.liveCalls.Add(1)
 }
