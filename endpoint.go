@@ -99,8 +99,11 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 			path = "/mcp"
 		}
 		host.Available = r.serving
-		host.Route = func(p Principal) (*url.URL, error) {
-			home, err := r.route(p)
+		host.Route = func(p Principal, req transport.RouteRequest) (*url.URL, error) {
+			home, here, err := r.route(p, req)
+			if here && opts.Observer != nil {
+				opts.Observer.Forward("read_here")
+			}
 			if home == nil || err != nil {
 				return home, err
 			}
@@ -108,6 +111,8 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 			u.Path, u.RawPath = path, "" // the home's internal listener serves the same path
 			return &u, nil
 		}
+		host.Forwarded = r.forwarded
+		host.Revision = func() int64 { return r.cluster.Status().Applied }
 		host.ForwardHeader = http.Header{membership.NodeAuthHeader: {r.cluster.Secret()}}
 	}
 	var resource string

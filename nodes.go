@@ -1,17 +1,20 @@
 package mcpruntime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/internal/membership"
+	"github.com/agenthost/mcpruntime/transport"
 )
 
 // ErrNotHome is returned for a thread or client grant whose actor runs on
@@ -51,6 +54,14 @@ type Cluster interface {
 type clusterNode struct {
 	membership.Node
 	rt atomic.Pointer[Runtime] // set once the runtime is built
+
+	// wrote holds, by principal namespace, when the answer of a request
+	// this node forwarded to the principal's home (a write, perhaps) ended:
+	// until the node's replica is proven current since then, the
+	// principal's reads go to the home too (read-your-writes, SPEC §5d.6).
+	// Entries older than the latest proof are dropped as others come.
+	wroteMu sync.Mutex
+	wrote   map[string]time.Time
 }
 
 // joinCluster starts the node's membership of c.
@@ -136,9 +147,109 @@ func (r *Runtime) dropThread(id string, pid *actor.PID) {
 
 // route is the base of the endpoint's Route (SPEC §5d.6): a request of a
 // principal whose thread (or client grant) lives on another node goes to
-// that node's internal listener, whose base URL it returns; nil when it
-// is served here. A home that is no member is an error.
-func (r *Runtime) route(p Principal) (*url.URL, error) {
+// that node's internal listener, whose base URL it returns — unless it is
+// a read this node answers itself (readHere); nil when it is served here.
+// A home that is no member is an error, but for a read answered here.
+// here is true for a read answered here though its home is another node
+// (or gone: a read needs no home).
+func (r *Runtime) route(p Principal, req transport.RouteRequest) (home *url.URL, here bool, err error) {
+	home, err = r.homeOf(p)
+	switch {
+	case home == nil && err == nil:
+		return nil, false, nil
+	case r.readHere(p, req):
+		return nil, true, nil
+	}
+	return home, false, err
+}
+
+// readMethods are the 2026-07-28 methods that only read: a node answers
+// them from its replica wherever the caller's home is. tools/call is one
+// when its tool is not a mutation (readTool).
+var readMethods = map[string]bool{
+	"tools/list": true, "resources/list": true, "resources/templates/list": true,
+	"resources/read": true, "prompts/list": true, "prompts/get": true,
+	"completion/complete": true, "server/discover": true, "ping": true,
+}
+
+// isRead reports whether req names a 2026-07-28 read: a method of
+// readMethods, or a tools/call of a tool that is not a mutation (read,
+// readAsCaller, act: none writes a thread). A request of a 2025 session
+// never is: its session lives on its home.
+func (r *Runtime) isRead(req transport.RouteRequest) bool {
+	if req.Method == "tools/call" {
+		t, ok := r.tools.get(req.Name)
+		return ok && t.Access != AccessMutate
+	}
+	return readMethods[req.Method]
+}
+
+// readHere reports whether this node answers a read of p itself, from its
+// replica, though p's home is another node (SPEC §5d.6): req is a read
+// (isRead) and the replica holds every write p may read back — the
+// revision the request asks for (Mcp-Runtime-Revision, waited for at most
+// F), and p's writes this node forwarded to its home (its replica proven
+// current since their answers ended). Otherwise the home answers it.
+func (r *Runtime) readHere(p Principal, req transport.RouteRequest) bool {
+	if !r.isRead(req) {
+		return false
+	}
+	n := r.cluster
+	if req.Revision > 0 && n.Status().Applied < req.Revision {
+		ctx, cancel := context.WithTimeout(r.base, n.Fence())
+		defer cancel()
+		if n.WaitApplied(ctx, req.Revision) != nil {
+			return false
+		}
+	}
+	n.wroteMu.Lock()
+	at, ok := n.wrote[p.Namespace]
+	n.wroteMu.Unlock()
+	return !ok || n.confirmedSince(at)
+}
+
+// confirmedSince reports whether the replica was proven current (the
+// fence) after t: every write whose answer ended before t is applied.
+func (n *clusterNode) confirmedSince(t time.Time) bool {
+	st := n.Status()
+	return st.SinceConfirmed >= 0 && time.Since(t) > st.SinceConfirmed
+}
+
+// forwarded is the endpoint's Forwarded: a request of p that is not a
+// read went to its home, and its answer has ended; p's reads here wait
+// for the replica to be proven current since.
+func (r *Runtime) forwarded(p Principal, req transport.RouteRequest) {
+	if r.isRead(req) {
+		return
+	}
+	n := r.cluster
+	now := time.Now()
+	n.wroteMu.Lock()
+	defer n.wroteMu.Unlock()
+	if n.wrote == nil {
+		n.wrote = map[string]time.Time{}
+	}
+	if len(n.wrote) >= maxWrote {
+		for ns, at := range n.wrote {
+			if n.confirmedSince(at) {
+				delete(n.wrote, ns)
+			}
+		}
+	}
+	n.wrote[p.Namespace] = now
+}
+
+// maxWrote is how many principals' forwarded writes a node remembers
+// before it drops those its replica has caught up with. Past that many
+// still pending (more principals writing through this node within one
+// fence than this), it remembers them all: the map holds at most the
+// principals that wrote through the node within about F.
+const maxWrote = 1024
+
+// homeOf is the internal listener of p's home node; nil when it is this
+// node (or p's thread or grant is gone: served here, where the request
+// fails as it would anywhere).
+func (r *Runtime) homeOf(p Principal) (*url.URL, error) {
 	if r.cluster == nil {
 		return nil, nil
 	}

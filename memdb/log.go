@@ -180,20 +180,52 @@ func RowID(obj any) string {
 	return ""
 }
 
-// writeViaLog runs fn in a write transaction whose changes go to the log:
-// the transaction is built against the store as it stands, then abandoned,
-// and committed through the log outside the store's write lock (the
-// applier needs it to apply the commit this waits for). A transaction
-// that changes only tables the log does not keep commits here, as without
-// a log; one that changes both kinds is refused.
-func (s *Store) writeViaLog(fn func(w *Writer) error) error {
+// Pending is a write transaction staged against a store with a [Log]
+// ([Store.Stage]) whose commit through the log is still to be made.
+type Pending struct {
+	s  *Store
+	tx *Tx
+}
+
+// Commit commits the transaction through the store's [Log], as
+// [Store.Write] would have: conditioned on every replicated row it read or
+// wrote being unchanged since ([ErrStale] otherwise), and returning once
+// the store has applied it. It waits for the log's round trip (an etcd
+// transaction, a file's sync): call it off an actor's Receive.
+func (p *Pending) Commit() error { return p.s.log.Commit(p.tx) }
+
+// Stage runs fn in a write transaction as [Store.Write] does, but leaves
+// the commit through the store's [Log] to the caller: it returns the
+// staged transaction, for [Pending.Commit]. Without a log, or when fn
+// changed only tables the log does not keep (or nothing), the transaction
+// is committed here, as Write commits it, and Stage returns nil. fn's
+// error is returned, and nothing is staged or written.
+func (s *Store) Stage(fn func(w *Writer) error) (*Pending, error) {
+	if s.log == nil {
+		return nil, s.writeLocal(fn)
+	}
+	tx, err := s.stageViaLog(fn)
+	if err != nil || tx == nil {
+		return nil, err
+	}
+	return &Pending{s: s, tx: tx}, nil
+}
+
+// stageViaLog runs fn in a write transaction whose changes go to the log:
+// the transaction is built against the store as it stands, then
+// abandoned, and returned for a commit through the log outside the
+// store's write lock (the applier needs it to apply the commit the
+// committer waits for). A transaction that changes only tables the log
+// does not keep commits here, as without a log, and returns nil; one that
+// changes both kinds is refused.
+func (s *Store) stageViaLog(fn func(w *Writer) error) (*Tx, error) {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	txn.TrackChanges()
 	rs := &readSet{logged: s.logged}
 	w := &Writer{Reader: Reader{txn: txn, reads: rs}}
 	if err := fn(w); err != nil {
-		return err
+		return nil, err
 	}
 	changes := txn.Changes()
 	tx := &Tx{}
@@ -221,9 +253,9 @@ func (s *Store) writeViaLog(fn func(w *Writer) error) error {
 	switch {
 	case len(tx.Writes) == 0:
 		txn.Commit() // local tables only (or nothing)
-		return nil
+		return nil, nil
 	case local > 0:
-		return errors.New("memdb: a transaction changes both replicated and node-local tables")
+		return nil, errors.New("memdb: a transaction changes both replicated and node-local tables")
 	}
 	// The revisions the transaction saw: the committed ones, since the
 	// transaction never writes this table.
@@ -231,15 +263,14 @@ func (s *Store) writeViaLog(fn func(w *Writer) error) error {
 		r := rs.seen[k]
 		raw, err := txn.First(tableRevisions, IndexID, k)
 		if err != nil {
-			return fmt.Errorf("read revision of %s: %w", k, err)
+			return nil, fmt.Errorf("read revision of %s: %w", k, err)
 		}
 		if raw != nil {
 			r.Revision = raw.(*revision).Rev
 		}
 		tx.Rows = append(tx.Rows, r)
 	}
-	txn.Abort()
-	return s.log.Commit(tx)
+	return tx, nil
 }
 
 // Apply writes changes that come from the store's [Log] (the log's

@@ -53,11 +53,15 @@ func (s *Store) Read() *Reader {
 // committed through the log instead, conditioned on every replicated row
 // fn read or wrote being unchanged since ([ErrStale] otherwise), and
 // Write returns once the store has applied them.
+//
+// Write waits for the log's round trip: an actor stages its write with
+// [Store.Stage] instead and commits it off its Receive.
 func (s *Store) Write(fn func(w *Writer) error) error {
-	if s.log != nil {
-		return s.writeViaLog(fn)
+	p, err := s.Stage(fn)
+	if err != nil || p == nil {
+		return err
 	}
-	return s.writeLocal(fn)
+	return p.Commit()
 }
 
 func (s *Store) writeLocal(fn func(w *Writer) error) error {

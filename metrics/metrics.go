@@ -37,7 +37,7 @@ var (
 	boundLabels = labelSet("requests_per_namespace", "requests", "body_bytes", "sessions_per_namespace", "sessions",
 		"modern_requests_per_namespace", "listen_per_namespace", "listen", "unavailable", "rate_per_namespace")
 	// forwardOutcomes are the outcomes an Observer's Forward names.
-	forwardOutcomes = labelSet("proxied", "home_gone", "proxy_error")
+	forwardOutcomes = labelSet("proxied", "home_gone", "proxy_error", "read_here")
 )
 
 // labelSet maps each allowed value to itself.
@@ -109,7 +109,7 @@ func New(reg prometheus.Registerer, rt *mcpruntime.Runtime) *Metrics {
 		}, []string{"bound"}),
 		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpruntime_forwarded_requests_total",
-			Help: "MCP endpoint requests sent on to their home node, by outcome (proxied, home_gone, proxy_error, other).",
+			Help: "MCP endpoint requests of a principal whose home is another node, by outcome: sent on (proxied, home_gone, proxy_error) or read_here (a read answered from this node's replica), other.",
 		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.opened, m.closed, m.authFail, m.requests, m.latency, m.refused, m.forwards)

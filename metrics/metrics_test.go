@@ -308,16 +308,19 @@ func TestMetricsForwarded(t *testing.T) {
 	}
 	m.Forward("home_gone")
 	m.Forward("proxy_error")
+	m.Forward("read_here")
+	m.Forward("read_here")
 	for i := range 100 {
 		m.Forward("outcome-" + strconv.Itoa(i))
 	}
 	want := `
-# HELP mcpruntime_forwarded_requests_total MCP endpoint requests sent on to their home node, by outcome (proxied, home_gone, proxy_error, other).
+# HELP mcpruntime_forwarded_requests_total MCP endpoint requests of a principal whose home is another node, by outcome: sent on (proxied, home_gone, proxy_error) or read_here (a read answered from this node's replica), other.
 # TYPE mcpruntime_forwarded_requests_total counter
 mcpruntime_forwarded_requests_total{outcome="home_gone"} 1
 mcpruntime_forwarded_requests_total{outcome="other"} 100
 mcpruntime_forwarded_requests_total{outcome="proxied"} 3
 mcpruntime_forwarded_requests_total{outcome="proxy_error"} 1
+mcpruntime_forwarded_requests_total{outcome="read_here"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcpruntime_forwarded_requests_total"); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/durable"
 )
 
 // defaultChecks is how many cases each rapid property runs when neither
@@ -15,9 +18,12 @@ import (
 const defaultChecks = "300"
 
 // TestMain sets the default check count, and fails the package if any
-// goroutine outlives its tests: every runtime an iteration starts must be
-// closed, and Close must leave nothing behind.
+// goroutine outlives its tests — every runtime an iteration starts must be
+// closed, and Close must leave nothing behind — or if any write of the
+// durable machines was synced inside an actor's Receive (SPEC §5d.7).
 func TestMain(m *testing.M) {
+	var inActor actortest.InActor
+	durable.TestHookCommit = inActor.Hook
 	flag.Parse()
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "rapid.checks" })
@@ -26,5 +32,5 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(inActor.Main(m))
 }

@@ -10,7 +10,7 @@
 //	               ├─ httpguard.Guard        Origin and Host (step 1)
 //	               ├─ Host.Available      the node serves, or 503 (handlers.go: front)
 //	               ├─ Backend.Authenticate   the bearer token → principal.Principal (step 2)
-//	               ├─ Host.Route             the principal's home node: ReverseProxy there (node.go)
+//	               ├─ Host.Route             the principal's home node (but for a read): ReverseProxy there (node.go)
 //	               ├─ session.Table          the MCP session by id and owner (step 3), the caps
 //	               ├─ limits                 requests and body bytes in flight (step 4)
 //	               ├─ decodeMessage          one JSON-RPC message, validated in place (step 5)
@@ -146,7 +146,12 @@
 // streamed (FlushInterval -1); a home node gone or unreachable is the
 // unknown session's 404 for a request naming a session, else 503. The home
 // node serves it through ServeForwarded, which repeats every check but
-// Route; the mark is in the request's context, never a header.
+// Route; the mark is in the request's context, never a header. Route is
+// told the request's Mcp-Method and Mcp-Name headers and the
+// Mcp-Runtime-Revision it asks for (RouteRequest), so that the runtime
+// answers a 2026-07-28 read where it arrives; Host.Forwarded hears each
+// forwarded request's end (read-your-writes), and every answer carries
+// Host.Revision in Mcp-Runtime-Revision (statusWriter).
 //
 // # Invariants
 //

@@ -336,11 +336,18 @@ type statusWriter struct {
 	// own), before answering and again when the handler returns, so a
 	// refused slow client would hold its goroutine after all.
 	bodyUnread bool
+	// revision, several nodes: the revision the node applied, set in
+	// HeaderRevision as the answer begins unless a home node's forwarded
+	// answer brought its own.
+	revision func() int64
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		if w.revision != nil && w.Header().Get(HeaderRevision) == "" {
+			w.Header().Set(HeaderRevision, strconv.FormatInt(w.revision(), 10))
+		}
 		if w.bodyUnread {
 			w.Header().Set("Connection", "close") // no read before the answer
 			// and none after it: the deadline has passed.

@@ -80,13 +80,13 @@ func newNodePair(t *testing.T) *nodePair {
 	t.Helper()
 	n := &nodePair{fa: newFake(t), fb: newFake(t), obsB: newCountObserver()}
 	var home atomic.Pointer[url.URL]
-	n.b = newMCPEnvHost(t, n.fb, transport.Options{Observer: n.obsB, Logger: slog.New(slog.NewTextHandler(&n.logB, nil))}, transport.Host{Route: func(principal.Principal) (*url.URL, error) {
+	n.b = newMCPEnvHost(t, n.fb, transport.Options{Observer: n.obsB, Logger: slog.New(slog.NewTextHandler(&n.logB, nil))}, transport.Host{Route: func(principal.Principal, transport.RouteRequest) (*url.URL, error) {
 		if err := n.routeErr.Load(); err != nil {
 			return nil, *err
 		}
 		return home.Load(), nil
 	}})
-	n.a = newMCPEnvHost(t, n.fa, transport.Options{}, transport.Host{Route: func(principal.Principal) (*url.URL, error) {
+	n.a = newMCPEnvHost(t, n.fa, transport.Options{}, transport.Host{Route: func(principal.Principal, transport.RouteRequest) (*url.URL, error) {
 		n.routedA.Add(1)
 		return nil, errors.New("A routes nothing: every request here is its own")
 	}})

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -36,7 +38,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p caller) bool 
 	if s.proxy == nil || r.Context().Value(forwardedKey{}) != nil {
 		return false
 	}
-	home, err := s.opts.Route(p.Principal)
+	req := routeRequest(r)
+	home, err := s.opts.Route(p.Principal, req)
 	switch {
 	case err != nil:
 		s.opts.Observer.Forward("home_gone")
@@ -93,7 +96,26 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, p caller) bool 
 		},
 	}
 	rp.ServeHTTP(w, r.WithContext(ctx))
+	if s.opts.Forwarded != nil {
+		s.opts.Forwarded(p.Principal, req)
+	}
 	return true
+}
+
+// routeRequest is what Route is told of r: a 2026-07-28 request's method
+// and name headers, and the revision it asks for.
+func routeRequest(r *http.Request) RouteRequest {
+	var req RouteRequest
+	if r.Method == http.MethodPost && modernHeader(r) {
+		req.Method = strings.TrimSpace(r.Header.Get(headerMethod))
+		req.Name = strings.TrimSpace(r.Header.Get(headerName))
+	}
+	if v := r.Header.Get(HeaderRevision); v != "" {
+		if rev, err := strconv.ParseInt(v, 10, 64); err == nil && rev > 0 {
+			req.Revision = rev
+		}
+	}
+	return req
 }
 
 // homeGone answers a request whose home node is gone: the unknown

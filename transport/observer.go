@@ -37,7 +37,9 @@ type Observer interface {
 	// from this node, with its outcome: "proxied" (the home node answered;
 	// its answer went to the client), "home_gone" (Route said the home node
 	// is gone or unknown), "proxy_error" (the home node could not be
-	// reached, or failed before its answer started).
+	// reached, or failed before its answer started); and, from the
+	// runtime's Route, "read_here" for a request of a principal whose home
+	// is another node that this node answered itself (a read, SPEC §5d.6).
 	Forward(outcome string)
 }
 

@@ -192,15 +192,25 @@ type Host struct {
 	// admitted before is refused so at dispatch. Flip it before calling
 	// CloseStreamsUnavailable. Nil: always available.
 	Available func() bool
-	// Route names the home node of an authenticated request's principal:
-	// nil, nil to serve it here; the home node's internal MCP URL to
-	// reverse-proxy the whole request there, unread, as it came; an error
-	// when the home node is gone or unknown (answered 404, the unknown
-	// session's answer, when the request names a session, else 503 +
-	// Retry-After). It is called right after authentication on the
-	// headers, before the session lookup and the body, and never for a
-	// request that came in through ServeForwarded. Nil: never forward.
-	Route func(p principal.Principal) (*url.URL, error)
+	// Route names the node that serves an authenticated request of p,
+	// described by req (its headers only): nil, nil to serve it here; the
+	// home node's internal MCP URL to reverse-proxy the whole request
+	// there, unread, as it came; an error when the home node is gone or
+	// unknown (answered 404, the unknown session's answer, when the request
+	// names a session, else 503 + Retry-After). It is called right after
+	// authentication on the headers, before the session lookup and the
+	// body, and never for a request that came in through ServeForwarded.
+	// Nil: never forward.
+	Route func(p principal.Principal, req RouteRequest) (*url.URL, error)
+	// Forwarded is told, once a request Route sent to another node has had
+	// its whole answer, whose it was: a read of p that follows may need
+	// that node's write (read-your-writes, SPEC §5d.6). Nil: nobody.
+	Forwarded func(p principal.Principal, req RouteRequest)
+	// Revision is the revision of the shared log this node's store has
+	// applied (several nodes): every answer the node begins carries it in
+	// the Mcp-Runtime-Revision header, unless the node that served it set
+	// its own (a forwarded answer). Nil: no such header.
+	Revision func() int64
 	// ForwardHeader is set on every request forwarded to a home node,
 	// replacing any value the client sent: the node-to-node secret the
 	// home's internal listener requires. Nil: none.
@@ -209,6 +219,28 @@ type Host struct {
 	// session's actor: it must not block. Nil: nobody is told.
 	OnSession func(SessionEvent)
 }
+
+// RouteRequest is what Host.Route knows of a request besides its
+// principal: its headers' claims, which the node that serves it checks
+// against the body.
+type RouteRequest struct {
+	// Method and Name are a 2026-07-28 request's Mcp-Method and Mcp-Name
+	// headers ("tools/call" and the tool's name); both "" for a request of
+	// a 2025 session (its session lives on its home) and for a GET or a
+	// DELETE.
+	Method, Name string
+	// Revision is the request's Mcp-Runtime-Revision header: the least
+	// revision of the shared log the node that serves it must have applied
+	// (one the client was told by an earlier answer); 0 when absent or not
+	// a positive number.
+	Revision int64
+}
+
+// HeaderRevision carries, on an answer, the revision of the shared log
+// the node that served it had applied when its answer began, and, on a
+// request, the least revision the node that serves it must have applied
+// (several nodes, SPEC §5d.6).
+const HeaderRevision = "Mcp-Runtime-Revision"
 
 // SessionEvent is an MCP session's start or end, for Host.OnSession.
 type SessionEvent = session.Lifecycle
@@ -423,7 +455,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options,
 // ServeHTTP serves the endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w, bodyUnread: r.ContentLength != 0}
+	sw := &statusWriter{ResponseWriter: w, bodyUnread: r.ContentLength != 0, revision: s.opts.Revision}
 	if s.tracer != nil {
 		var end func()
 		r, end = s.traceHTTP(r, sw)

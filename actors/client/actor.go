@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/agenthost/mcpruntime/internal/commit"
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
@@ -50,7 +51,7 @@ func Namespace(id string) string { return principal.ClientNamespace(id) }
 // Props returns the props of a client-grant actor.
 func Props(cfg Config) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		a := &grantActor{cfg: cfg}
+		a := &grantActor{cfg: cfg, writer: commit.Writer{Store: cfg.Store}}
 		a.behavior.Become(a.live)
 		return a
 	})
@@ -59,6 +60,9 @@ func Props(cfg Config) *actor.Props {
 type grantActor struct {
 	cfg      Config
 	behavior actor.Behavior // live, then revoked
+	// writer commits the grant's writes off Receive, holding its later
+	// messages until each commit answered (internal/commit).
+	writer commit.Writer
 }
 
 func (a *grantActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
@@ -67,50 +71,63 @@ func (a *grantActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
 func (a *grantActor) live(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		a.start()
+		a.start(ctx)
 	case *IssueToken:
 		if deadline.Passed(msg.Or(time.Minute)) {
 			ctx.Respond(msg.fail(fault.New(fault.Timeout, "issue a token of %s: deadline passed: %v", a.cfg.ID, fault.ErrTimeout)))
 			return
 		}
-		res, err := a.issue(msg, nil)
-		res.Fault = fault.From(err)
-		ctx.Respond(res)
+		reply := ctx.Sender()
+		a.issue(ctx, msg, nil, func(res *TokenIssued, err error) {
+			res.Fault = fault.From(err)
+			sendTo(ctx, reply, res)
+		})
 	case *RedeemRefresh:
 		if deadline.Passed(msg.Or(time.Minute)) {
 			ctx.Respond(msg.fail(fault.New(fault.Timeout, "refresh a token of %s: deadline passed: %v", a.cfg.ID, fault.ErrTimeout)))
 			return
 		}
-		res, err := a.redeem(msg)
-		if errors.Is(err, fault.ErrRefreshReused) {
+		reply := ctx.Sender()
+		a.redeem(ctx, msg, func(res *TokenIssued, err error) {
+			if !errors.Is(err, fault.ErrRefreshReused) {
+				res.Fault = fault.From(err)
+				sendTo(ctx, reply, res)
+				return
+			}
 			// Reuse means the token leaked: the whole grant goes, its
 			// sessions end and its streams close (SPEC §5c).
-			if _, rerr := a.revoke(credential.ReasonRefreshReused); rerr != nil {
-				err = rerr
-			} else {
-				a.stop(ctx)
-			}
-		}
-		res.Fault = fault.From(err)
-		ctx.Respond(res)
+			a.revoke(ctx, credential.ReasonRefreshReused, func(_ int, rerr error) {
+				if rerr != nil {
+					err = rerr
+				} else {
+					a.stop(ctx)
+				}
+				res.Fault = fault.From(err)
+				sendTo(ctx, reply, res)
+			})
+		})
 	case *RecordToken:
 		if deadline.Passed(msg.Or(time.Minute)) {
 			ctx.Respond(msg.fail(fault.New(fault.Timeout, "record a token of %s: deadline passed: %v", a.cfg.ID, fault.ErrTimeout)))
 			return
 		}
-		res, err := a.record(msg)
-		res.Fault = fault.From(err)
-		ctx.Respond(res)
+		reply := ctx.Sender()
+		a.record(ctx, msg, func(res *TokenIssued, err error) {
+			res.Fault = fault.From(err)
+			sendTo(ctx, reply, res)
+		})
 	case *Revoke:
 		reason := msg.Reason
 		if reason == "" {
 			reason = credential.ReasonAdmin
 		}
-		n, err := a.revoke(reason)
-		ctx.Respond(&Revoked{Tokens: n, Fault: fault.From(err)})
-		if err == nil {
-			a.stop(ctx)
-		}
+		reply := ctx.Sender()
+		a.revoke(ctx, reason, func(n int, err error) {
+			sendTo(ctx, reply, &Revoked{Tokens: n, Fault: fault.From(err)})
+			if err == nil {
+				a.stop(ctx)
+			}
+		})
 	case *GetGrant:
 		g, err := a.cfg.Store.Read().ClientGrant(a.cfg.ID)
 		res := &GrantInfo{Fault: fault.From(err)}
@@ -149,8 +166,8 @@ func (a *grantActor) revoked(ctx actor.Context) {
 	}
 }
 
-func (a *grantActor) start() {
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+func (a *grantActor) start(ctx actor.Context) {
+	a.writer.Write(ctx, func(w *memdb.Writer) error {
 		if _, err := w.ClientGrant(a.cfg.ID); err == nil {
 			return nil // a restart
 		}
@@ -158,9 +175,20 @@ func (a *grantActor) start() {
 			ID: a.cfg.ID, Home: a.cfg.Home, Label: a.cfg.Label, Access: a.cfg.Access,
 			State: memdb.StateLive, Created: a.cfg.Now(), Via: a.cfg.Via,
 		})
+	}, func(err error) {
+		if err != nil {
+			a.cfg.Logger.Error("write client grant", "client", a.cfg.ID, "err", err)
+		}
 	})
-	if err != nil {
-		a.cfg.Logger.Error("write client grant", "client", a.cfg.ID, "err", err)
+}
+
+// sendTo sends res to reply, the sender of the message being answered,
+// captured when it was current: a write's continuation may run while
+// another message is current. A message sent without a sender gets no
+// answer.
+func sendTo(ctx actor.Context, reply *actor.PID, res any) {
+	if reply != nil {
+		ctx.Send(reply, res)
 	}
 }
 
@@ -168,12 +196,14 @@ func (a *grantActor) start() {
 // refresh token) in one transaction. With redeem, the transaction first
 // spends the refresh token it presents, and the new refresh token is the
 // next of that family, bound to the spent one's audience.
-func (a *grantActor) issue(msg *IssueToken, redeem *RedeemRefresh) (*TokenIssued, error) {
+//
+// then gets the outcome on the actor's turn, once the write committed.
+func (a *grantActor) issue(ctx actor.Context, msg *IssueToken, redeem *RedeemRefresh, then func(*TokenIssued, error)) {
 	now := a.cfg.Now()
 	res := &TokenIssued{Access: a.cfg.Access}
 	var refreshID string
 	earlier := false // the grant had an access token before: this is a refresh
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.writer.Write(ctx, func(w *memdb.Writer) error {
 		audience := msg.Audience
 		var g *memdb.ClientGrant // the grant, when a refresh token is minted
 		var key token.FamilyKey  // its family's key
@@ -225,28 +255,30 @@ func (a *grantActor) issue(msg *IssueToken, redeem *RedeemRefresh) (*TokenIssued
 			res.RefreshToken, refreshID = rt, rc.ID
 		}
 		return a.prune(w)
+	}, func(err error) {
+		if err != nil {
+			then(&TokenIssued{}, err)
+			return
+		}
+		kind := credential.EventIssued
+		if redeem != nil || earlier {
+			kind = credential.EventRefreshed
+		}
+		a.event(kind, res.CredentialID, "")
+		if refreshID != "" && redeem != nil {
+			a.event(credential.EventRotated, refreshID, "")
+		}
+		then(res, nil)
 	})
-	if err != nil {
-		return &TokenIssued{}, err
-	}
-	kind := credential.EventIssued
-	if redeem != nil || earlier {
-		kind = credential.EventRefreshed
-	}
-	a.event(kind, res.CredentialID, "")
-	if refreshID != "" && redeem != nil {
-		a.event(credential.EventRotated, refreshID, "")
-	}
-	return res, nil
 }
 
 // record writes a verified token's row, marking the grant's expired rows
 // and pruning, in one transaction.
-func (a *grantActor) record(msg *RecordToken) (*TokenIssued, error) {
+func (a *grantActor) record(ctx actor.Context, msg *RecordToken, then func(*TokenIssued, error)) {
 	now := a.cfg.Now()
 	res := &TokenIssued{Access: msg.Access, Expires: msg.Expires}
 	fresh := false
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.writer.Write(ctx, func(w *memdb.Writer) error {
 		olds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
 		if err != nil {
 			return err
@@ -266,14 +298,16 @@ func (a *grantActor) record(msg *RecordToken) (*TokenIssued, error) {
 			}
 		}
 		return a.prune(w)
+	}, func(err error) {
+		if err != nil {
+			then(&TokenIssued{}, err)
+			return
+		}
+		if fresh {
+			a.event(credential.EventIssued, res.CredentialID, "")
+		}
+		then(res, nil)
 	})
-	if err != nil {
-		return &TokenIssued{}, err
-	}
-	if fresh {
-		a.event(credential.EventIssued, res.CredentialID, "")
-	}
-	return res, nil
 }
 
 // evictOldest removes the oldest live access tokens of rows (by issue
@@ -299,8 +333,8 @@ func evictOldest(w *memdb.Writer, rows []*memdb.Credential, keep string, limit i
 
 // redeem spends a refresh token and issues the next pair, in one
 // transaction: either both happen or neither.
-func (a *grantActor) redeem(msg *RedeemRefresh) (*TokenIssued, error) {
-	return a.issue(&IssueToken{}, msg)
+func (a *grantActor) redeem(ctx actor.Context, msg *RedeemRefresh, then func(*TokenIssued, error)) {
+	a.issue(ctx, &IssueToken{}, msg, then)
 }
 
 // prune drops the oldest revoked token rows beyond RevokedKept.
@@ -314,11 +348,10 @@ func (a *grantActor) prune(w *memdb.Writer) error {
 
 // revoke removes every token row and the grant in one transaction: a
 // removed token authenticates exactly like a revoked one (not at all).
-func (a *grantActor) revoke(reason string) (int, error) {
+func (a *grantActor) revoke(ctx actor.Context, reason string, then func(n int, err error)) {
 	n := 0
 	now := a.cfg.Now()
-
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.writer.Write(ctx, func(w *memdb.Writer) error {
 		creds, err := w.CredentialsByNamespace(Namespace(a.cfg.ID))
 		if err != nil {
 			return err
@@ -327,9 +360,12 @@ func (a *grantActor) revoke(reason string) (int, error) {
 			return err
 		}
 		return w.DeleteClientGrant(a.cfg.ID)
-	})
-	if err == nil {
+	}, func(err error) {
+		if err != nil {
+			then(0, err)
+			return
+		}
 		a.event(credential.EventRevoked, "", reason)
-	}
-	return n, err
+		then(n, nil)
+	})
 }

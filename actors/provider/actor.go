@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
+	"github.com/agenthost/mcpruntime/internal/commit"
 	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/memdb"
 )
@@ -48,7 +49,7 @@ func Props(cfg Config) *actor.Props {
 		cfg.ActorTimeout = time.Minute
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		a := &instanceActor{cfg: cfg, children: map[string]*child{}, attaches: map[uint64]*attachOp{}}
+		a := &instanceActor{cfg: cfg, children: map[string]*child{}, attaches: map[uint64]*attachOp{}, writer: commit.Writer{Store: cfg.Store}}
 		a.behavior.Become(a.running)
 		return a
 	})
@@ -105,7 +106,12 @@ type child struct {
 }
 
 type instanceActor struct {
-	cfg      Config
+	cfg Config
+	// writer commits the instance's record off Receive (a state file's
+	// sync on one node), holding the actor's later messages until it
+	// answered (internal/commit). Its provider sessions' rows are the
+	// node's own and commit on the actor's turn.
+	writer   commit.Writer
 	behavior actor.Behavior // running, then stopping once CloseAll came
 	children map[string]*child
 	// seq numbers attach and detach dispatches (see child.threadSeq); an
@@ -128,7 +134,7 @@ func (a *instanceActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
 func (a *instanceActor) running(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		a.start()
+		a.start(ctx)
 	case *AcquireSession:
 		a.acquire(ctx, msg.Binding.Clone(), msg.Or(a.cfg.ActorTimeout), ctx.Sender())
 	case *OpenSession:
@@ -194,18 +200,19 @@ func (a *instanceActor) stopping(ctx actor.Context) {
 	}
 }
 
-func (a *instanceActor) start() {
+func (a *instanceActor) start(ctx actor.Context) {
 	inst := a.cfg.Instance
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.writer.Write(ctx, func(w *memdb.Writer) error {
 		if old, err := w.Instance(inst.ID); err == nil && old.Driver == inst.Driver &&
 			bytes.Equal(old.Config, inst.Config) && slices.Equal(old.Capabilities, inst.Capabilities) {
 			return nil // a restart: the record is already there
 		}
 		return w.PutInstance(&inst)
+	}, func(err error) {
+		if err != nil {
+			a.cfg.Logger.Error("write instance", "instance", inst.ID, "err", err)
+		}
 	})
-	if err != nil {
-		a.cfg.Logger.Error("write instance", "instance", inst.ID, "err", err)
-	}
 }
 
 // records returns the instance's open sessions as stored.

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/actors/provider"
+	"github.com/agenthost/mcpruntime/internal/commit"
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/fault"
@@ -44,7 +45,7 @@ func Props(cfg Config) *actor.Props {
 		cfg.Timeout = time.Minute
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		a := &threadActor{cfg: cfg, flights: map[string]*flight{}}
+		a := &threadActor{cfg: cfg, flights: map[string]*flight{}, writer: commit.Writer{Store: cfg.Store}}
 		a.behavior.Become(a.active)
 		return a
 	})
@@ -55,6 +56,9 @@ type threadActor struct {
 	behavior actor.Behavior // active, then deleted
 	// flights are the opens and rotates in flight, by instance (open.go).
 	flights map[string]*flight
+	// writer commits the thread's writes off Receive, holding its later
+	// messages until each commit answered (internal/commit).
+	writer commit.Writer
 }
 
 func (a *threadActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
@@ -63,7 +67,7 @@ func (a *threadActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
 func (a *threadActor) active(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		a.start()
+		a.start(ctx)
 	case *GetThread:
 		t, err := a.load()
 		res := &ThreadInfo{Fault: fault.From(err)}
@@ -74,22 +78,17 @@ func (a *threadActor) active(ctx actor.Context) {
 	case *OpenProviderSession:
 		a.openSession(ctx, msg.Instance, msg.Or(a.cfg.Timeout))
 	case *provider.ReleaseCredentials:
-		revoked, err := a.release(msg)
-		ctx.Respond(&provider.CredentialsReleased{Revoked: revoked, Fault: fault.From(err)})
+		a.release(ctx, msg)
 	case *SwitchProvider:
-		prev, ended, err := a.switchProvider(msg.Instance)
-		ctx.Respond(&SwitchProviderResult{Previous: prev, EndedRun: ended, Fault: fault.From(err)})
+		a.switchProvider(ctx, msg.Instance)
 	case *Rotate:
 		a.rotate(ctx, msg.Instance, msg.Or(a.cfg.Timeout))
 	case *StartRun:
-		id, err := a.startRun(msg.Instance)
-		ctx.Respond(&StartRunResult{RunID: id, Fault: fault.From(err)})
+		a.startRun(ctx, msg.Instance)
 	case *EndRun:
-		id, err := a.endRun(msg.RunID)
-		ctx.Respond(&EndRunResult{RunID: id, Fault: fault.From(err)})
+		a.endRun(ctx, msg.RunID)
 	case *Touch:
-		n, err := a.touch()
-		ctx.Respond(&TouchResult{Refreshed: n, Fault: fault.From(err)})
+		a.touch(ctx)
 	case *Mutate:
 		if deadline.Passed(msg.Or(a.cfg.Timeout)) {
 			// The caller gave up: an effect applied now would be one it was
@@ -97,8 +96,7 @@ func (a *threadActor) active(ctx actor.Context) {
 			ctx.Respond(msg.fail(fault.New(fault.Timeout, "mutate %s: deadline passed: %v", a.cfg.ID, fault.ErrTimeout)))
 			return
 		}
-		v, err := a.mutate(msg)
-		ctx.Respond(&MutateResult{Value: v, Fault: fault.From(err)})
+		a.mutate(ctx, msg)
 	case *Detach:
 		a.detach(ctx, msg.Or(a.cfg.Timeout))
 	case *Archive:
@@ -106,17 +104,16 @@ func (a *threadActor) active(ctx actor.Context) {
 	case *Delete:
 		a.delete(ctx, msg.Or(a.cfg.Timeout))
 	case *RevokeAll:
-		n, err := a.revokeAll(msg.Reason)
-		ctx.Respond(&RevokeAllResult{Revoked: n, Fault: fault.From(err)})
+		a.revokeAll(ctx, msg.Reason)
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	default:
 		a.cfg.Logger.Warn("thread actor: unexpected message", "thread", a.cfg.ID, "type", fmt.Sprintf("%T", msg))
 	}
 }
 
-// deleted is the thread's behaviour once Delete removed it, until the
-// actor is gone: every request is answered "unknown thread".
-func (a *threadActor) deleted(ctx actor.Context) {
+// gone is the thread's behaviour once Delete removed it, until the actor
+// is gone: every request is answered "unknown thread".
+func (a *threadActor) gone(ctx actor.Context) {
 	gone := fault.New(fault.UnknownThread, "thread %s: %v", a.cfg.ID, fault.ErrUnknownThread)
 	switch msg := ctx.Message().(type) {
 	case Message:
@@ -127,8 +124,8 @@ func (a *threadActor) deleted(ctx actor.Context) {
 	}
 }
 
-func (a *threadActor) start() {
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+func (a *threadActor) start(ctx actor.Context) {
+	a.writer.Write(ctx, func(w *memdb.Writer) error {
 		if _, err := w.Thread(a.cfg.ID); err == nil {
 			return nil // a restart: the record survived
 		}
@@ -139,10 +136,11 @@ func (a *threadActor) start() {
 			Instance: a.cfg.Instance,
 			Created:  a.cfg.Now(),
 		})
+	}, func(err error) {
+		if err != nil {
+			a.cfg.Logger.Error("write thread", "thread", a.cfg.ID, "err", err)
+		}
 	})
-	if err != nil {
-		a.cfg.Logger.Error("write thread", "thread", a.cfg.ID, "err", err)
-	}
 }
 
 func (a *threadActor) load() (*memdb.Thread, error) {
@@ -210,8 +208,25 @@ func (a *threadActor) prune(w *memdb.Writer) error {
 	return credential.Prune(w, creds, a.cfg.RevokedKept)
 }
 
-func (a *threadActor) write(fn func(w *memdb.Writer) error) {
-	if err := a.cfg.Store.Write(fn); err != nil {
+// write commits fn off Receive (the actor's later messages wait for it)
+// and then calls then with its outcome on the actor's turn.
+func (a *threadActor) write(ctx actor.Context, fn func(w *memdb.Writer) error, then func(err error)) {
+	a.writer.Write(ctx, fn, then)
+}
+
+// logged is a continuation of a write whose failure is only logged.
+func (a *threadActor) logged(err error) {
+	if err != nil {
 		a.cfg.Logger.Error("thread write", "thread", a.cfg.ID, "err", err)
+	}
+}
+
+// sendTo sends res to reply, the sender of the message being answered,
+// captured when it was current: a write's continuation may run while
+// another message is current (ctx.Respond would answer that one's sender).
+// A message sent without a sender gets no answer.
+func sendTo(ctx actor.Context, reply *actor.PID, res any) {
+	if reply != nil {
+		ctx.Send(reply, res)
 	}
 }

@@ -27,6 +27,19 @@
 // ctx.ReenterAfter: Receive never blocks, and other messages are handled
 // while a driver starts a process.
 //
+// Writes (internal/commit). Each write is staged against the store on the
+// actor's turn and, where the store's log must answer first (a replica's
+// etcd transaction and barrier on several nodes, a state file's sync on
+// one), committed on a goroutine of its own; its continuation — the reply,
+// the next step of an open or a rotation — runs on the actor's turn once
+// the commit answered. Until then the actor's mailbox holds its later
+// messages, and a write a continuation asks for waits its turn: the
+// thread's writes commit one at a time, in order, each on the state the
+// one before left, as if the actor had waited — without its goroutine
+// waiting (SPEC §5d.7). A reply is sent to the sender captured when its
+// message was current (sendTo), never with ctx.Respond from a
+// continuation.
+//
 // The open protocol (open.go). The instance actor owns provider_sessions
 // and every decision about them; the thread owns the pair's credentials.
 // An open asks the instance one question, AcquireSession: is there a
@@ -44,7 +57,7 @@
 // is fault.ErrBusy. The races of the instance's decisions (a session closing
 // under an attach) are retried by the instance, never here.
 //
-// Phases are behaviours: active, then deleted once Delete removed the
+// Phases are behaviours: active, then gone once Delete removed the
 // thread, when every request is answered fault.ErrUnknownThread until the actor is
 // gone (Poison, so that what is queued is answered).
 //

@@ -19,10 +19,12 @@ import (
 // session": the instance actor closing the session decided which of its
 // credentials no other open session holds; the thread revokes those that
 // are its own and still live.
-func (a *threadActor) release(msg *provider.ReleaseCredentials) ([]string, error) {
+func (a *threadActor) release(ctx actor.Context, msg *provider.ReleaseCredentials) {
+	reply := ctx.Sender()
 	var revoked []string
 	now := a.cfg.Now()
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.write(ctx, func(w *memdb.Writer) error {
+		revoked = nil
 		for _, id := range msg.Credentials {
 			c, err := w.Credential(id)
 			if errors.Is(err, memdb.ErrNotFound) || (err == nil && c.Thread != a.cfg.ID) {
@@ -40,8 +42,12 @@ func (a *threadActor) release(msg *provider.ReleaseCredentials) ([]string, error
 			}
 		}
 		return a.prune(w)
+	}, func(err error) {
+		if err != nil {
+			revoked = nil
+		}
+		sendTo(ctx, reply, &provider.CredentialsReleased{Revoked: revoked, Fault: fault.From(err)})
 	})
-	return revoked, err
 }
 
 // detachAll tells every provider instance to detach the thread from the
@@ -77,12 +83,13 @@ func (a *threadActor) detach(ctx actor.Context, dl time.Time) {
 		ctx.Respond(&DetachResult{Fault: fault.From(err)})
 		return
 	}
-	a.detachAll(ctx, dl, func(sessions []string) { ctx.Send(reply, &DetachResult{Sessions: sessions}) })
+	a.detachAll(ctx, dl, func(sessions []string) { sendTo(ctx, reply, &DetachResult{Sessions: sessions}) })
 }
 
 func (a *threadActor) archive(ctx actor.Context, dl time.Time) {
+	reply := ctx.Sender()
 	var n int
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.write(ctx, func(w *memdb.Writer) error {
 		t, err := loadThread(&w.Reader, a.cfg.ID)
 		if err != nil {
 			return err
@@ -95,18 +102,19 @@ func (a *threadActor) archive(ctx actor.Context, dl time.Time) {
 			return err
 		}
 		return a.prune(w)
+	}, func(err error) {
+		if err != nil {
+			sendTo(ctx, reply, &ArchiveResult{Fault: fault.From(err)})
+			return
+		}
+		a.detachAll(ctx, dl, func([]string) { sendTo(ctx, reply, &ArchiveResult{Revoked: n}) })
 	})
-	if err != nil {
-		ctx.Respond(&ArchiveResult{Fault: fault.From(err)})
-		return
-	}
-	reply := ctx.Sender()
-	a.detachAll(ctx, dl, func([]string) { ctx.Send(reply, &ArchiveResult{Revoked: n}) })
 }
 
 func (a *threadActor) delete(ctx actor.Context, dl time.Time) {
+	reply := ctx.Sender()
 	var n int
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.write(ctx, func(w *memdb.Writer) error {
 		if _, err := loadThread(&w.Reader, a.cfg.ID); err != nil {
 			return err
 		}
@@ -118,15 +126,21 @@ func (a *threadActor) delete(ctx actor.Context, dl time.Time) {
 			return err
 		}
 		return w.DeleteThread(a.cfg.ID)
+	}, func(err error) {
+		if err != nil {
+			sendTo(ctx, reply, &DeleteResult{Fault: fault.From(err)})
+			return
+		}
+		a.deleted(ctx, dl, reply, n)
 	})
-	if err != nil {
-		ctx.Respond(&DeleteResult{Fault: fault.From(err)})
-		return
-	}
-	// From here on every request is answered "unknown thread". Opens and
-	// rotates still in flight end now: their sessions are aborted, their
-	// askers told the thread is gone.
-	a.behavior.Become(a.deleted)
+}
+
+// deleted goes on with a delete once its write committed: from here on
+// every request is answered "unknown thread". Opens and rotates still in
+// flight end now: their sessions are aborted, their askers told the thread
+// is gone.
+func (a *threadActor) deleted(ctx actor.Context, dl time.Time, reply *actor.PID, n int) {
+	a.behavior.Become(a.gone)
 	gone := fault.New(fault.UnknownThread, "thread %s: %v", a.cfg.ID, fault.ErrUnknownThread)
 	for inst, f := range a.flights {
 		if f.kind == flightOpen {
@@ -140,21 +154,25 @@ func (a *threadActor) delete(ctx actor.Context, dl time.Time) {
 		}
 		delete(a.flights, inst)
 	}
-	reply := ctx.Sender()
 	a.detachAll(ctx, dl, func([]string) {
-		ctx.Send(reply, &DeleteResult{Revoked: n})
+		sendTo(ctx, reply, &DeleteResult{Revoked: n})
 		// Poison, not Stop: messages already queued are answered (with
 		// fault.ErrUnknownThread) before the actor goes.
 		ctx.Poison(ctx.Self())
 	})
 }
 
-func (a *threadActor) revokeAll(reason string) (int, error) {
+func (a *threadActor) revokeAll(ctx actor.Context, reason string) {
+	reply := ctx.Sender()
 	var n int
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.write(ctx, func(w *memdb.Writer) error {
 		var err error
 		n, err = credential.RevokeThread(w, a.cfg.ID, reason, a.cfg.Now())
 		return err
+	}, func(err error) {
+		if err != nil {
+			n = 0
+		}
+		sendTo(ctx, reply, &RevokeAllResult{Revoked: n, Fault: fault.From(err)})
 	})
-	return n, err
 }

@@ -142,7 +142,7 @@ func (a *threadActor) acquired(ctx actor.Context, f *flight, res any, err error)
 		a.failOpen(ctx, f, fmt.Errorf("open provider session of %s on %s: deadline passed: %w", f.instance, a.cfg.ID, fault.ErrTimeout))
 		return
 	}
-	err = a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.write(ctx, func(w *memdb.Writer) error {
 		if _, err := a.loadActive(w); err != nil {
 			return err
 		}
@@ -152,7 +152,16 @@ func (a *threadActor) acquired(ctx actor.Context, f *flight, res any, err error)
 		}
 		f.cred, f.token, _, err = a.mint(w, inst, "", a.cfg.Now())
 		return err
-	})
+	}, func(err error) { a.minted(ctx, f, err) })
+}
+
+// minted continues an open once the credential it minted committed.
+func (a *threadActor) minted(ctx actor.Context, f *flight, err error) {
+	if a.flights[f.instance] != f {
+		// The thread was deleted meanwhile (its credentials with it); delete
+		// answered the waiters.
+		return
+	}
 	if err != nil {
 		f.cred, f.token = nil, ""
 		a.failOpen(ctx, f, err)
@@ -230,7 +239,7 @@ func (a *threadActor) finishOpen(ctx actor.Context, f *flight) {
 		return
 	}
 	delete(a.flights, f.instance)
-	a.write(func(w *memdb.Writer) error {
+	a.write(ctx, func(w *memdb.Writer) error {
 		now := a.cfg.Now()
 		if f.token != "" {
 			if _, err := credential.RevokePair(w, a.cfg.ID, f.instance, f.cred.ID, credential.ReasonReplaced, now); err != nil {
@@ -243,7 +252,15 @@ func (a *threadActor) finishOpen(ctx actor.Context, f *flight) {
 		}
 		t.Instance = f.instance
 		return w.PutThread(t)
+	}, func(err error) {
+		a.logged(err)
+		a.served(ctx, f)
 	})
+}
+
+// served answers an open's waiters with its session, once its credential
+// replaced the pair's old ones.
+func (a *threadActor) served(ctx actor.Context, f *flight) {
 	for i, w := range f.opens {
 		res := &OpenProviderSessionResult{
 			SessionID:    f.sessionID,
@@ -263,20 +280,27 @@ func (a *threadActor) finishOpen(ctx actor.Context, f *flight) {
 // revoked.
 func (a *threadActor) failOpen(ctx actor.Context, f *flight, err error) {
 	delete(a.flights, f.instance)
-	if f.token != "" {
-		a.write(func(w *memdb.Writer) error {
-			c, err := w.Credential(f.cred.ID)
-			if err != nil {
-				return nil // pruned or deleted already
-			}
-			_, err = credential.Revoke(w, c, credential.ReasonOpenFailed, a.cfg.Now())
-			return err
-		})
-	}
 	res := &OpenProviderSessionResult{Fault: fault.From(err)}
-	for _, w := range f.opens {
-		ctx.Send(w.pid, res)
+	tell := func() {
+		for _, w := range f.opens {
+			ctx.Send(w.pid, res)
+		}
 	}
+	if f.token == "" {
+		tell()
+		return
+	}
+	a.write(ctx, func(w *memdb.Writer) error {
+		c, err := w.Credential(f.cred.ID)
+		if err != nil {
+			return nil // pruned or deleted already
+		}
+		_, err = credential.Revoke(w, c, credential.ReasonOpenFailed, a.cfg.Now())
+		return err
+	}, func(err error) {
+		a.logged(err)
+		tell()
+	})
 }
 
 // abort makes the instance undo an open, without waiting: a new session it
@@ -314,8 +338,13 @@ func (a *threadActor) rotate(ctx actor.Context, instance string, dl time.Time) {
 		tok  string
 		olds []string
 	)
+	// The pair is busy from here on: opens and rotates that come while the
+	// mint commits wait for the rotation, as they wait while it rebinds.
+	f := &flight{kind: flightRotate, instance: instance, deadline: dl}
+	a.flights[instance] = f
+	reply := ctx.Sender()
 	now := a.cfg.Now()
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.write(ctx, func(w *memdb.Writer) error {
 		if _, err := a.loadActive(w); err != nil {
 			return err
 		}
@@ -337,17 +366,28 @@ func (a *threadActor) rotate(ctx actor.Context, instance string, dl time.Time) {
 		}
 		cred, tok, _, err = a.mint(w, inst, "", now)
 		return err
+	}, func(err error) {
+		if err != nil {
+			sendTo(ctx, reply, &RotateResult{Fault: fault.From(err)})
+			a.rotated(ctx, f)
+			return
+		}
+		a.rebind(ctx, f, reply, cred, tok, olds)
 	})
-	if err != nil {
-		ctx.Respond(&RotateResult{Fault: fault.From(err)})
+}
+
+// rebind goes on with a rotation once its credential committed: a session
+// serving the thread gets the new credential. Until it holds it, an open
+// of the pair would find a live credential nobody holds and replace it:
+// opens wait, as they wait for an open in flight.
+func (a *threadActor) rebind(ctx actor.Context, f *flight, reply *actor.PID, cred *memdb.Credential, tok string, olds []string) {
+	instance, dl := f.instance, f.deadline
+	if a.flights[instance] != f {
+		// Deleted meanwhile: delete answered the waiters, this asker is told
+		// too.
+		sendTo(ctx, reply, &RotateResult{Fault: fault.New(fault.UnknownThread, "thread %s: %v", a.cfg.ID, fault.ErrUnknownThread)})
 		return
 	}
-	// A session serving the thread gets the new credential. Until it holds
-	// it, an open of the pair would find a live credential nobody holds and
-	// replace it: opens wait, as they wait for an open in flight.
-	f := &flight{kind: flightRotate, instance: instance, deadline: dl}
-	a.flights[instance] = f
-	reply := ctx.Sender()
 	req := ctx.RequestFuture(a.provider(ctx, instance), &provider.RebindThread{
 		Request: deadline.At(dl), Binding: a.binding(cred, tok), Replaces: olds,
 	}, deadline.Left(dl))
@@ -361,27 +401,33 @@ func (a *threadActor) rotate(ctx actor.Context, instance string, dl time.Time) {
 		// The sessions hold the new credential (or could not take it: the
 		// rotation stands regardless): the old ones are revoked now, before
 		// the rotation answers.
-		if err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+		a.write(ctx, func(w *memdb.Writer) error {
 			if _, err := credential.RevokePair(w, a.cfg.ID, instance, cred.ID, credential.ReasonRotated, a.cfg.Now()); err != nil {
 				return err
 			}
 			return a.prune(w)
-		}); err != nil {
-			ctx.Send(reply, &RotateResult{Fault: fault.From(fmt.Errorf("rotate (%s, %s): revoke the old credentials: %w", a.cfg.ID, instance, err))})
-		} else {
-			ctx.Send(reply, &RotateResult{CredentialID: cred.ID, Authorization: "Bearer " + tok})
-		}
-		if a.flights[instance] != f {
-			return // deleted meanwhile: delete answered the waiters
-		}
-		delete(a.flights, instance)
-		// Opens and rotates that waited are handled now, in arrival order, as
-		// if they had come after this rotate.
-		for _, w := range f.opens {
-			ctx.RequestWithCustomSender(ctx.Self(), &OpenProviderSession{Request: deadline.At(w.deadline), Instance: instance}, w.pid)
-		}
-		for _, w := range f.rotates {
-			ctx.RequestWithCustomSender(ctx.Self(), &Rotate{Request: deadline.At(w.deadline), Instance: instance}, w.pid)
-		}
+		}, func(err error) {
+			if err != nil {
+				sendTo(ctx, reply, &RotateResult{Fault: fault.From(fmt.Errorf("rotate (%s, %s): revoke the old credentials: %w", a.cfg.ID, instance, err))})
+			} else {
+				sendTo(ctx, reply, &RotateResult{CredentialID: cred.ID, Authorization: "Bearer " + tok})
+			}
+			a.rotated(ctx, f)
+		})
 	})
+}
+
+// rotated ends the rotation f: opens and rotates that waited for it are
+// handled now, in arrival order, as if they had come after it.
+func (a *threadActor) rotated(ctx actor.Context, f *flight) {
+	if a.flights[f.instance] != f {
+		return // deleted meanwhile: delete answered the waiters
+	}
+	delete(a.flights, f.instance)
+	for _, w := range f.opens {
+		ctx.RequestWithCustomSender(ctx.Self(), &OpenProviderSession{Request: deadline.At(w.deadline), Instance: f.instance}, w.pid)
+	}
+	for _, w := range f.rotates {
+		ctx.RequestWithCustomSender(ctx.Self(), &Rotate{Request: deadline.At(w.deadline), Instance: f.instance}, w.pid)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/agenthost/mcpruntime/internal/credential"
 	"github.com/agenthost/mcpruntime/internal/fault"
 	"github.com/agenthost/mcpruntime/internal/principal"
@@ -14,8 +16,10 @@ import (
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
-func (a *threadActor) switchProvider(instance string) (prev, ended string, err error) {
-	err = a.cfg.Store.Write(func(w *memdb.Writer) error {
+func (a *threadActor) switchProvider(ctx actor.Context, instance string) {
+	reply := ctx.Sender()
+	var prev, ended string
+	a.write(ctx, func(w *memdb.Writer) error {
 		t, err := a.loadActive(w)
 		if err != nil {
 			return err
@@ -23,21 +27,26 @@ func (a *threadActor) switchProvider(instance string) (prev, ended string, err e
 		if _, err := a.instance(&w.Reader, instance); err != nil {
 			return err
 		}
-		prev = t.Instance
+		prev, ended = t.Instance, ""
 		if t.Run != nil && t.Run.Instance != instance {
 			ended, t.Run = t.Run.ID, nil
 			t.LastTurn = a.cfg.Now()
 		}
 		t.Instance = instance
 		return w.PutThread(t)
+	}, func(err error) {
+		if err != nil {
+			prev, ended = "", ""
+		}
+		sendTo(ctx, reply, &SwitchProviderResult{Previous: prev, EndedRun: ended, Fault: fault.From(err)})
 	})
-	return prev, ended, err
 }
 
-func (a *threadActor) startRun(instance string) (string, error) {
+func (a *threadActor) startRun(ctx actor.Context, instance string) {
+	reply := ctx.Sender()
 	var id string
 	now := a.cfg.Now()
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.write(ctx, func(w *memdb.Writer) error {
 		t, err := a.loadActive(w)
 		if err != nil {
 			return err
@@ -55,13 +64,18 @@ func (a *threadActor) startRun(instance string) (string, error) {
 			return err
 		}
 		return w.PutThread(t)
+	}, func(err error) {
+		if err != nil {
+			id = ""
+		}
+		sendTo(ctx, reply, &StartRunResult{RunID: id, Fault: fault.From(err)})
 	})
-	return id, err
 }
 
-func (a *threadActor) endRun(runID string) (string, error) {
+func (a *threadActor) endRun(ctx actor.Context, runID string) {
+	reply := ctx.Sender()
 	var id string
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.write(ctx, func(w *memdb.Writer) error {
 		t, err := a.loadActive(w)
 		if err != nil {
 			return err
@@ -72,13 +86,18 @@ func (a *threadActor) endRun(runID string) (string, error) {
 		id, t.Run = t.Run.ID, nil
 		t.LastTurn = a.cfg.Now()
 		return w.PutThread(t)
+	}, func(err error) {
+		if err != nil {
+			id = ""
+		}
+		sendTo(ctx, reply, &EndRunResult{RunID: id, Fault: fault.From(err)})
 	})
-	return id, err
 }
 
-func (a *threadActor) touch() (int, error) {
+func (a *threadActor) touch(ctx actor.Context) {
+	reply := ctx.Sender()
 	var n int
-	err := a.cfg.Store.Write(func(w *memdb.Writer) error {
+	a.write(ctx, func(w *memdb.Writer) error {
 		t, err := a.loadActive(w)
 		if err != nil {
 			return err
@@ -89,15 +108,20 @@ func (a *threadActor) touch() (int, error) {
 		}
 		t.LastTurn = now
 		return w.PutThread(t)
+	}, func(err error) {
+		if err != nil {
+			n = 0
+		}
+		sendTo(ctx, reply, &TouchResult{Refreshed: n, Fault: fault.From(err)})
 	})
-	return n, err
 }
 
 // mutate implements SPEC §4's atomic "check live caller and apply".
-func (a *threadActor) mutate(msg *Mutate) (any, error) {
+func (a *threadActor) mutate(ctx actor.Context, msg *Mutate) {
+	reply := ctx.Sender()
 	var val any
 	now := a.cfg.Now()
-	err := writeFresh(a.cfg.Store, func(w *memdb.Writer) error {
+	a.writeFresh(ctx, func(w *memdb.Writer) error {
 		t, err := a.loadActive(w)
 		if err != nil {
 			return err
@@ -113,30 +137,37 @@ func (a *threadActor) mutate(msg *Mutate) (any, error) {
 			t.Messages = slices.Delete(t.Messages, 0, over)
 		}
 		return w.PutThread(t)
+	}, func(err error) {
+		if err != nil {
+			val = nil
+		}
+		sendTo(ctx, reply, &MutateResult{Value: val, Fault: fault.From(err)})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return val, nil
 }
 
 // staleRetries bounds how often a mutation is tried again after a stale
 // read (writeFresh).
 const staleRetries = 3
 
-// writeFresh is Store.Write, tried again (at most staleRetries times)
-// while it finds a row changed by another node since this node's replica
-// applied it (memdb.ErrStale, on several nodes): a mutation reads its
-// caller's credential and thread, which another node may write, and the
-// store answers ErrStale only once its replica has applied the change, so
-// the next try reads it. fn must be a function of what it reads (an
-// Effect is: it touches only its Txn).
-func writeFresh(s *memdb.Store, fn func(w *memdb.Writer) error) error {
-	err := s.Write(fn)
-	for i := 0; i < staleRetries && errors.Is(err, memdb.ErrStale); i++ {
-		err = s.Write(fn)
+// writeFresh is write, tried again (at most staleRetries times) while it
+// finds a row changed by another node since this node's replica applied
+// it (memdb.ErrStale, on several nodes): a mutation reads its caller's
+// credential and thread, which another node may write, and the store
+// answers ErrStale only once its replica has applied the change, so the
+// next try reads it. fn must be a function of what it reads (an Effect
+// is: it touches only its Txn).
+func (a *threadActor) writeFresh(ctx actor.Context, fn func(w *memdb.Writer) error, then func(err error)) {
+	var try func(left int)
+	try = func(left int) {
+		a.write(ctx, fn, func(err error) {
+			if left > 0 && errors.Is(err, memdb.ErrStale) {
+				try(left - 1)
+				return
+			}
+			then(err)
+		})
 	}
-	return err
+	try(staleRetries)
 }
 
 // txn is the Txn an Effect is given: the thread's record, the time and

@@ -319,11 +319,19 @@ func readMessages(b *bolt.Bucket, thread string) ([]memdb.Message, error) {
 	return out, nil
 }
 
+// TestHookCommit, when set, is called at the start of every Commit, on the
+// committing goroutine: the tests check through it that no actor waits
+// for a sync in its Receive. For testing.
+var TestHookCommit func()
+
 // Commit implements memdb.Log: tx is refused with memdb.ErrStale if a row
 // it read changed since (once the change is applied, so that the writer
 // reads it), and otherwise returns once tx is synced to the file and
 // applied to the store.
 func (l *Log) Commit(tx *memdb.Tx) error {
+	if TestHookCommit != nil {
+		TestHookCommit()
+	}
 	start := time.Now()
 	l.mu.Lock()
 	if err := l.unusable(); err != nil {

@@ -69,6 +69,13 @@ type Node interface {
 	Serving() bool
 	// Status returns the node's replica and fence now.
 	Status() Status
+	// Fence is F: how long a proof that the replica is current lets the
+	// node serve.
+	Fence() time.Duration
+	// WaitApplied returns once the replica has applied rev (a revision of
+	// the shared log), or ctx's error, or an error once the replica
+	// stopped.
+	WaitApplied(ctx context.Context, rev int64) error
 	// Member returns the member with id as this node last saw it; ok is
 	// false when it is not a member.
 	Member(id string) (m Member, ok bool)

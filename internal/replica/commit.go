@@ -14,6 +14,11 @@ import (
 
 var _ memdb.Log = (*Node)(nil)
 
+// TestHookCommit, when set, is called at the start of every Commit, on the
+// committing goroutine: the multi-node tests (tests/cluster) check through
+// it that no actor waits for a commit in its Receive. For testing.
+var TestHookCommit func()
+
 // ErrNotMember is returned by a commit of a node that is not (or no
 // longer) a member of the cluster: its writes are refused.
 var ErrNotMember = errors.New("replica: node is not a member")
@@ -30,6 +35,9 @@ var ErrNotMember = errors.New("replica: node is not a member")
 // authenticates a token exactly as the commit left it — a revoked one
 // nowhere, a minted one everywhere. The whole is bounded by Config.Commit.
 func (n *Node) Commit(tx *memdb.Tx) error {
+	if TestHookCommit != nil {
+		TestHookCommit()
+	}
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Commit)
 	defer cancel()
 	lease := n.lease.Load()

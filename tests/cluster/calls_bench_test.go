@@ -21,9 +21,12 @@ import (
 
 // modernCall is a 2026-07-28 tools/call of thread_read (the caller's own
 // thread), a read tool: what a provider calls most.
-func modernCall(id int64) []byte {
+func modernCall(id int64) []byte { return modernToolCall("thread_read", `{}`, id) }
+
+// modernToolCall is a 2026-07-28 tools/call of tool with arguments.
+func modernToolCall(tool, arguments string, id int64) []byte {
 	return []byte(`{"jsonrpc":"2.0","id":` + strconv.FormatInt(id, 10) +
-		`,"method":"tools/call","params":{"name":"thread_read","arguments":{},"_meta":{` +
+		`,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + arguments + `,"_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 }
 
@@ -31,7 +34,14 @@ func modernCall(id int64) []byte {
 // caller's own thread) with tok to url, and returns the HTTP status and
 // whether the answer is a complete result without an error.
 func readThread(ctx context.Context, client *http.Client, url, tok string, id int64) (status int, ok bool, body []byte, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(modernCall(id)))
+	return postTool(ctx, client, url, tok, "thread_read", modernCall(id))
+}
+
+// postTool posts one 2026-07-28 tools/call of tool (its body) with tok to
+// url, and returns the HTTP status and whether the answer is a complete
+// result without an error.
+func postTool(ctx context.Context, client *http.Client, url, tok, tool string, call []byte) (status int, ok bool, body []byte, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(call))
 	if err != nil {
 		return 0, false, nil, err
 	}
@@ -41,7 +51,7 @@ func readThread(ctx context.Context, client *http.Client, url, tok string, id in
 	h["Accept"] = []string{"application/json, text/event-stream"}
 	h["Mcp-Protocol-Version"] = []string{"2026-07-28"}
 	h["Mcp-Method"] = []string{"tools/call"}
-	h["Mcp-Name"] = []string{"thread_read"}
+	h["Mcp-Name"] = []string{tool}
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, false, nil, err
@@ -68,26 +78,48 @@ func callOnce(ctx context.Context, client *http.Client, url, tok string, id int6
 	return nil
 }
 
-// BenchmarkClusterCalls measures 2026-07-28 tools/call (thread_read)
-// through the thread's home node and through another node, which
-// forwards each request to the home (SPEC §5d.6): three runtime nodes in
-// this process on one embedded etcd, 16 callers, one credential. It
-// reports calls/s and the p50 and p99 latency; `make cluster-bench` (and
-// `make bench-peers`) run it. No threshold is asserted.
+// BenchmarkClusterCalls measures 2026-07-28 tools/call through the
+// thread's home node and through another node: reads (thread_read), which
+// the other node answers itself from its replica, and posts (thread_post,
+// a mutation), which it forwards to the home (SPEC §5d.6). Three runtime
+// nodes in this process on one embedded etcd, 16 callers, one credential
+// that owns its thread's run. It reports calls/s and the p50 and p99
+// latency; `make cluster-bench` (and `make bench-peers`) run it. No
+// threshold is asserted.
 func BenchmarkClusterCalls(b *testing.B) {
 	endpoint := startEtcd(b)
 	nodes := startRuntimes(b, endpoint, 3, mcpruntime.Config{})
 	_, tok := mintOn(b, nodes[0], "bench", "codex")
+	if _, err := nodes[0].rt.StartRun(context.Background(), "bench", "codex"); err != nil {
+		b.Fatal(err)
+	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	defer client.CloseIdleConnections()
 	for _, bc := range []struct {
 		name string
 		via  *rtNode
-	}{{"home", nodes[0]}, {"forwarded", nodes[1]}} {
+		tool string
+		call func(id int64) []byte
+	}{
+		{"read/home", nodes[0], "thread_read", modernCall},
+		{"read/other-node", nodes[1], "thread_read", modernCall},
+		{"post/home", nodes[0], "thread_post", func(id int64) []byte { return modernToolCall("thread_post", `{"text":"bench"}`, id) }},
+		{"post/other-node", nodes[1], "thread_post", func(id int64) []byte { return modernToolCall("thread_post", `{"text":"bench"}`, id) }},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			const callers = 16
 			ctx := context.Background()
-			if err := callOnce(ctx, client, bc.via.mcpURL, tok, 1); err != nil {
+			once := func(id int64) error {
+				status, ok, body, err := postTool(ctx, client, bc.via.mcpURL, tok, bc.tool, bc.call(id))
+				if err != nil {
+					return err
+				}
+				if status != http.StatusOK || !ok {
+					return fmt.Errorf("tools/call %s: %d %s", bc.tool, status, body)
+				}
+				return nil
+			}
+			if err := once(1); err != nil {
 				b.Fatal(err)
 			}
 			var next atomic.Int64
@@ -104,7 +136,7 @@ func BenchmarkClusterCalls(b *testing.B) {
 							return
 						}
 						t0 := time.Now()
-						if err := callOnce(ctx, client, bc.via.mcpURL, tok, i); err != nil {
+						if err := once(i); err != nil {
 							failed.Store(err)
 							return
 						}

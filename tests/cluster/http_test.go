@@ -117,8 +117,9 @@ func TestRuntimeRequestsOnAnyNode(t *testing.T) {
 // TestRuntimeHomeGone: once a thread's home is gone (crashed: its
 // listeners closed, its replica stopped), a request naming its session is
 // 404 through every other node, byte for byte the answer to an unknown
-// session (the client re-initializes), and a 2026-07-28 request is 503 +
-// Retry-After until a survivor adopts the thread.
+// session (the client re-initializes), a 2026-07-28 mutation is 503 +
+// Retry-After until a survivor adopts the thread, and a 2026-07-28 read is
+// answered by the node it reached.
 func TestRuntimeHomeGone(t *testing.T) {
 	rep := replicas(t)
 	nodes := startRuntimes(t, startEtcd(t), 3, mcpruntime.Config{})
@@ -138,10 +139,18 @@ func TestRuntimeHomeGone(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound || !bytes.Equal(body, unknownBody) {
 			t.Errorf("the crashed home's session through %s: %d %q, want 404 %q (an unknown session's)", n.id, resp.StatusCode, body, unknownBody)
 		}
-		resp, body = mcpPost(t, n.mcpURL, modernHeaders(tok, "tools/list", ""), `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+		resp, body = mcpPost(t, n.mcpURL, modernHeaders(tok, "tools/call", "thread_post"),
+			`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"thread_post","arguments":{"text":"x"},`+modernMeta+`}}`)
 		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-			t.Errorf("a 2026-07-28 request of the crashed home's thread through %s: %d %s, want 503 + Retry-After", n.id, resp.StatusCode, body)
+			t.Errorf("a 2026-07-28 mutation of the crashed home's thread through %s: %d %s, want 503 + Retry-After", n.id, resp.StatusCode, body)
 		}
+		// A read needs no home: the node it reached answers it, once its
+		// replica is proven current since the last request it forwarded
+		// for the caller (n2 forwarded the initialize).
+		waitFor(t, n.id+" to answer a read of the crashed home's caller", func() bool {
+			resp, _ := mcpPost(t, n.mcpURL, modernHeaders(tok, "tools/list", ""), `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{`+modernMeta+`}}`)
+			return resp.StatusCode == http.StatusOK
+		})
 	}
 	rep("n1").Resume() // it finds its membership lost (or not yet) and its cleanup shuts it down
 }

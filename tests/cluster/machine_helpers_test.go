@@ -1,17 +1,22 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
 	rtcluster "github.com/agenthost/mcpruntime/cluster"
 	"github.com/agenthost/mcpruntime/internal/replica"
+	"github.com/agenthost/mcpruntime/transport"
 )
 
 // machineInstances are the provider instances every node of the machine
@@ -120,14 +125,54 @@ type errorTB interface {
 }
 
 // readOwnThread sends a 2026-07-28 tools/call of thread_read (the
-// caller's own thread) with tok to n's MCP endpoint and returns the HTTP
-// status, and for a 200 whether the answer is a complete result without
-// an error.
-func readOwnThread(client *http.Client, n *machineNode, tok string, id int64) (status int, ok bool, err error) {
+// caller's own thread) with tok to n's MCP endpoint, asking for revision
+// rev (Mcp-Runtime-Revision) when above 0, and returns the HTTP status,
+// for a 200 whether the answer is a complete result without an error, and
+// the texts of the thread's messages it read.
+func readOwnThread(client *http.Client, n *machineNode, tok string, id, rev int64) (status int, ok bool, msgs []string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	status, ok, _, err = readThread(ctx, client, n.mcpURL, tok, id)
-	return status, ok, err
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.mcpURL, bytes.NewReader(modernCall(id)))
+	if err != nil {
+		return 0, false, nil, err
+	}
+	h := req.Header
+	h["Authorization"] = []string{"Bearer " + tok}
+	h["Content-Type"] = []string{"application/json"}
+	h["Accept"] = []string{"application/json, text/event-stream"}
+	h["Mcp-Protocol-Version"] = []string{"2026-07-28"}
+	h["Mcp-Method"] = []string{"tools/call"}
+	h["Mcp-Name"] = []string{"thread_read"}
+	if rev > 0 {
+		h[transport.HeaderRevision] = []string{strconv.FormatInt(rev, 10)}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, false, nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, false, nil, err
+	}
+	var answer struct {
+		Result struct {
+			IsError           bool `json:"isError"`
+			StructuredContent struct {
+				Messages []struct {
+					Text string `json:"text"`
+				} `json:"messages"`
+			} `json:"structuredContent"`
+			ResultType string `json:"resultType"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return resp.StatusCode, false, nil, fmt.Errorf("thread_read answer %s: %w", body, err)
+	}
+	for _, m := range answer.Result.StructuredContent.Messages {
+		msgs = append(msgs, m.Text)
+	}
+	return resp.StatusCode, answer.Result.ResultType == "complete" && !answer.Result.IsError, msgs, nil
 }
 
 // notHomeOf checks that err is a *NotHomeError for thread id naming home.

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agenthost/mcpruntime/internal/actortest"
+	"github.com/agenthost/mcpruntime/internal/replica"
 )
 
 // defaultChecks is how many cases the rapid property runs when neither
@@ -15,10 +18,12 @@ import (
 // -rapid.checks=200.
 const defaultChecks = "12"
 
-// TestMain sets the default check count, and fails the package if any
-// goroutine outlives its tests: every node, client and etcd a test starts
-// must be closed.
+// TestMain sets the default check count, fails the package if any
+// goroutine outlives its tests — every node, client and etcd a test starts
+// must be closed — and fails it if any commit to etcd ran inside an actor's
+// Receive (SPEC §5d.7: an actor's write is committed off the actor).
 func TestMain(m *testing.M) {
+	replica.TestHookCommit = inActor.Hook
 	flag.Parse()
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "rapid.checks" })
@@ -27,5 +32,11 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(inActor.Main(m))
 }
+
+// inActor notes a commit to etcd made inside an actor's Receive.
+var inActor actortest.InActor
+
+// commitInActor is the stack of the first commit made in an actor, or "".
+func commitInActor() string { return inActor.Stack() }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,6 +169,8 @@ func (m *clusterMachine) actions() map[string]func(*rapid.T) {
 		"kill#3":       m.kill,
 		"turn":         m.turn,
 		"turn#2":       m.turn,
+		"burst":        m.burst,
+		"burst#2":      m.burst,
 		"createRace":   m.createRace,
 		"open":         m.open,
 		"startRun":     m.startRun,
@@ -584,6 +587,80 @@ func (m *clusterMachine) turn(t *rapid.T) {
 	th.msgs = append(th.msgs, text)
 }
 
+// burst is a turn whose agent posts several messages at once (and the host
+// touches the thread meanwhile): the home's thread actor commits each write
+// off its Receive, holding the others until it answered (SPEC §5d.7), so
+// every post is applied once, each at the sequence number it was told, in
+// that order — which the check then reads back on every node.
+func (m *clusterMachine) burst(t *rapid.T) {
+	m.bounded()
+	th, inst, pair := m.pairOf(t)
+	if th.archived {
+		t.Skip("archived")
+	}
+	ctx := context.Background()
+	h := m.home(th)
+	if th.instance != inst {
+		if _, err := h.rt.SwitchProvider(ctx, th.id, inst); err != nil {
+			t.Fatalf("SwitchProvider(%s, %s) on %s: %v", th.id, inst, h.id, err)
+		}
+		th.instance, th.run = inst, ""
+	}
+	if th.run == "" {
+		if _, err := h.rt.StartRun(ctx, th.id, inst); err != nil {
+			t.Fatalf("StartRun(%s, %s) on %s: %v", th.id, inst, h.id, err)
+		}
+		th.run = inst
+	}
+	m.wrote(h)
+	p, _ := m.authenticateOn(t, m.healthyNode(t, "authenticator"), pair.cred)
+	k := rapid.IntRange(2, 6).Draw(t, "posts")
+	texts := make([]string, k)
+	for i := range texts {
+		texts[i] = fmt.Sprintf("m%d", m.next)
+		m.next++
+	}
+	type posted struct {
+		seq uint64
+		err error
+	}
+	got := make([]posted, k)
+	var wg sync.WaitGroup
+	for i := range k {
+		wg.Go(func() {
+			msg, err := h.rt.Post(ctx, p, th.id, texts[i])
+			got[i] = posted{seq: msg.Seq, err: err}
+			if err == nil && msg.Text != texts[i] {
+				got[i].err = fmt.Errorf("answered %+v for %q", msg, texts[i])
+			}
+		})
+	}
+	wg.Go(func() {
+		if err := h.rt.Touch(ctx, th.id); err != nil {
+			t.Errorf("Touch(%s) during the burst on %s: %v", th.id, h.id, err)
+		}
+	})
+	wg.Wait()
+	m.wrote(h)
+	order := make([]int, k)
+	for i, g := range got {
+		if g.err != nil {
+			t.Fatalf("Post(%s) #%d of a burst as the run's own caller %s on %s: %v", th.id, i, pair.cred.id, h.id, g.err)
+		}
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(got[a].seq, got[b].seq) })
+	for j := 1; j < k; j++ {
+		if got[order[j]].seq != got[order[j-1]].seq+1 {
+			t.Fatalf("a burst of %d posts to %s was told sequence numbers %v: want them distinct and consecutive", k, th.id, got)
+		}
+	}
+	for _, i := range order {
+		th.msgs = append(th.msgs, texts[i])
+	}
+	machineStats.posts.Add(int64(k))
+}
+
 // stale reports whether err is a write refused because a row it read had
 // changed in etcd (memdb.ErrStale), as the runtime's API returns it: an
 // ErrInternal with the store's message.
@@ -658,7 +735,10 @@ func (m *clusterMachine) call(t *rapid.T) {
 	i := rapid.IntRange(0, len(m.nodes)-1).Draw(t, "node")
 	n := m.nodes[i]
 	m.next++
-	status, ok, err := readOwnThread(m.client, n, c.tok, int64(m.next))
+	// The read asks for every write the model knows of (the revision an
+	// answer tells a client, echoed): whichever node answers it, it reads
+	// them all (SPEC §5d.6).
+	status, ok, msgs, err := readOwnThread(m.client, n, c.tok, int64(m.next), m.lastWrite)
 	if err != nil {
 		t.Fatalf("tools/call on %s: %v", n.id, err)
 	}
@@ -677,17 +757,23 @@ func (m *clusterMachine) call(t *rapid.T) {
 		if (status != http.StatusOK || !ok) && status != http.StatusServiceUnavailable {
 			t.Fatalf("tools/call on %s (home %s) with the live %s: %d (result %v), want 200 or 503", n.id, m.nodes[home].id, c.id, status, ok)
 		}
+		if th := m.threads[c.thread]; status == http.StatusOK && !slices.Equal(msgs, th.msgs) {
+			t.Fatalf("thread_read of %s on %s (home %s, faults %v) asking for revision %d read messages %q, want %q", th.id, n.id, m.nodes[home].id, m.fault, m.lastWrite, msgs, th.msgs)
+		}
 		return
 	}
 	waitFor(t, n.id+" and the home serving a live token's read", func() bool {
 		if status == http.StatusServiceUnavailable {
 			m.next++
-			status, ok, err = readOwnThread(m.client, n, c.tok, int64(m.next))
+			status, ok, msgs, err = readOwnThread(m.client, n, c.tok, int64(m.next), m.lastWrite)
 		}
 		return err != nil || status != http.StatusServiceUnavailable
 	})
 	if err != nil || status != http.StatusOK || !ok {
 		t.Fatalf("tools/call on %s (home %s) with the live %s: %d (result %v), %v; want 200 with a result", n.id, m.nodes[home].id, c.id, status, ok, err)
+	}
+	if th := m.threads[c.thread]; !slices.Equal(msgs, th.msgs) {
+		t.Fatalf("thread_read of %s on %s (home %s) asking for revision %d read messages %q, want %q", th.id, n.id, m.nodes[home].id, m.lastWrite, msgs, th.msgs)
 	}
 	machineStats.liveCalls.Add(1)
 }
@@ -1059,6 +1145,9 @@ func (m *clusterMachine) homed(node string) int {
 
 // check holds, after every step, on every node.
 func (m *clusterMachine) check(t *rapid.T) {
+	if stack := commitInActor(); stack != "" {
+		t.Fatalf("a commit to etcd ran inside an actor's Receive (SPEC §5d.7):\n%s", stack)
+	}
 	var members []string
 	for i, n := range m.nodes {
 		if m.fault[i] != killed {

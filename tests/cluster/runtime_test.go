@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,9 @@ const testSecret = "cluster-test-secret-0123456789abcdef"
 // rtNode is one runtime node of an in-process cluster: the runtime, its
 // MCP endpoint and listener, and its internal listener.
 type rtNode struct {
+	// internalIn counts the MCP requests other nodes forwarded here (its
+	// internal listener's requests but the revokers' confirmations).
+	internalIn   atomic.Int64
 	id           string
 	rt           *mcpruntime.Runtime
 	ep           *mcpruntime.MCPEndpoint
@@ -48,9 +52,13 @@ func startRuntimes(t testing.TB, endpoint string, n int, cfg mcpruntime.Config) 
 		internalLn := listen(t)
 		publicLn := listen(t)
 		c := cfg
+		var fence time.Duration
+		if cc, ok := cfg.Cluster.(rtcluster.Config); ok {
+			fence = cc.Fence // a test's own F; the rest is the node's
+		}
 		c.Cluster = rtcluster.Config{
 			Etcd: []string{endpoint}, Node: id, URL: "http://" + internalLn.Addr().String(),
-			Secret: testSecret,
+			Secret: testSecret, Fence: fence,
 		}
 		c.Endpoint = "http://" + publicLn.Addr().String() + "/mcp"
 		rt, err := mcpruntime.New(c)
@@ -63,9 +71,15 @@ func startRuntimes(t testing.TB, endpoint string, n int, cfg mcpruntime.Config) 
 		}
 		node := &rtNode{
 			id: id, rt: rt, ep: ep, mcpURL: c.Endpoint, internalAddr: internalLn.Addr().String(),
-			internal: &http.Server{Handler: rt.InternalHandler(), ReadHeaderTimeout: 10 * time.Second},
-			public:   &http.Server{Handler: ep, ReadHeaderTimeout: 10 * time.Second},
+			public: &http.Server{Handler: ep, ReadHeaderTimeout: 10 * time.Second},
 		}
+		inner := rt.InternalHandler()
+		node.internal = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/internal/confirm" {
+				node.internalIn.Add(1)
+			}
+			inner.ServeHTTP(w, r)
+		}), ReadHeaderTimeout: 10 * time.Second}
 		go node.internal.Serve(internalLn)
 		go node.public.Serve(publicLn)
 		t.Cleanup(func() {
