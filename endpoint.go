@@ -109,6 +109,7 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 			return &u, nil
 		}
 		host.ForwardHeader = http.Header{membership.NodeAuthHeader: {r.cluster.Secret()}}
+		host.ForwardTLS = r.cluster.ClientTLS()
 	}
 	var resource string
 	host.ResourceMetadata, host.ChallengeScope, resource = r.challenge(opts.Path)

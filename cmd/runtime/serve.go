@@ -355,8 +355,8 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		Logger:           log,
 		Drivers:          agentDrivers(log),
 	})
-	if errors.Is(err, mcpruntime.ErrInvalidArgument) {
-		return srv, usageError{err} // a setting the runtime refuses, such as --node's shape
+	if errors.Is(err, mcpruntime.ErrInvalidArgument) || errors.Is(err, cluster.ErrNodeInUse) {
+		return srv, usageError{err} // a setting the runtime refuses, such as --node's shape, or a --node a live member holds
 	}
 	if err != nil {
 		return srv, stateError(err)

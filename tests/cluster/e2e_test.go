@@ -20,6 +20,8 @@ import (
 //   - --demo on all three, started at once: the demo thread is made once,
 //     and its one credential file (on its home node) holds a token every
 //     node authenticates.
+//   - A fourth process started with n1's id while n1 lives exits 2,
+//     saying the id is in use and what to do; n1 still serves.
 //   - The provider-switch story through n1's admin API (SPEC §3):
 //     instances a and b, thread t1, a provider session for each, switch
 //     a → b → a; both credentials stay live, and authenticate on every
@@ -57,6 +59,17 @@ func TestProcesses(t *testing.T) {
 		waitMembers(t, n, 3)
 	}
 	var tokens []string // every token minted, to look for in the logs
+
+	// A fourth process with n1's id while n1 lives: refused (exit 2) with
+	// what to do; n1 keeps its membership.
+	dup := launch(t, bin, "n1", endpoint, secretFile, nil)
+	if code := dup.waitExit(); code != 2 || !strings.Contains(dup.logs(), `runtime: cluster: replica: start n1: node id "n1" is in use`) || !strings.Contains(dup.logs(), "--node") {
+		t.Fatalf("a second n1 while n1 lives: exit %d, want 2 saying the id is in use and what to do\n%s", code, dup.logs())
+	}
+	if status, body := n1.get("/readyz"); status != http.StatusOK {
+		t.Fatalf("n1 /readyz after a second n1 was refused: %d %s", status, body)
+	}
+	waitMembers(t, n2, 3)
 
 	// The demo: one credential file in the cluster, on the demo thread's
 	// home node (the first to create it), and its token authenticates on
