@@ -235,9 +235,11 @@ func (c Config) Join(opts membership.Options) (membership.Node, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dial+registerWait)
 	defer cancel()
 	clientTLS := c.InternalClientTLS()
-	var confirmClient *http.Client // nil: the replica's own, plain HTTP
+	var confirms *http.Transport // nil: the replica's own, plain HTTP
+	var confirmClient *http.Client
 	if clientTLS != nil {
-		confirmClient = &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLS, MaxIdleConnsPerHost: 4}}
+		confirms = &http.Transport{TLSClientConfig: clientTLS, MaxIdleConnsPerHost: 4}
+		confirmClient = &http.Client{Transport: confirms}
 	}
 	rep, err := replica.Start(ctx, replica.Config{
 		Client: cli, Node: c.Node, Fence: c.Fence, URL: c.URL, Secret: c.Secret, HTTPClient: confirmClient,
@@ -247,7 +249,7 @@ func (c Config) Join(opts membership.Options) (membership.Node, error) {
 		cli.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	return &node{Node: rep, cli: cli, secret: c.Secret, clientTLS: clientTLS}, nil
+	return &node{Node: rep, cli: cli, secret: c.Secret, clientTLS: clientTLS, confirms: confirms}, nil
 }
 
 // registerWait bounds the wait for this node's id to be free: the lease
@@ -260,7 +262,8 @@ type node struct {
 	*replica.Node
 	cli       *clientv3.Client
 	secret    string
-	clientTLS *tls.Config // InternalClientTLS; nil: plain HTTP
+	clientTLS *tls.Config     // InternalClientTLS; nil: plain HTTP
+	confirms  *http.Transport // the confirmations' transport under InternalTLS; nil: the replica's own
 }
 
 var _ membership.Node = (*node)(nil)
@@ -300,5 +303,8 @@ func (n *node) ThreadExists(ctx context.Context, id string) bool {
 // closes the etcd client.
 func (n *node) Close() error {
 	err := n.Node.Close()
+	if n.confirms != nil {
+		n.confirms.CloseIdleConnections()
+	}
 	return errors.Join(err, n.cli.Close())
 }
