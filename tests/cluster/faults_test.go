@@ -195,6 +195,7 @@ func TestRestartWithinTheLease(t *testing.T) {
 	_, tok := mintOn(t, old, "t1", "codex")
 	crashed := rep("n1")
 	crashed.Pause()
+	defer crashed.Resume() // also when the test fails early: its cleanup shuts it down
 	old.public.Close()
 	old.internal.Close()
 	held := servingLease(t, cli, "n1")
