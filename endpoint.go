@@ -114,6 +114,7 @@ func (r *Runtime) MCPHandler(opts MCPOptions) (*MCPEndpoint, error) {
 		host.Forwarded = r.forwarded
 		host.Revision = func() int64 { return r.cluster.Status().Applied }
 		host.ForwardHeader = http.Header{membership.NodeAuthHeader: {r.cluster.Secret()}}
+		host.ForwardTLS = r.cluster.ClientTLS()
 	}
 	var resource string
 	host.ResourceMetadata, host.ChallengeScope, resource = r.challenge(opts.Path)

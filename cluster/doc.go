@@ -20,4 +20,9 @@
 //	})
 //	// serve rt.MCPHandler(…) to clients and rt.InternalHandler() on 10.0.0.5:7441;
 //	// when <-rt.Lost() fires, close rt and start a new one.
+//
+// Between machines, make the internal listener mutual TLS
+// ([Config.InternalTLS]: the node's certificate of the cluster's CA, URL
+// https://) and serve it with [Config.InternalServerTLS]. A node id that a
+// live member holds fails the join with [ErrNodeInUse] (SPEC §5d.8).
 package cluster

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log"
 	"log/slog"
@@ -201,10 +202,13 @@ func (f *forwarder) count() int {
 	return len(f.inFlight)
 }
 
-func newForwarder(actorTimeout time.Duration, logger *slog.Logger) *forwarder {
+// newForwarder makes the forwarder; tlsConfig is its TLS to an https://
+// home (nil: Go's defaults).
+func newForwarder(actorTimeout time.Duration, logger *slog.Logger, tlsConfig *tls.Config) *forwarder {
 	mk := func(headerTimeout time.Duration) *http.Transport {
 		return &http.Transport{
 			Proxy:                 nil, // node to node: never an environment proxy
+			TLSClientConfig:       tlsConfig,
 			DialContext:           (&net.Dialer{Timeout: forwardDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConnsPerHost:   forwardIdlePerHost,
 			IdleConnTimeout:       forwardIdleTimeout,

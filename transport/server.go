@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -215,6 +216,10 @@ type Host struct {
 	// replacing any value the client sent: the node-to-node secret the
 	// home's internal listener requires. Nil: none.
 	ForwardHeader http.Header
+	// ForwardTLS is the TLS configuration of forwarded requests to an
+	// https:// home (mutual TLS between nodes: this node's client
+	// certificate, the cluster's CA). Nil: Go's defaults.
+	ForwardTLS *tls.Config
 	// OnSession hears every MCP session's start and end, from the
 	// session's actor: it must not block. Nil: nobody is told.
 	OnSession func(SessionEvent)
@@ -422,7 +427,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options,
 	}
 	s.sealer = newSealer(s.opts.RequestStateTTL)
 	if s.opts.Route != nil {
-		s.proxy = newForwarder(s.opts.ActorTimeout, s.opts.Logger)
+		s.proxy = newForwarder(s.opts.ActorTimeout, s.opts.Logger, s.opts.ForwardTLS)
 	}
 	s.armSweep() // after the session table is made: the sweep reads it
 	r := httprouter.New()

@@ -41,8 +41,11 @@ type clusterFlags struct {
 	EtcdUsername      string   `config:"" name:"etcd-username" placeholder:"USER" help:"etcd user when etcd's auth is on; the password comes from $RUNTIME_ETCD_PASSWORD only."`
 	Node              string   `config:"" name:"node" placeholder:"ID" help:"This node's id, unique in the cluster (letters, digits, '.', '_', '-'; at most 64); required with --etcd."`
 	InternalListen    string   `config:"" name:"internal-listen" default:"127.0.0.1:7441" placeholder:"HOST:PORT" help:"Listen address of the node-to-node listener (with --etcd); loopback unless told otherwise."`
-	InternalURL       string   `config:"" name:"internal-url" placeholder:"URL" help:"Base URL the other nodes reach this node's internal listener at. Default: http://<internal-listen>; required when its host is unspecified."`
+	InternalURL       string   `config:"" name:"internal-url" placeholder:"URL" help:"Base URL the other nodes reach this node's internal listener at. Default: http://<internal-listen> (https:// with --internal-tls-cert); required when its host is unspecified."`
 	ClusterSecretFile string   `config:"" name:"cluster-secret-file" placeholder:"FILE" help:"File of the node-to-node secret, the same on every node, at least 32 bytes; required with --etcd."`
+	InternalTLSCert   string   `config:"" name:"internal-tls-cert" placeholder:"FILE" help:"PEM certificate (then any intermediates) of this node for the internal listener's mutual TLS: signed by --internal-tls-ca, naming the host of --internal-url, for server and client auth. With it, --internal-tls-key and --internal-tls-ca, the internal listener serves TLS and admits only nodes with a certificate of that CA (and the cluster secret), and this node presents it to the others. Read at start: a new certificate takes a restart."`
+	InternalTLSKey    string   `config:"" name:"internal-tls-key" placeholder:"FILE" help:"PEM private key of --internal-tls-cert."`
+	InternalTLSCA     string   `config:"" name:"internal-tls-ca" placeholder:"FILE" help:"PEM file of the cluster's CA certificates: every node's internal certificate must chain to one (mutual TLS between nodes, with --internal-tls-cert)."`
 	Fence             duration `config:"" name:"fence" default:"500ms" placeholder:"DURATION" help:"With --etcd: how long one proof that this node's replica is current lets it serve, and so the longest a revoke waits for a node that does not answer; below 1s."`
 }
 
@@ -57,7 +60,8 @@ func (c *clusterFlags) validate() []error {
 		for _, f := range []struct{ name, v string }{
 			{"etcd-ca-file", c.EtcdCAFile}, {"etcd-cert-file", c.EtcdCertFile}, {"etcd-key-file", c.EtcdKeyFile},
 			{"etcd-username", c.EtcdUsername}, {"node", c.Node}, {"internal-url", c.InternalURL},
-			{"cluster-secret-file", c.ClusterSecretFile},
+			{"cluster-secret-file", c.ClusterSecretFile}, {"internal-tls-cert", c.InternalTLSCert},
+			{"internal-tls-key", c.InternalTLSKey}, {"internal-tls-ca", c.InternalTLSCA},
 		} {
 			if f.v != "" {
 				add("--%s needs --etcd (without it the server is one node)", f.name)
@@ -85,6 +89,12 @@ func (c *clusterFlags) validate() []error {
 	if (c.EtcdCertFile == "") != (c.EtcdKeyFile == "") {
 		add("--etcd-cert-file and --etcd-key-file go together")
 	}
+	if n := btoi(c.InternalTLSCert != "") + btoi(c.InternalTLSKey != "") + btoi(c.InternalTLSCA != ""); n != 0 && n != 3 {
+		add("--internal-tls-cert, --internal-tls-key and --internal-tls-ca go together")
+	}
+	if c.internalTLS() && c.InternalURL != "" && !strings.HasPrefix(c.InternalURL, "https://") {
+		add("--internal-url %q: the internal listener serves TLS (--internal-tls-cert): want https://", c.InternalURL)
+	}
 	if err := checkAddr("internal-listen", c.InternalListen); err != nil {
 		errs = append(errs, err)
 	}
@@ -99,6 +109,16 @@ func (c *clusterFlags) validate() []error {
 		add("--fence %s: want a positive duration below 1s", c.Fence)
 	}
 	return errs
+}
+
+// internalTLS reports whether the internal listener is mutual TLS.
+func (c *clusterFlags) internalTLS() bool { return c.InternalTLSCert != "" }
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // validEndpoint reports whether e is an etcd endpoint: host:port, or an
@@ -161,6 +181,9 @@ func (s *serveCmd) clusterConfig(env map[string]string, given map[string]bool, l
 	if cfg.EtcdTLS, err = etcdTLS(c.EtcdCAFile, c.EtcdCertFile, c.EtcdKeyFile); err != nil {
 		return cfg, err
 	}
+	if cfg.InternalTLS, err = internalTLS(c.InternalTLSCert, c.InternalTLSKey, c.InternalTLSCA); err != nil {
+		return cfg, err
+	}
 	// etcd's client speaks TLS to an https:// endpoint, and to a bare
 	// host:port when given a TLS configuration.
 	plain := func(e string) bool {
@@ -188,7 +211,11 @@ func (c *clusterFlags) internalURL(bound string) string {
 	if c.InternalURL != "" {
 		return strings.TrimSuffix(c.InternalURL, "/")
 	}
-	return "http://" + urlHost(c.InternalListen, bound)
+	scheme := "http://"
+	if c.internalTLS() {
+		scheme = "https://"
+	}
+	return scheme + urlHost(c.InternalListen, bound)
 }
 
 // readClusterSecret reads the node-to-node secret: the file's bytes
@@ -238,4 +265,26 @@ func etcdTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
+}
+
+// internalTLS is the internal listener's mutual TLS of the settings; nil
+// when none is set (plain HTTP). Whether the certificate suits the CA and
+// the internal URL is checked by cluster.Config.Validate, at start.
+func internalTLS(certFile, keyFile, caFile string) (*cluster.InternalTLS, error) {
+	if certFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--internal-tls-cert %s, --internal-tls-key %s: %w", certFile, keyFile, err)}
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--internal-tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, usageError{fmt.Errorf("--internal-tls-ca %s: no PEM certificate in it", caFile)}
+	}
+	return &cluster.InternalTLS{Certificate: cert, CA: pool}, nil
 }

@@ -355,8 +355,8 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		Logger:           log,
 		Drivers:          agentDrivers(log),
 	})
-	if errors.Is(err, mcpruntime.ErrInvalidArgument) {
-		return srv, usageError{err} // a setting the runtime refuses, such as --node's shape
+	if errors.Is(err, mcpruntime.ErrInvalidArgument) || errors.Is(err, cluster.ErrNodeInUse) {
+		return srv, usageError{err} // a setting the runtime refuses, such as --node's shape, or a --node a live member holds
 	}
 	if err != nil {
 		return srv, stateError(err)
@@ -373,7 +373,14 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 	if srv.internalLn != nil {
 		srv.internalHTTP = s.httpServer(rt.InternalHandler(), log)
 		srv.undo = append(srv.undo, func() { _ = srv.internalHTTP.Close() }) // after a shutdown, a no-op
-		go func() { srv.errc <- fmt.Errorf("internal server: %w", srv.internalHTTP.Serve(srv.internalLn)) }()
+		if tc := srv.cluster.InternalServerTLS(); tc != nil {
+			srv.internalHTTP.TLSConfig = tc // mutual TLS: a client certificate of the cluster's CA, in the handshake
+			go func() {
+				srv.errc <- fmt.Errorf("internal server: %w", srv.internalHTTP.ServeTLS(srv.internalLn, "", ""))
+			}()
+		} else {
+			go func() { srv.errc <- fmt.Errorf("internal server: %w", srv.internalHTTP.Serve(srv.internalLn)) }()
+		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

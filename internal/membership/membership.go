@@ -10,6 +10,7 @@ package membership
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net/http"
 	"time"
@@ -64,6 +65,10 @@ type Node interface {
 	// Secret is the node-to-node secret, sent in NodeAuthHeader on every
 	// request to another node.
 	Secret() string
+	// ClientTLS is the TLS configuration of this node's requests to the
+	// other nodes' internal listeners (mutual TLS: its certificate, the
+	// cluster's CA); nil when they speak plain HTTP.
+	ClientTLS() *tls.Config
 	// Serving reports whether the node may serve now: its replica proved
 	// current within the fence.
 	Serving() bool
@@ -91,7 +96,8 @@ type Node interface {
 	// Mount it behind NodeAuth.
 	ConfirmHandler() http.Handler
 	// NodeAuth admits only requests that carry the secret in
-	// NodeAuthHeader; others get 403.
+	// NodeAuthHeader (and, under mutual TLS, a verified client
+	// certificate); others get 403.
 	NodeAuth(next http.Handler) http.Handler
 	// Stopped is closed once the node has stopped serving for good: it
 	// lost its membership, its replica's watch failed, or it was closed.

@@ -13,23 +13,40 @@ import (
 
 // Registration, the fence and membership.
 
-// register grants a new serving lease and writes the serving key under it.
+// register makes the node a member: once no other lease holds its serving
+// key (awaitID), it grants a new lease and creates the key under it, in a
+// Txn conditioned on the key's absence, so that it never takes the id
+// from a live member.
 func (n *Node) register(ctx context.Context) error {
-	s := n.mono()
-	g, err := n.cli.Grant(ctx, n.cfg.LeaseTTL)
-	if err != nil {
-		return fmt.Errorf("register: grant: %w", err)
-	}
 	val, err := json.Marshal(Member{ID: n.cfg.Node, URL: n.cfg.URL})
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	if _, err := n.cli.Put(ctx, n.servingKey, string(val), clientv3.WithLease(g.ID)); err != nil {
-		return fmt.Errorf("register: %w", err)
+	var deadline int64 // mono by which the holder seen first must be gone; 0: none seen
+	for {
+		if err := n.awaitID(ctx, &deadline); err != nil {
+			return err
+		}
+		s := n.mono()
+		g, err := n.cli.Grant(ctx, n.cfg.LeaseTTL)
+		if err != nil {
+			return fmt.Errorf("register: grant: %w", err)
+		}
+		resp, err := n.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(n.servingKey), "=", 0)).
+			Then(clientv3.OpPut(n.servingKey, string(val), clientv3.WithLease(g.ID))).
+			Commit()
+		if err != nil || !resp.Succeeded {
+			n.revokeQuietly(g.ID)
+			if err != nil {
+				return fmt.Errorf("register: %w", err)
+			}
+			continue // another took the key in between: wait for it as well
+		}
+		n.lease.Store(int64(g.ID))
+		n.leaseUntil.Store(n.leaseDeadline(s, g.TTL))
+		return nil
 	}
-	n.lease.Store(int64(g.ID))
-	n.leaseUntil.Store(n.leaseDeadline(s, g.TTL))
-	return nil
 }
 
 // leaseDeadline is s + TTL(1−ρ) − margin: the lease, renewed for ttl by a

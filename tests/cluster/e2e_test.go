@@ -10,16 +10,21 @@ import (
 	"testing"
 
 	"github.com/agenthost/mcpruntime/internal/clienttest"
+	"github.com/agenthost/mcpruntime/internal/tlstest"
 	ht "github.com/agenthost/mcpruntime/transport/transporttest"
 )
 
 // TestProcesses is the multi-process end-to-end run: one
 // embedded etcd, three `runtime serve --etcd` processes on loopback, each
-// with its own admin token and the shared secret file.
+// with its own admin token and the shared secret file, their internal
+// listeners mutual TLS (--internal-tls-cert/-key/-ca): every forwarded
+// request and revoke confirmation below crosses it.
 //
 //   - --demo on all three, started at once: the demo thread is made once,
 //     and its one credential file (on its home node) holds a token every
 //     node authenticates.
+//   - A fourth process started with n1's id while n1 lives exits 2,
+//     saying the id is in use and what to do; n1 still serves.
 //   - The provider-switch story through n1's admin API (SPEC §3):
 //     instances a and b, thread t1, a provider session for each, switch
 //     a → b → a; both credentials stay live, and authenticate on every
@@ -51,12 +56,39 @@ func TestProcesses(t *testing.T) {
 	if err := os.WriteFile(secretFile, []byte(clusterSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	nodes := startProcs(t, bin, endpoint, secretFile, []string{"n1", "n2", "n3"}, "--demo")
+	// The internal listeners are mutual TLS: one CA, one certificate for
+	// 127.0.0.1 that every node presents (made now, never committed).
+	ca := tlstest.NewCA(t, "cluster CA")
+	_, certPEM, keyPEM := ca.Issue(t, "node", tlstest.Node, "127.0.0.1")
+	tlsDir := t.TempDir()
+	var mtls []string
+	for _, f := range []struct {
+		flag, name string
+		pem        []byte
+	}{{"--internal-tls-ca", "ca.pem", ca.PEM}, {"--internal-tls-cert", "node.pem", certPEM}, {"--internal-tls-key", "node-key.pem", keyPEM}} {
+		path := filepath.Join(tlsDir, f.name)
+		if err := os.WriteFile(path, f.pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mtls = append(mtls, f.flag, path)
+	}
+	nodes := startProcs(t, bin, endpoint, secretFile, []string{"n1", "n2", "n3"}, append(mtls, "--demo")...)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
 	for _, n := range nodes {
 		waitMembers(t, n, 3)
 	}
 	var tokens []string // every token minted, to look for in the logs
+
+	// A fourth process with n1's id while n1 lives: refused (exit 2) with
+	// what to do; n1 keeps its membership.
+	dup := launch(t, bin, "n1", endpoint, secretFile, mtls)
+	if code := dup.waitExit(); code != 2 || !strings.Contains(dup.logs(), `runtime: cluster: replica: start n1: node id "n1" is in use`) || !strings.Contains(dup.logs(), "--node") {
+		t.Fatalf("a second n1 while n1 lives: exit %d, want 2 saying the id is in use and what to do\n%s", code, dup.logs())
+	}
+	if status, body := n1.get("/readyz"); status != http.StatusOK {
+		t.Fatalf("n1 /readyz after a second n1 was refused: %d %s", status, body)
+	}
+	waitMembers(t, n2, 3)
 
 	// The demo: one credential file in the cluster, on the demo thread's
 	// home node (the first to create it), and its token authenticates on
@@ -191,7 +223,7 @@ func TestProcesses(t *testing.T) {
 
 	// Its supervisor's restart: the same id joins again as a new member and
 	// serves; its credentials authenticate on n1.
-	n2 = startProcs(t, bin, endpoint, secretFile, []string{"n2"}, "--demo")[0]
+	n2 = startProcs(t, bin, endpoint, secretFile, []string{"n2"}, append(mtls, "--demo")...)[0]
 	nodes = append(nodes, n2)
 	waitMembers(t, n1, 2)
 	waitMembers(t, n2, 2)
