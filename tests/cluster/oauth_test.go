@@ -1,0 +1,384 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agenthost/mcpruntime"
+	"github.com/agenthost/mcpruntime/internal/oauthetcd"
+	"github.com/agenthost/mcpruntime/memdb"
+)
+
+// wantLive checks that tok authenticates on every node as one principal
+// of a client grant, and that a 2026-07-28 tools/list with it is 200
+// through every node (forwarded to the grant's home where it is not).
+// It returns the grant's id.
+func wantLive(t *testing.T, nodes []*rtNode, tok string) string {
+	t.Helper()
+	grant := ""
+	for _, n := range nodes {
+		p, err := n.rt.Authenticate(tok)
+		if err != nil || p.Client == "" || (grant != "" && p.Client != grant) {
+			t.Fatalf("Authenticate on %s = %+v, %v; want the client grant %q", n.id, p, err, grant)
+		}
+		grant = p.Client
+		if status, err := listTools(n.mcpURL, tok); err != nil || status != http.StatusOK {
+			t.Fatalf("tools/list through %s: %d, %v; want 200", n.id, status, err)
+		}
+	}
+	return grant
+}
+
+// wantRefused checks that no node authenticates tok and that a request
+// with it is 401 through every node.
+func wantRefused(t *testing.T, nodes []*rtNode, what, tok string) {
+	t.Helper()
+	for _, n := range nodes {
+		if p, err := n.rt.Authenticate(tok); !errors.Is(err, mcpruntime.ErrUnauthenticated) {
+			t.Fatalf("%s: Authenticate on %s = %+v, %v; want ErrUnauthenticated", what, n.id, p, err)
+		}
+		if status, err := listTools(n.mcpURL, tok); err != nil || status != http.StatusUnauthorized {
+			t.Fatalf("%s: tools/list through %s: %d, %v; want 401", what, n.id, status, err)
+		}
+	}
+}
+
+// homeOf is the node id the client grant lives on, as n's replica says.
+func homeOf(t *testing.T, n *rtNode, grant string) string {
+	t.Helper()
+	g, err := n.rt.ClientGrant(context.Background(), grant)
+	if err != nil {
+		t.Fatalf("Client(%s) on %s: %v", grant, n.id, err)
+	}
+	return g.Home
+}
+
+// TestOAuthSignInAcrossNodes: a sign-in whose consent page is shown by
+// n1, whose form is posted to n2 (it goes to n1, the page's node) and
+// whose code is exchanged on n3 works; the grant lives on n3, and its
+// access token is served through every node (SPEC §5d.9).
+func TestOAuthSignInAcrossNodes(t *testing.T) {
+	nodes := startRuntimes(t, startEtcd(t), 3, withOAuth(mcpruntime.Config{}))
+	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
+	client := registerClient(t, b(0), "across")
+	toks := signInAt(t, client, b(0), b(1), b(2), nodes[0].rt, memdb.AccessReadWrite, "across")
+	grant := wantLive(t, nodes, toks.access)
+	if home := homeOf(t, nodes[0], grant); home != "n3" {
+		t.Errorf("the grant lives on %q, want n3 (where the code was exchanged)", home)
+	}
+	p, _ := nodes[1].rt.Authenticate(toks.access)
+	if p.Access != memdb.AccessReadWrite || p.Audience != oauthResource {
+		t.Errorf("principal %+v, want read-write, bound to %s", p, oauthResource)
+	}
+	// A consent page answered is gone wherever its form is posted again.
+	_, challenge := pkcePair("again")
+	page := openConsent(t, b(2), client, challenge)
+	pc, err := nodes[2].rt.NewPairingCode(context.Background(), memdb.AccessReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := submitConsent(b(0), page, pc.Code); err != nil || a.status != http.StatusSeeOther {
+		t.Fatalf("consent of n3's page through n1: %v, %v; want 303", a, err)
+	}
+	if a, err := submitConsent(b(1), page, pc.Code); err != nil || a.status != http.StatusBadRequest {
+		t.Fatalf("the same page's form again through n2: %v, %v; want 400 (answered)", a, err)
+	}
+}
+
+// TestOAuthConsentPageOfAGoneNode: a consent form of a page whose node is
+// gone is answered as an expired page's, by the node it reached.
+func TestOAuthConsentPageOfAGoneNode(t *testing.T) {
+	rep := replicas(t)
+	nodes := startRuntimes(t, startEtcd(t), 2, withOAuth(mcpruntime.Config{}))
+	client := registerClient(t, baseOf(nodes[0].mcpURL), "gone")
+	_, challenge := pkcePair("gone")
+	page := openConsent(t, baseOf(nodes[0].mcpURL), client, challenge)
+	pc, err := nodes[1].rt.NewPairingCode(context.Background(), memdb.AccessReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// n1 crashes: nothing answers on its listeners.
+	rep("n1").Pause()
+	nodes[0].public.Close()
+	nodes[0].internal.Close()
+	a, err := submitConsent(baseOf(nodes[1].mcpURL), page, pc.Code)
+	if err != nil || a.status != http.StatusBadRequest || !bytes.Contains(a.body, []byte("expired")) {
+		t.Fatalf("the form of the crashed n1's page through n2: %v, %v; want 400, the expired page", a, err)
+	}
+	rep("n1").Resume()
+}
+
+// TestOAuthPairingCodeOnceAcrossNodes: a pairing code approves one
+// sign-in wherever it is typed: a second consent with it, on another
+// node, is the wrong code's answer (SPEC §5c.8).
+func TestOAuthPairingCodeOnceAcrossNodes(t *testing.T) {
+	nodes := startRuntimes(t, startEtcd(t), 3, withOAuth(mcpruntime.Config{}))
+	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
+	client := registerClient(t, b(0), "pairing")
+	pc, err := nodes[0].rt.NewPairingCode(context.Background(), memdb.AccessReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, c1 := pkcePair("one")
+	_, c2 := pkcePair("two")
+	first, second := openConsent(t, b(1), client, c1), openConsent(t, b(2), client, c2)
+	if a, err := submitConsent(b(1), first, pc.Code); err != nil || a.status != http.StatusSeeOther {
+		t.Fatalf("first consent with the code on n2: %v, %v; want 303", a, err)
+	}
+	for _, at := range []int{2, 0} {
+		a, err := submitConsent(b(at), second, pc.Code)
+		if err != nil || a.status != http.StatusForbidden {
+			t.Fatalf("the spent code again through %s: %v, %v; want 403, the wrong code's page", nodes[at].id, a, err)
+		}
+	}
+}
+
+// TestOAuthRefreshOnAnotherNode: a refresh token redeemed through a node
+// that is not its grant's home is rotated by the home, once: the new
+// tokens work on every node, the earlier access token too (the same
+// grant), the next refresh works through a third node, and the first
+// refresh token presented again revokes the whole grant everywhere (SPEC
+// §5c.11).
+func TestOAuthRefreshOnAnotherNode(t *testing.T) {
+	nodes := startRuntimes(t, startEtcd(t), 3, withOAuth(mcpruntime.Config{}))
+	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
+	client := registerClient(t, b(0), "refresh")
+	first := signInAt(t, client, b(0), b(0), b(0), nodes[0].rt, memdb.AccessReadOnly, "refresh")
+	grant := wantLive(t, nodes, first.access)
+	if home := homeOf(t, nodes[1], grant); home != "n1" {
+		t.Fatalf("the grant lives on %q, want n1", home)
+	}
+	second, err := tokensOf(redeemRefresh(b(1), client, first.refresh))
+	if err != nil {
+		t.Fatalf("refresh through n2: %v", err)
+	}
+	if g := wantLive(t, nodes, second.access); g != grant {
+		t.Fatalf("the refreshed token is of grant %s, want %s (the same)", g, grant)
+	}
+	wantLive(t, nodes, first.access)
+	third, err := tokensOf(redeemRefresh(b(2), client, second.refresh))
+	if err != nil {
+		t.Fatalf("the next refresh through n3: %v", err)
+	}
+	wantLive(t, nodes, third.access)
+	a, err := redeemRefresh(b(1), client, first.refresh)
+	if err != nil || !isInvalidGrant(a) {
+		t.Fatalf("the first refresh token again through n2: %v, %v; want invalid_grant", a, err)
+	}
+	for _, tok := range []string{first.access, second.access, third.access} {
+		wantRefused(t, nodes, "after the reuse", tok)
+	}
+	if a, err := redeemRefresh(b(2), client, third.refresh); err != nil || !isInvalidGrant(a) {
+		t.Fatalf("the newest refresh token after the reuse: %v, %v; want invalid_grant", a, err)
+	}
+}
+
+// TestOAuthRefreshRace: two nodes redeeming one refresh token at once —
+// two that are not its home, then the home and another — rotate it once:
+// exactly one gets new tokens, the other invalid_grant, and that reuse
+// revokes the whole grant, the winner's new tokens included (SPEC §5c.11).
+func TestOAuthRefreshRace(t *testing.T) {
+	nodes := startRuntimes(t, startEtcd(t), 3, withOAuth(mcpruntime.Config{}))
+	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
+	client := registerClient(t, b(0), "race")
+	for _, racers := range [][2]int{{1, 2}, {0, 1}} {
+		toks := signInAt(t, client, b(0), b(0), b(0), nodes[0].rt, memdb.AccessReadOnly, "race")
+		var as [2]answer
+		var errs [2]error
+		var wg sync.WaitGroup
+		for i, at := range racers {
+			wg.Go(func() { as[i], errs[i] = redeemRefresh(b(at), client, toks.refresh) })
+		}
+		wg.Wait()
+		won := -1
+		for i := range as {
+			switch {
+			case errs[i] == nil && as[i].status == http.StatusOK && won < 0:
+				won = i
+			case errs[i] == nil && isInvalidGrant(as[i]):
+			default:
+				t.Fatalf("racing refreshes through %s and %s: %v (%v), %v (%v); want one 200 and one invalid_grant",
+					nodes[racers[0]].id, nodes[racers[1]].id, as[0], errs[0], as[1], errs[1])
+			}
+		}
+		if won < 0 {
+			t.Fatalf("racing refreshes through %s and %s: both refused (%v, %v); want one rotation", nodes[racers[0]].id, nodes[racers[1]].id, as[0], as[1])
+		}
+		next, err := tokensOf(as[won], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range []string{toks.access, next.access} {
+			wantRefused(t, nodes, "after the racing reuse", tok)
+		}
+	}
+}
+
+// countEvents counts, over every node, the credential events of kind
+// with reason.
+func countEvents(t *testing.T, nodes []*rtNode, kind, reason string) func() int64 {
+	var n atomic.Int64
+	for _, node := range nodes {
+		t.Cleanup(node.rt.SubscribeCredentialEvents(func(e mcpruntime.CredentialEvent) {
+			if e.Kind == kind && e.Reason == reason && e.Via != "admin" {
+				n.Add(1)
+			}
+		}))
+	}
+	return n.Load
+}
+
+// TestOAuthCodeRace: two nodes exchanging one authorization code at once
+// issue one grant, and the replay revokes it (SPEC §5c.9): at most one
+// gets tokens, and once both answered they authenticate nowhere. The
+// second exchange is made to read the code between the first's read and
+// write (oauthetcd.TestHookCAS), so that the race is the worst one every
+// time: its spend must fail its compare and find the code spent.
+func TestOAuthCodeRace(t *testing.T) {
+	nodes := startRuntimes(t, startEtcd(t), 3, withOAuth(mcpruntime.Config{}))
+	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
+	issued := countEvents(t, nodes, mcpruntime.EventIssued, "")
+	reused := countEvents(t, nodes, mcpruntime.EventRevoked, "code_reused")
+	client := registerClient(t, b(0), "code-race")
+	for i, mode := range []string{"concurrent", "interleaved"} {
+		verifier, challenge := pkcePair(mode)
+		page := openConsent(t, b(0), client, challenge)
+		pc, err := nodes[0].rt.NewPairingCode(context.Background(), memdb.AccessReadOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := submitConsent(b(0), page, pc.Code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, err := codeOf(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var as [2]answer
+		var errs [2]error
+		if mode == "concurrent" {
+			var wg sync.WaitGroup
+			for k, at := range []int{1, 2} {
+				wg.Go(func() { as[k], errs[k] = exchangeCode(b(at), client, code, verifier) })
+			}
+			wg.Wait()
+		} else {
+			var fired atomic.Bool // not a sync.Once: the nested spend calls the hook too
+			oauthetcd.TestHookCAS = func(op, _ string) {
+				if op == "spend" && fired.CompareAndSwap(false, true) {
+					as[1], errs[1] = exchangeCode(b(2), client, code, verifier)
+				}
+			}
+			as[0], errs[0] = exchangeCode(b(1), client, code, verifier)
+			oauthetcd.TestHookCAS = nil
+		}
+		var got []string
+		for k := range as {
+			if errs[k] != nil {
+				t.Fatalf("%s exchanges: %v", mode, errs[k])
+			}
+			switch {
+			case as[k].status == http.StatusOK:
+				toks, err := tokensOf(as[k], nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, toks.access)
+			case !isInvalidGrant(as[k]):
+				t.Fatalf("%s exchanges: %v and %v; want invalid_grant where not 200", mode, as[0], as[1])
+			}
+		}
+		if len(got) > 1 {
+			t.Fatalf("%s exchanges of one code both issued tokens: %v, %v", mode, as[0], as[1])
+		}
+		for _, tok := range got {
+			wantRefused(t, nodes, mode+" exchanges, after both answered", tok)
+		}
+		if n := issued(); n != int64(i+1) {
+			t.Fatalf("after the %s exchanges: %d grants issued in all, want %d (one per code)", mode, n, i+1)
+		}
+		waitFor(t, "the code_reused revocation's event", func() bool { return reused() == int64(i+1) })
+	}
+}
+
+// TestOAuthCodeReplayOnAnotherNode: a code exchanged on one node and
+// presented again on another is invalid_grant there, and the grant it
+// issued — whose home is the first node — is revoked everywhere before
+// the answer (SPEC §5c.9).
+func TestOAuthCodeReplayOnAnotherNode(t *testing.T) {
+	nodes := startRuntimes(t, startEtcd(t), 3, withOAuth(mcpruntime.Config{}))
+	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
+	client := registerClient(t, b(0), "replay")
+	verifier, challenge := pkcePair("replay")
+	page := openConsent(t, b(0), client, challenge)
+	pc, err := nodes[1].rt.NewPairingCode(context.Background(), memdb.AccessReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := submitConsent(b(2), page, pc.Code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := codeOf(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks, err := tokensOf(exchangeCode(b(0), client, code, verifier))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLive(t, nodes, toks.access)
+	replay, err := exchangeCode(b(1), client, code, verifier)
+	if err != nil || !isInvalidGrant(replay) {
+		t.Fatalf("the replay through n2: %v, %v; want invalid_grant", replay, err)
+	}
+	wantRefused(t, nodes, "after the replay", toks.access)
+	if a, err := redeemRefresh(b(2), client, toks.refresh); err != nil || !isInvalidGrant(a) {
+		t.Fatalf("the replayed code's refresh token: %v, %v; want invalid_grant", a, err)
+	}
+}
+
+// TestOAuthWrongCodeBudgetShared: the wrong-code budgets are the
+// cluster's, not a node's (SPEC §5c.8, §5d.9): a client's 20 wrong codes
+// a minute, spread over three nodes, leave it 429 on every node — its
+// right code too — while another client's right code signs in. The
+// nodes' clock stands still, so that no token refills meanwhile.
+func TestOAuthWrongCodeBudgetShared(t *testing.T) {
+	frozen := time.Now()
+	cfg := withOAuth(mcpruntime.Config{Now: func() time.Time { return frozen }})
+	nodes := startRuntimes(t, startEtcd(t), 3, cfg)
+	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
+	flooder, other := registerClient(t, b(0), "flooder"), registerClient(t, b(0), "other")
+	var page consentPage
+	for i := range 20 {
+		if i%4 == 0 { // a page takes 5 wrong codes before it is dropped
+			_, challenge := pkcePair("flood")
+			page = openConsent(t, b(i%3), flooder, challenge)
+		}
+		a, err := submitConsent(b((i+1)%3), page, "00000-00000")
+		if err != nil || a.status != http.StatusForbidden {
+			t.Fatalf("wrong code %d through %s: %v, %v; want 403", i+1, nodes[(i+1)%3].id, a, err)
+		}
+	}
+	pc, err := nodes[0].rt.NewPairingCode(context.Background(), memdb.AccessReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range nodes {
+		_, challenge := pkcePair("flood")
+		page := openConsent(t, b(i), flooder, challenge)
+		a, err := submitConsent(b(i), page, pc.Code)
+		if err != nil || a.status != http.StatusTooManyRequests {
+			t.Fatalf("the flooder's right code through %s after 20 wrong ones over the nodes: %v, %v; want 429", nodes[i].id, a, err)
+		}
+	}
+	toks := signInAt(t, other, b(2), b(1), b(0), nodes[0].rt, memdb.AccessReadOnly, "other")
+	wantLive(t, nodes, toks.access)
+}
