@@ -105,13 +105,23 @@ type consentPage struct{ request, csrf string }
 // client with challenge.
 func openConsent(t tb, base, client, challenge string) consentPage {
 	t.Helper()
+	p, a, err := getConsent(base, client, challenge)
+	if err != nil || a.status != http.StatusOK {
+		t.Fatalf("consent page through %s: %v, %v", base, a, err)
+	}
+	return p
+}
+
+// getConsent is openConsent's request: the page's form when the answer is
+// a 200 with one.
+func getConsent(base, client, challenge string) (consentPage, answer, error) {
 	q := url.Values{
 		"response_type": {"code"}, "client_id": {client}, "redirect_uri": {oauthRedirect},
 		"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "state": {"st"}, "resource": {oauthResource},
 	}
 	a, err := send(http.MethodGet, base+"/oauth/authorize?"+q.Encode(), "", "")
 	if err != nil || a.status != http.StatusOK {
-		t.Fatalf("consent page through %s: %v, %v", base, a, err)
+		return consentPage{}, a, err
 	}
 	var p consentPage
 	for _, m := range consentField.FindAllStringSubmatch(string(a.body), -1) {
@@ -123,9 +133,9 @@ func openConsent(t tb, base, client, challenge string) consentPage {
 		}
 	}
 	if p.request == "" || p.csrf == "" {
-		t.Fatalf("consent page through %s without its form: %s", base, a.body)
+		return p, a, fmt.Errorf("consent page through %s without its form: %s", base, a.body)
 	}
-	return p
+	return p, a, nil
 }
 
 // submitConsent posts p's form with pairing code through the node at
