@@ -193,18 +193,25 @@ func isInvalidGrant(a answer) bool {
 	return a.status == http.StatusBadRequest && a.json()["error"] == "invalid_grant"
 }
 
-// signInAt signs client in: the consent page from pageAt, the form
-// posted to consentAt with a pairing code of access that pairAt mints,
-// the code exchanged at exchangeAt. It returns the tokens.
-func signInAt(t tb, client string, pageAt, consentAt, exchangeAt string, pairAt *mcpruntime.Runtime, access, seed string) oauthTokens {
+// pairingCode mints a pairing code of access on rt.
+func pairingCode(t tb, rt *mcpruntime.Runtime, access string) string {
 	t.Helper()
-	verifier, challenge := pkcePair(seed)
-	p := openConsent(t, pageAt, client, challenge)
-	pc, err := pairAt.NewPairingCode(context.Background(), access)
+	pc, err := rt.NewPairingCode(context.Background(), access)
 	if err != nil {
 		t.Fatalf("NewPairingCode: %v", err)
 	}
-	a, err := submitConsent(consentAt, p, pc.Code)
+	return pc.Code
+}
+
+// signInAt signs client in: the consent page from pageAt, the form
+// posted to consentAt with pairing code pc, the code exchanged at
+// exchangeAt (each the origin of a node's MCP listener). It returns the
+// tokens.
+func signInAt(t tb, client string, pageAt, consentAt, exchangeAt string, pc, seed string) oauthTokens {
+	t.Helper()
+	verifier, challenge := pkcePair(seed)
+	p := openConsent(t, pageAt, client, challenge)
+	a, err := submitConsent(consentAt, p, pc)
 	if err != nil {
 		t.Fatalf("consent through %s: %v", consentAt, err)
 	}

@@ -67,7 +67,7 @@ func TestOAuthSignInAcrossNodes(t *testing.T) {
 	nodes := startRuntimes(t, startEtcd(t), 3, withOAuth(mcpruntime.Config{}))
 	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
 	client := registerClient(t, b(0), "across")
-	toks := signInAt(t, client, b(0), b(1), b(2), nodes[0].rt, memdb.AccessReadWrite, "across")
+	toks := signInAt(t, client, b(0), b(1), b(2), pairingCode(t, nodes[0].rt, memdb.AccessReadWrite), "across")
 	grant := wantLive(t, nodes, toks.access)
 	if home := homeOf(t, nodes[0], grant); home != "n3" {
 		t.Errorf("the grant lives on %q, want n3 (where the code was exchanged)", home)
@@ -149,7 +149,7 @@ func TestOAuthRefreshOnAnotherNode(t *testing.T) {
 	nodes := startRuntimes(t, startEtcd(t), 3, withOAuth(mcpruntime.Config{}))
 	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
 	client := registerClient(t, b(0), "refresh")
-	first := signInAt(t, client, b(0), b(0), b(0), nodes[0].rt, memdb.AccessReadOnly, "refresh")
+	first := signInAt(t, client, b(0), b(0), b(0), pairingCode(t, nodes[0].rt, memdb.AccessReadOnly), "refresh")
 	grant := wantLive(t, nodes, first.access)
 	if home := homeOf(t, nodes[1], grant); home != "n1" {
 		t.Fatalf("the grant lives on %q, want n1", home)
@@ -188,7 +188,7 @@ func TestOAuthRefreshRace(t *testing.T) {
 	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
 	client := registerClient(t, b(0), "race")
 	for _, racers := range [][2]int{{1, 2}, {0, 1}} {
-		toks := signInAt(t, client, b(0), b(0), b(0), nodes[0].rt, memdb.AccessReadOnly, "race")
+		toks := signInAt(t, client, b(0), b(0), b(0), pairingCode(t, nodes[0].rt, memdb.AccessReadOnly), "race")
 		var as [2]answer
 		var errs [2]error
 		var wg sync.WaitGroup
@@ -379,6 +379,6 @@ func TestOAuthWrongCodeBudgetShared(t *testing.T) {
 			t.Fatalf("the flooder's right code through %s after 20 wrong ones over the nodes: %v, %v; want 429", nodes[i].id, a, err)
 		}
 	}
-	toks := signInAt(t, other, b(2), b(1), b(0), nodes[0].rt, memdb.AccessReadOnly, "other")
+	toks := signInAt(t, other, b(2), b(1), b(0), pairingCode(t, nodes[0].rt, memdb.AccessReadOnly), "other")
 	wantLive(t, nodes, toks.access)
 }
