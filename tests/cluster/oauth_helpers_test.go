@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -60,12 +61,19 @@ func (a answer) String() string { return fmt.Sprintf("%d %s", a.status, a.body) 
 
 // send sends a request and reads its answer.
 func send(method, u, contentType, body string) (answer, error) {
+	return sendWith(method, u, map[string]string{"Content-Type": contentType}, body)
+}
+
+// sendWith is send with headers ("" values left out).
+func sendWith(method, u string, headers map[string]string, body string) (answer, error) {
 	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	if err != nil {
 		return answer{}, err
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+	for k, v := range headers {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := oauthHTTP.Do(req)
 	if err != nil {
@@ -74,6 +82,31 @@ func send(method, u, contentType, body string) (answer, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return answer{status: resp.StatusCode, header: resp.Header, body: b}, err
+}
+
+// retryGate sends a step until the node it reached serves: a 503 that
+// the authorization and token endpoints answer before anything is looked
+// at or spent, while a node does not serve (a healthy node's fence may
+// lapse for a moment under load), is sent again, for at most 10 s; any
+// other answer is returned. TestOAuthUnavailableNode sends without it.
+func retryGate(step func() (answer, error)) (answer, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, err := step()
+		if err != nil || !gated(a) {
+			return a, err
+		}
+		if time.Now().After(deadline) {
+			return a, fmt.Errorf("the node did not serve within 10 s: %v", a)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// gated reports whether a is the answer of a node that does not serve.
+func gated(a answer) bool {
+	return a.status == http.StatusServiceUnavailable && a.header.Get("Retry-After") != "" &&
+		(bytes.Contains(a.body, []byte("this node is not serving")) || bytes.Contains(a.body, []byte("not available right now")))
 }
 
 // registerClient registers an OAuth client through the node at base and
@@ -119,7 +152,7 @@ func getConsent(base, client, challenge string) (consentPage, answer, error) {
 		"response_type": {"code"}, "client_id": {client}, "redirect_uri": {oauthRedirect},
 		"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "state": {"st"}, "resource": {oauthResource},
 	}
-	a, err := send(http.MethodGet, base+"/oauth/authorize?"+q.Encode(), "", "")
+	a, err := retryGate(func() (answer, error) { return send(http.MethodGet, base+"/oauth/authorize?"+q.Encode(), "", "") })
 	if err != nil || a.status != http.StatusOK {
 		return consentPage{}, a, err
 	}
@@ -142,7 +175,9 @@ func getConsent(base, client, challenge string) (consentPage, answer, error) {
 // base.
 func submitConsent(base string, p consentPage, code string) (answer, error) {
 	form := url.Values{"request": {p.request}, "csrf": {p.csrf}, "pairing_code": {code}, "action": {"approve"}}
-	return send(http.MethodPost, base+"/oauth/authorize", "application/x-www-form-urlencoded", form.Encode())
+	return retryGate(func() (answer, error) {
+		return send(http.MethodPost, base+"/oauth/authorize", "application/x-www-form-urlencoded", form.Encode())
+	})
 }
 
 // codeOf is the authorization code of an approved consent's 303.
@@ -162,13 +197,17 @@ func codeOf(a answer) (string, error) {
 func exchangeCode(base, client, code, verifier string) (answer, error) {
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "client_id": {client},
 		"redirect_uri": {oauthRedirect}, "code_verifier": {verifier}, "resource": {oauthResource}}
-	return send(http.MethodPost, base+"/oauth/token", "application/x-www-form-urlencoded", form.Encode())
+	return retryGate(func() (answer, error) {
+		return send(http.MethodPost, base+"/oauth/token", "application/x-www-form-urlencoded", form.Encode())
+	})
 }
 
 // redeemRefresh redeems a refresh token through the node at base.
 func redeemRefresh(base, client, refresh string) (answer, error) {
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "client_id": {client}}
-	return send(http.MethodPost, base+"/oauth/token", "application/x-www-form-urlencoded", form.Encode())
+	return retryGate(func() (answer, error) {
+		return send(http.MethodPost, base+"/oauth/token", "application/x-www-form-urlencoded", form.Encode())
+	})
 }
 
 // oauthTokens are a token answer's tokens.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -380,5 +382,111 @@ func TestOAuthWrongCodeBudgetShared(t *testing.T) {
 		}
 	}
 	toks := signInAt(t, other, b(2), b(1), b(0), pairingCode(t, nodes[0].rt, memdb.AccessReadOnly), "other")
+	wantLive(t, nodes, toks.access)
+}
+
+// TestOAuthUnavailableNode: a node that does not serve (its replica
+// unproven) answers the authorization and token endpoints 503 with
+// Retry-After before it looks at anything: the pairing code typed into
+// it and the code sent to it are not spent, and work through another
+// node; its metadata is still served (SPEC §5d.9).
+func TestOAuthUnavailableNode(t *testing.T) {
+	rep := replicas(t)
+	nodes := startRuntimes(t, startEtcd(t), 2, withOAuth(mcpruntime.Config{}))
+	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
+	client := registerClient(t, b(1), "unavailable")
+	_, c1 := pkcePair("first")
+	page1 := openConsent(t, b(0), client, c1)
+	pc1 := pairingCode(t, nodes[1].rt, memdb.AccessReadOnly)
+	verifier, c2 := pkcePair("second")
+	a, err := submitConsent(b(1), openConsent(t, b(1), client, c2), pairingCode(t, nodes[1].rt, memdb.AccessReadOnly))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := codeOf(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rep("n1").Pause() // well within its lease: it stops serving, and comes back
+	waitFor(t, "n1 not serving", func() bool { return !nodes[0].rt.Node().Serving })
+	form := "request=" + page1.request + "&csrf=" + page1.csrf + "&pairing_code=" + pc1 + "&action=approve"
+	for _, step := range []struct{ what, method, path, contentType, body string }{
+		{"the consent form", http.MethodPost, "/oauth/authorize", "application/x-www-form-urlencoded", form},
+		{"the code exchange", http.MethodPost, "/oauth/token", "application/x-www-form-urlencoded",
+			"grant_type=authorization_code&code=" + code + "&client_id=" + client + "&redirect_uri=" + oauthRedirect + "&code_verifier=" + verifier},
+	} {
+		a, err := send(step.method, b(0)+step.path, step.contentType, step.body)
+		if err != nil || !gated(a) {
+			t.Fatalf("%s on the unavailable n1: %v, %v; want 503 with Retry-After", step.what, a, err)
+		}
+	}
+	if a, err := send(http.MethodGet, b(0)+"/.well-known/oauth-authorization-server", "", ""); err != nil || a.status != http.StatusOK {
+		t.Fatalf("the metadata on the unavailable n1: %v, %v; want 200", a, err)
+	}
+	if _, err := tokensOf(exchangeCode(b(1), client, code, verifier)); err != nil {
+		t.Fatalf("the code, refused by the unavailable n1, through n2: %v; want tokens (not spent)", err)
+	}
+	rep("n1").Resume()
+	waitFor(t, "n1 serving again", func() bool { return nodes[0].rt.Node().Serving })
+	if a, err := submitConsent(b(1), page1, pc1); err != nil || a.status != http.StatusSeeOther {
+		t.Fatalf("n1's page, with the pairing code the unavailable n1 refused, through n2: %v, %v; want 303 (neither spent)", a, err)
+	}
+}
+
+// TestOAuthConsentSourceFromTheNode: a consent form's client address, by
+// which the wrong-code budgets go (SPEC §5c.8), is the one the node it
+// reached saw, carried by that node to the page's node — never one the
+// client sends (SPEC §5d.9). Wrong codes sent through n2 for n1's pages,
+// each claiming another address, all spend the client's loopback budget
+// (its right code is then 429); wrong codes that a node forwards to n1's
+// internal listener as from 203.0.113.9 spend that source's budget, not
+// the client's loopback one. The nodes' clock stands still.
+func TestOAuthConsentSourceFromTheNode(t *testing.T) {
+	frozen := time.Now()
+	nodes := startRuntimes(t, startEtcd(t), 2, withOAuth(mcpruntime.Config{Now: func() time.Time { return frozen }}))
+	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
+	const addrHeader = "Mcpruntime-Client-Addr"
+	flood := func(client string, post func(p consentPage, i int) (answer, error)) {
+		t.Helper()
+		var page consentPage
+		for i := range 20 {
+			if i%4 == 0 {
+				_, challenge := pkcePair("flood")
+				page = openConsent(t, b(0), client, challenge)
+			}
+			if a, err := post(page, i); err != nil || a.status != http.StatusForbidden {
+				t.Fatalf("wrong code %d: %v, %v; want 403", i+1, a, err)
+			}
+		}
+	}
+	form := func(p consentPage, code string) string {
+		return url.Values{"request": {p.request}, "csrf": {p.csrf}, "pairing_code": {code}, "action": {"approve"}}.Encode()
+	}
+	const formType = "application/x-www-form-urlencoded"
+
+	spoofer := registerClient(t, b(0), "spoofer")
+	flood(spoofer, func(p consentPage, i int) (answer, error) {
+		return sendWith(http.MethodPost, b(1)+"/oauth/authorize",
+			map[string]string{"Content-Type": formType, addrHeader: fmt.Sprintf("198.51.100.%d:4000", i+1)}, form(p, "00000-00000"))
+	})
+	_, challenge := pkcePair("spoofer")
+	a, err := submitConsent(b(1), openConsent(t, b(0), spoofer, challenge), pairingCode(t, nodes[0].rt, memdb.AccessReadOnly))
+	if err != nil || a.status != http.StatusTooManyRequests {
+		t.Fatalf("the right code after 20 wrong ones claiming 20 addresses: %v, %v; want 429 (the client's own address was used)", a, err)
+	}
+
+	remote := registerClient(t, b(0), "remote")
+	internal := "http://" + nodes[0].internalAddr + "/internal/oauth/consent"
+	fromRemote := map[string]string{"Content-Type": formType, "Mcpruntime-Node-Auth": testSecret, addrHeader: "203.0.113.9:4000"}
+	flood(remote, func(p consentPage, _ int) (answer, error) {
+		return sendWith(http.MethodPost, internal, fromRemote, form(p, "00000-00000"))
+	})
+	_, challenge = pkcePair("remote")
+	a, err = sendWith(http.MethodPost, internal, fromRemote, form(openConsent(t, b(0), remote, challenge), pairingCode(t, nodes[0].rt, memdb.AccessReadOnly)))
+	if err != nil || a.status != http.StatusTooManyRequests {
+		t.Fatalf("a right code forwarded as from 203.0.113.9 after 20 wrong ones from there: %v, %v; want 429", a, err)
+	}
+	toks := signInAt(t, remote, b(0), b(1), b(0), pairingCode(t, nodes[0].rt, memdb.AccessReadOnly), "remote")
 	wantLive(t, nodes, toks.access)
 }

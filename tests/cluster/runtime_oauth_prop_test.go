@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +43,7 @@ var oauthStats struct {
 
 // mGrant is the model of one OAuth grant.
 type mGrant struct {
-	id, home         string
+	id, client, home string   // the grant, its OAuth client, its home
 	access           []string // every access token it was issued: all live until it is revoked
 	refresh          string   // its current refresh token
 	spent            []string // its refresh tokens redeemed
@@ -53,27 +52,21 @@ type mGrant struct {
 	revokedByAnother bool     // for the log: revoked by a race
 }
 
-// oauthClient is the machine's registered OAuth client, registered at
-// the first sign-in.
-func (m *clusterMachine) oauthClientID(t *rapid.T) string {
-	if m.oauthClient == "" {
-		m.oauthClient = registerClient(t, baseOf(m.healthyNode(t, "registrar").mcpURL), "machine")
-	}
-	return m.oauthClient
+// authenticateServing authenticates tok on n, waiting (bounded) while n
+// does not serve: a healthy node serves again once its fence proves its
+// replica current.
+func authenticateServing(t *rapid.T, n *machineNode, tok string) (p mcpruntime.Principal, err error) {
+	waitFor(t, n.id+" to answer Authenticate", func() bool {
+		p, err = n.rt.Authenticate(tok)
+		return !errors.Is(err, mcpruntime.ErrNodeUnavailable)
+	})
+	return p, err
 }
 
-// oauthRetry sends a step until the node it reached serves: a 503 that
-// the authorization and token endpoints answer before anything is spent
-// while a node does not serve (a healthy node's fence may lapse for a
-// moment under load) is sent again; any other answer is returned.
+// oauthRetry runs a step (the helpers send each until the node serves,
+// retryGate) and fails the machine on an error.
 func oauthRetry(t *rapid.T, what string, step func() (answer, error)) answer {
-	var a answer
-	var err error
-	waitFor(t, what+" answered by a serving node", func() bool {
-		a, err = step()
-		return err != nil || a.status != http.StatusServiceUnavailable ||
-			!(bytes.Contains(a.body, []byte("this node is not serving")) || bytes.Contains(a.body, []byte("not available right now")))
-	})
+	a, err := step()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
@@ -81,13 +74,33 @@ func oauthRetry(t *rapid.T, what string, step func() (answer, error)) answer {
 }
 
 // signIn signs in through three drawn healthy nodes (page, form, code
-// exchange), with a pairing code minted on a fourth draw; now and then
-// the spent pairing code is typed again on another node, and refused.
+// exchange).
 func (m *clusterMachine) signIn(t *rapid.T) {
 	m.bounded()
-	client := m.oauthClientID(t)
-	pageAt, formAt, exchangeAt := m.healthyNode(t, "page"), m.healthyNode(t, "form"), m.healthyNode(t, "exchange")
+	m.signInOn(t, m.oauthNodes(t))
+}
+
+// oauthNodes draws the nodes of a sign-in's page, form and exchange: as
+// often as not three different ones, when three are healthy.
+func (m *clusterMachine) oauthNodes(t *rapid.T) [3]*machineNode {
+	ok := m.indices(func(i int) bool { return m.fault[i] == healthy })
+	if len(ok) >= 3 && rapid.Bool().Draw(t, "spread") {
+		p := rapid.Permutation(ok).Draw(t, "nodes")
+		return [3]*machineNode{m.nodes[p[0]], m.nodes[p[1]], m.nodes[p[2]]}
+	}
+	return [3]*machineNode{m.healthyNode(t, "page"), m.healthyNode(t, "form"), m.healthyNode(t, "exchange")}
+}
+
+// signInOn signs a new client in with the page, the form and the exchange
+// on at, with a pairing code minted on a fourth draw, and returns the new
+// grant; now and then the spent pairing code is typed again on another
+// node, and refused.
+func (m *clusterMachine) signInOn(t *rapid.T, at [3]*machineNode) *mGrant {
+	pageAt, formAt, exchangeAt := at[0], at[1], at[2]
 	m.next++
+	// A client of its own: a spent pairing code typed again is a wrong
+	// code, which spends the client's budget (20 a minute).
+	client := registerClient(t, baseOf(pageAt.mcpURL), fmt.Sprintf("machine-%d", m.next))
 	verifier, challenge := pkcePair(fmt.Sprintf("v%d", m.next))
 	var page consentPage
 	a := oauthRetry(t, "consent page", func() (a answer, err error) {
@@ -113,11 +126,11 @@ func (m *clusterMachine) signIn(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("exchange through %s: %v", exchangeAt.id, err)
 	}
-	p, err := exchangeAt.rt.Authenticate(toks.access)
+	p, err := authenticateServing(t, exchangeAt, toks.access)
 	if err != nil || p.Client == "" || p.Access != pc.Access {
 		t.Fatalf("the new access token on %s: %+v, %v; want a %s client grant", exchangeAt.id, p, err, pc.Access)
 	}
-	g := &mGrant{id: p.Client, home: exchangeAt.id, access: []string{toks.access}, refresh: toks.refresh, code: code, verifier: verifier}
+	g := &mGrant{id: p.Client, client: client, home: exchangeAt.id, access: []string{toks.access}, refresh: toks.refresh, code: code, verifier: verifier}
 	m.grants = append(m.grants, g)
 	oauthStats.signIns.Add(1)
 	if pageAt != formAt && formAt != exchangeAt && pageAt != exchangeAt {
@@ -142,21 +155,37 @@ func (m *clusterMachine) signIn(t *rapid.T) {
 		}
 		oauthStats.pairingReuses.Add(1)
 	}
+	return g
 }
 
-// grant draws a model grant with a predicate whose home is healthy (its
-// actor writes there).
-func (m *clusterMachine) grant(t *rapid.T, ok func(*mGrant) bool) *mGrant {
+// grant draws a live model grant whose home is healthy (its actor writes
+// there), with spent refresh tokens if spent; when there is none, it
+// signs one in first (and refreshes it once), so that the actions that
+// need one are not skipped.
+func (m *clusterMachine) grant(t *rapid.T, spent bool) *mGrant {
 	var gs []*mGrant
 	for _, g := range m.grants {
-		if i, _ := m.node(g.home); m.fault[i] == healthy && ok(g) {
+		if i, _ := m.node(g.home); m.fault[i] == healthy && live(g) && (!spent || len(g.spent) > 0) {
 			gs = append(gs, g)
 		}
 	}
-	if len(gs) == 0 {
-		t.Skip("no such grant on a healthy home")
+	if len(gs) > 0 {
+		return rapid.SampledFrom(gs).Draw(t, "grant")
 	}
-	return rapid.SampledFrom(gs).Draw(t, "grant")
+	var g *mGrant
+	for _, h := range m.grants {
+		if i, _ := m.node(h.home); m.fault[i] == healthy && live(h) {
+			g = h
+			break
+		}
+	}
+	if g == nil {
+		g = m.signInOn(t, m.oauthNodes(t))
+	}
+	if spent && len(g.spent) == 0 {
+		m.refreshOn(t, g, m.healthyNode(t, "refresher"))
+	}
+	return g
 }
 
 func live(g *mGrant) bool { return !g.revoked }
@@ -165,14 +194,17 @@ func live(g *mGrant) bool { return !g.revoked }
 // node: the same grant's new tokens; the earlier access tokens stay.
 func (m *clusterMachine) refresh(t *rapid.T) {
 	m.bounded()
-	g := m.grant(t, live)
-	n := m.healthyNode(t, "node")
-	a := oauthRetry(t, "refresh", func() (answer, error) { return redeemRefresh(baseOf(n.mcpURL), m.oauthClient, g.refresh) })
+	m.refreshOn(t, m.grant(t, false), m.healthyNode(t, "node"))
+}
+
+// refreshOn redeems g's refresh token through n.
+func (m *clusterMachine) refreshOn(t *rapid.T, g *mGrant, n *machineNode) {
+	a := oauthRetry(t, "refresh", func() (answer, error) { return redeemRefresh(baseOf(n.mcpURL), g.client, g.refresh) })
 	toks, err := tokensOf(a, nil)
 	if err != nil {
 		t.Fatalf("refresh of %s (home %s) through %s: %v", g.id, g.home, n.id, err)
 	}
-	if p, err := n.rt.Authenticate(toks.access); err != nil || p.Client != g.id {
+	if p, err := authenticateServing(t, n, toks.access); err != nil || p.Client != g.id {
 		t.Fatalf("the refreshed token on %s: %+v, %v; want grant %s", n.id, p, err, g.id)
 	}
 	g.access, g.spent, g.refresh = append(g.access, toks.access), append(g.spent, g.refresh), toks.refresh
@@ -186,10 +218,10 @@ func (m *clusterMachine) refresh(t *rapid.T) {
 // healthy node: invalid_grant, and the grant is revoked (SPEC §5c.11).
 func (m *clusterMachine) reuse(t *rapid.T) {
 	m.bounded()
-	g := m.grant(t, func(g *mGrant) bool { return live(g) && len(g.spent) > 0 })
+	g := m.grant(t, true)
 	old := rapid.SampledFrom(g.spent).Draw(t, "spent")
 	n := m.healthyNode(t, "node")
-	a := oauthRetry(t, "reuse", func() (answer, error) { return redeemRefresh(baseOf(n.mcpURL), m.oauthClient, old) })
+	a := oauthRetry(t, "reuse", func() (answer, error) { return redeemRefresh(baseOf(n.mcpURL), g.client, old) })
 	if !isInvalidGrant(a) {
 		t.Fatalf("a spent refresh token of %s through %s: %v, want invalid_grant", g.id, n.id, a)
 	}
@@ -202,10 +234,18 @@ func (m *clusterMachine) reuse(t *rapid.T) {
 // grant, refused the same.
 func (m *clusterMachine) replay(t *rapid.T) {
 	m.bounded()
-	g := m.grant(t, func(*mGrant) bool { return true })
+	g := m.grant(t, false)
+	if len(m.grants) > 1 && rapid.Bool().Draw(t, "any grant") {
+		// Now and then a grant revoked already, or whose home has a fault:
+		// its replay is refused the same, and revokes nothing more.
+		g = rapid.SampledFrom(m.grants).Draw(t, "replayed")
+		if i, _ := m.node(g.home); m.fault[i] != healthy && !g.revoked {
+			t.Skip("a live grant of a home with a fault: its revoke would wait on that home")
+		}
+	}
 	n := m.healthyNode(t, "node")
 	a := oauthRetry(t, "replay", func() (answer, error) {
-		return exchangeCode(baseOf(n.mcpURL), m.oauthClient, g.code, g.verifier)
+		return exchangeCode(baseOf(n.mcpURL), g.client, g.code, g.verifier)
 	})
 	if !isInvalidGrant(a) {
 		t.Fatalf("a spent code of %s through %s: %v, want invalid_grant", g.id, n.id, a)
@@ -221,18 +261,18 @@ func (m *clusterMachine) replay(t *rapid.T) {
 // winner's new token included.
 func (m *clusterMachine) refreshRace(t *rapid.T) {
 	m.bounded()
-	g := m.grant(t, live)
 	ok := m.indices(func(i int) bool { return m.fault[i] == healthy })
 	if len(ok) < 2 {
 		t.Skip("two healthy nodes needed")
 	}
+	g := m.grant(t, false)
 	i := rapid.SampledFrom(ok).Draw(t, "first")
 	j := rapid.SampledFrom(slices.DeleteFunc(slices.Clone(ok), func(k int) bool { return k == i })).Draw(t, "second")
 	var as [2]answer
 	var errs [2]error
 	var wg sync.WaitGroup
 	for k, idx := range []int{i, j} {
-		wg.Go(func() { as[k], errs[k] = redeemRefresh(baseOf(m.nodes[idx].mcpURL), m.oauthClient, g.refresh) })
+		wg.Go(func() { as[k], errs[k] = redeemRefresh(baseOf(m.nodes[idx].mcpURL), g.client, g.refresh) })
 	}
 	wg.Wait()
 	won := -1

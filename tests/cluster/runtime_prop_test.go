@@ -207,11 +207,10 @@ func (m *clusterMachine) actions() map[string]func(*rapid.T) {
 		"refresh":      m.refresh,
 		"refresh#2":    m.refresh,
 		"reuse":        m.reuse,
-		"reuse#2":      m.reuse,
-		"refresh#3":    m.refresh,
 		"replay":       m.replay,
 		"refreshRace":  m.refreshRace,
 		"oauthCall":    m.oauthCall,
+		"oauthCall#2":  m.oauthCall,
 		"":             m.check,
 	}
 }
