@@ -490,3 +490,45 @@ func TestOAuthConsentSourceFromTheNode(t *testing.T) {
 	toks := signInAt(t, remote, b(0), b(1), b(0), pairingCode(t, nodes[0].rt, memdb.AccessReadOnly), "remote")
 	wantLive(t, nodes, toks.access)
 }
+
+// TestOAuthGrantOutlivesCleanShutdown: an OAuth grant whose home shuts
+// down cleanly (a rolling restart) is adopted by a survivor with its
+// tokens live: its access token authenticates throughout, and its refresh
+// token is redeemed through another node once the survivor has it (503
+// until then), after which both tokens serve (SPEC §5d.5, §5d.9).
+func TestOAuthGrantOutlivesCleanShutdown(t *testing.T) {
+	nodes := startRuntimes(t, startEtcd(t), 3, withOAuth(mcpruntime.Config{}))
+	b := func(i int) string { return baseOf(nodes[i].mcpURL) }
+	client := registerClient(t, b(1), "restart")
+	toks := signInAt(t, client, b(1), b(2), b(0), pairingCode(t, nodes[1].rt, memdb.AccessReadOnly), "restart")
+	grant := wantLive(t, nodes, toks.access)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := nodes[0].rt.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown of the grant's home: %v", err)
+	}
+	survivors := nodes[1:]
+	for _, n := range survivors {
+		if p, err := n.rt.Authenticate(toks.access); err != nil || p.Client != grant {
+			t.Fatalf("Authenticate on %s right after its home's shutdown = %+v, %v; want grant %s", n.id, p, err, grant)
+		}
+	}
+	var next oauthTokens
+	waitFor(t, "a survivor to adopt the grant and refresh it", func() bool {
+		a, err := redeemRefresh(b(2), client, toks.refresh)
+		if err == nil && a.status == http.StatusServiceUnavailable && a.header.Get("Retry-After") != "" {
+			return false
+		}
+		if next, err = tokensOf(a, err); err != nil {
+			t.Fatalf("refresh through n3 after n1's shutdown: %v", err)
+		}
+		return true
+	})
+	if g := wantLive(t, survivors, next.access); g != grant {
+		t.Fatalf("the refreshed token is of grant %s, want %s", g, grant)
+	}
+	wantLive(t, survivors, toks.access)
+	if home := homeOf(t, nodes[1], grant); home != "n2" && home != "n3" {
+		t.Fatalf("the grant lives on %q after n1's shutdown, want a survivor", home)
+	}
+}
