@@ -69,6 +69,13 @@ func joinCluster(c Cluster, cfg Config) (*clusterNode, error) {
 	return n, nil
 }
 
+// Close leaves the cluster and closes the idle connections to the other
+// nodes.
+func (n *clusterNode) Close() error {
+	n.http.CloseIdleConnections()
+	return n.Node.Close()
+}
+
 // unavailable is the membership's OnUnavailable: every stream of the
 // node's endpoints closes (SPEC §5d.2); their sessions stay.
 func (n *clusterNode) unavailable() {
