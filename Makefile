@@ -91,11 +91,12 @@ cluster-test: ## the multi-node tests (tests/cluster, in the tests/ module with 
 	cd tests && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 .PHONY: cluster-bench
-cluster-bench: ## three nodes: calls/s and p99 through the home and a forwarding node, failover time, revoke latency healthy and with one paused (tests/cluster; ~1 min)
+cluster-bench: ## three nodes: calls/s and p99 through the home and a forwarding node, failover time, revoke latency healthy and with one paused, OAuth refresh and sign-in across nodes (tests/cluster; ~1.5 min)
 	cd tests/cluster && $(GO) test -run '^$$' -bench 'ClusterCalls' -benchtime=5000x -count=3 .
 	cd tests/cluster && $(GO) test -run '^$$' -bench 'Failover' -benchtime=3x .
 	cd tests/cluster && $(GO) test -run '^$$' -bench 'Revoke/healthy' -benchtime=200x -count=3 .
 	cd tests/cluster && $(GO) test -run '^$$' -bench 'Revoke/one-paused' -benchtime=10x -count=2 .
+	cd tests/cluster && $(GO) test -run '^$$' -bench 'ClusterOAuth' -benchtime=300x -count=3 .
 
 .PHONY: lint
 lint: ## gofmt and go vet

@@ -212,9 +212,15 @@ func (g oauthGrants) IssueGrant(ctx context.Context, req oauth.GrantRequest) (oa
 // hashes to clientHash: the same grant's next access token and a new
 // refresh token. A reused refresh token — of any earlier generation of the
 // grant's family — revokes the grant (fault.ErrRefreshReused); any other
-// refusal is fault.ErrInvalidGrant.
+// refusal is fault.ErrInvalidGrant. On several nodes the grant's home
+// redeems it (SPEC §5d.9).
 func (g oauthGrants) RefreshGrant(ctx context.Context, refreshToken, clientHash string) (oauth.Tokens, error) {
-	r := g.r
+	return g.r.refreshGrant(ctx, refreshToken, clientHash, false)
+}
+
+// refreshGrant is RefreshGrant; forwarded: the call came from another node
+// (it is not sent on).
+func (r *Runtime) refreshGrant(ctx context.Context, refreshToken, clientHash string, forwarded bool) (oauth.Tokens, error) {
 	if err := r.checkOpen(); err != nil {
 		return oauth.Tokens{}, err
 	}
@@ -226,7 +232,22 @@ func (g oauthGrants) RefreshGrant(ctx context.Context, refreshToken, clientHash 
 		return oauth.Tokens{}, invalid
 	}
 	t, err := r.clientActor(rt.Family)
-	if err != nil {
+	if nh, ok := errors.AsType[*NotHomeError](err); ok {
+		if forwarded {
+			return oauth.Tokens{}, fmt.Errorf("client %s lives on %s: %w", rt.Family, nh.Home, ErrUnavailable)
+		}
+		// Its home's actor is the one writer of its family: of two nodes
+		// racing with one token, one rotates it, the other is a reuse.
+		toks, err := r.callHome(ctx, nh.Home, pathOAuthRefresh, refreshCall{RefreshToken: refreshToken, ClientHash: clientHash})
+		if err != nil {
+			return oauth.Tokens{}, err
+		}
+		return *toks, nil
+	}
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		return oauth.Tokens{}, err // being adopted: try again
+	case err != nil:
 		return oauth.Tokens{}, invalid
 	}
 	res, err := r.issueToken(ctx, t, &client.RedeemRefresh{Token: refreshToken, OAuthClient: clientHash})
@@ -249,10 +270,10 @@ func (g oauthGrants) RefreshGrant(ctx context.Context, refreshToken, clientHash 
 
 // RevokeGrant revokes grant id as RevokeClient does — its tokens 401, its
 // sessions end, its streams close — recording reason (an authorization
-// code presented again: credential.ReasonCodeReused). A grant already gone
-// is ErrUnknownClient.
+// code presented again: credential.ReasonCodeReused), on its home node. A
+// grant already gone is ErrUnknownClient.
 func (g oauthGrants) RevokeGrant(ctx context.Context, id, reason string) error {
-	return g.r.revokeClient(ctx, id, reason)
+	return g.r.revokeGrant(ctx, id, reason, false)
 }
 
 func tokensOf(grant string, res *client.TokenIssued) oauth.Tokens {

@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/agenthost/mcpruntime/internal/membership"
+	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
 )
 
@@ -53,7 +54,8 @@ type Cluster interface {
 // clusterNode is the runtime's membership of several nodes.
 type clusterNode struct {
 	membership.Node
-	rt atomic.Pointer[Runtime] // set once the runtime is built
+	rt   atomic.Pointer[Runtime] // set once the runtime is built
+	http *http.Client            // OAuth's requests to other nodes (nodes_oauth.go)
 
 	// wrote holds, by principal namespace, when the answer of a request
 	// this node forwarded to the principal's home (a write, perhaps) ended:
@@ -66,8 +68,8 @@ type clusterNode struct {
 
 // joinCluster starts the node's membership of c.
 func joinCluster(c Cluster, cfg Config) (*clusterNode, error) {
-	if cfg.OAuth.PublicOrigin != "" {
-		return nil, fmt.Errorf("cluster: OAuth sign-in is not available on several nodes yet (SPEC §5d): %w", ErrInvalidArgument)
+	if err := checkClusterOAuth(cfg.OAuth); err != nil {
+		return nil, err
 	}
 	n := &clusterNode{}
 	m, err := c.Join(membership.Options{OnUnavailable: n.unavailable, Logger: cfg.Logger})
@@ -75,7 +77,15 @@ func joinCluster(c Cluster, cfg Config) (*clusterNode, error) {
 		return nil, err
 	}
 	n.Node = m
+	n.http = newNodeClient(m.ClientTLS())
 	return n, nil
+}
+
+// Close leaves the cluster and closes the idle connections to the other
+// nodes.
+func (n *clusterNode) Close() error {
+	n.http.CloseIdleConnections()
+	return n.Node.Close()
 }
 
 // unavailable is the membership's OnUnavailable: every stream of the
@@ -124,11 +134,16 @@ func (r *Runtime) notHome(id string) error {
 }
 
 // noGrant explains a client grant without an actor here: a *NotHomeError
-// when it lives on another node (several nodes), else ErrUnknownClient.
+// when it lives on another node (several nodes), ErrUnavailable while this
+// node is adopting it (its row names this node, its actor is not started
+// yet), else ErrUnknownClient.
 func (r *Runtime) noGrant(id string) error {
 	if r.cluster != nil {
-		if g, err := r.store.Read().ClientGrant(id); err == nil && g.Home != r.node() {
-			return &NotHomeError{Kind: "client", ID: id, Home: g.Home}
+		if g, err := r.store.Read().ClientGrant(id); err == nil && g.State == memdb.StateLive {
+			if g.Home != r.node() {
+				return &NotHomeError{Kind: "client", ID: id, Home: g.Home}
+			}
+			return fmt.Errorf("client %s is being adopted by this node: %w", id, ErrUnavailable)
 		}
 	}
 	return fmt.Errorf("client %q: %w", id, ErrUnknownClient)
@@ -295,6 +310,7 @@ func (r *Runtime) InternalHandler() http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(membership.ConfirmPath, r.cluster.ConfirmHandler())
+	mux.HandleFunc("/internal/oauth/", r.serveOAuthInternal)
 	mux.HandleFunc("/", r.serveForwarded)
 	return r.cluster.NodeAuth(mux)
 }

@@ -19,22 +19,28 @@ func (c *refusingCluster) Join(membership.Options) (membership.Node, error) {
 }
 
 // TestNewJoinsConfigCluster: New joins Config.Cluster once and returns
-// its error; with OAuth sign-in it refuses the configuration before
-// joining (OAuth keeps its state on one node).
+// its error; an OAuth configuration several nodes cannot serve is refused
+// before joining: no secret (each node would generate its own, and a
+// client id or consent form of one would not verify on another), or the
+// resource-server mode (SPEC §5d.9, §5d.10).
 func TestNewJoinsConfigCluster(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
 	tests := []struct {
 		name      string
-		oauth     string
+		oauth     mcpruntime.OAuthConfig
 		want      error
 		wantJoins int
 	}{
-		{"join fails", "", errJoinRefused, 1},
-		{"oauth refused", "http://127.0.0.1:7331", mcpruntime.ErrInvalidArgument, 0},
+		{"join fails", mcpruntime.OAuthConfig{}, errJoinRefused, 1},
+		{"oauth with a secret joins", mcpruntime.OAuthConfig{PublicOrigin: "http://127.0.0.1:7331", Secret: secret}, errJoinRefused, 1},
+		{"oauth without a secret refused", mcpruntime.OAuthConfig{PublicOrigin: "http://127.0.0.1:7331"}, mcpruntime.ErrInvalidArgument, 0},
+		{"resource-server mode refused", mcpruntime.OAuthConfig{PublicOrigin: "http://127.0.0.1:7331", Secret: secret, Issuer: "https://idp.example"},
+			mcpruntime.ErrInvalidArgument, 0},
 	}
 	for _, test := range tests {
 		t.Run(test.name, func(t *testing.T) {
 			c := &refusingCluster{}
-			rt, err := mcpruntime.New(mcpruntime.Config{Cluster: c, OAuth: mcpruntime.OAuthConfig{PublicOrigin: test.oauth}})
+			rt, err := mcpruntime.New(mcpruntime.Config{Cluster: c, OAuth: test.oauth})
 			if err == nil {
 				rt.Close()
 			}

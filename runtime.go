@@ -235,9 +235,11 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 	// Revocation first: from here on no token authenticates.
 	inWindows(threads, func() request { return &thread.RevokeAll{Reason: credential.ReasonShutdown} }, r.budget(opActor, ""))
-	if r.state == nil {
+	if r.state == nil && r.cluster == nil {
 		// In memory a grant ends with the process; a state file keeps it,
-		// and its tokens authenticate again after the restart (SPEC §3.8).
+		// and its tokens authenticate again after the restart (SPEC §3.8);
+		// on several nodes a survivor adopts it, its tokens live (an OAuth
+		// sign-in outlives a rolling restart, SPEC §5d.5).
 		inWindows(clients, func() request { return &client.Revoke{Reason: credential.ReasonShutdown} }, r.budget(opActor, ""))
 	}
 	// Then the provider sessions; CloseAll answers once they have stopped,

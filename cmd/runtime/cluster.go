@@ -156,15 +156,8 @@ func (s *serveCmd) clusterConfig(env map[string]string, given map[string]bool, l
 		}
 		return cluster.Config{}, nil
 	}
-	// OAuth sign-in keeps its state (registrations, codes) on one node:
-	// with --etcd it is off, and asking for it is an error, not a surprise.
-	for _, name := range []string{"public-origin", "oauth-issuer", "oauth-secret-file"} {
-		if given[name] {
-			return cluster.Config{}, usageError{fmt.Errorf("--%s: OAuth sign-in is not available with --etcd (several nodes) yet; drop it", name)}
-		}
-	}
-	if given["oauth"] && s.OAuth {
-		return cluster.Config{}, usageError{errors.New("--oauth: OAuth sign-in is not available with --etcd (several nodes) yet; with --etcd it is off unless asked for, so drop --oauth")}
+	if err := s.checkClusterOAuth(given); err != nil {
+		return cluster.Config{}, err
 	}
 	cfg := cluster.Config{
 		Etcd: c.Etcd, Node: c.Node, Fence: time.Duration(c.Fence),
@@ -193,6 +186,34 @@ func (s *serveCmd) clusterConfig(env map[string]string, given map[string]bool, l
 		log.Warn("etcd password sent without TLS to some endpoints: set --etcd-ca-file, or use https:// endpoints")
 	}
 	return cfg, nil
+}
+
+// clusterOAuth reports whether OAuth sign-in serves on several nodes:
+// only when asked for (--oauth, --public-origin or --oauth-secret-file
+// given, and not --no-oauth), since its default origin, the MCP listen
+// address, is each node's own (SPEC §5d.9).
+func (s *serveCmd) clusterOAuth(given map[string]bool) bool {
+	return s.OAuth && (given["oauth"] || given["public-origin"] || given["oauth-secret-file"] || given["oauth-issuer"])
+}
+
+// checkClusterOAuth refuses OAuth settings several nodes cannot serve: a
+// sign-in must verify on every node, so the public origin (the issuer,
+// and the resource tokens are bound to) and the secret that MACs client
+// ids and consent forms are the same on every node and given, never each
+// node's default; the resource-server mode is one node's.
+func (s *serveCmd) checkClusterOAuth(given map[string]bool) error {
+	if !s.clusterOAuth(given) {
+		return nil
+	}
+	switch {
+	case given["oauth-issuer"]:
+		return usageError{errors.New("--oauth-issuer: the resource-server mode is not available with --etcd (several nodes) yet; drop it")}
+	case !given["public-origin"]:
+		return usageError{errors.New("--etcd: OAuth sign-in on several nodes needs --public-origin, the origin clients reach, the same on every node (or --no-oauth)")}
+	case !given["oauth-secret-file"]:
+		return usageError{errors.New("--etcd: OAuth sign-in on several nodes needs --oauth-secret-file, the same secret on every node (or --no-oauth)")}
+	}
+	return nil
 }
 
 // clusterOf is the runtime's Config.Cluster of c: nil (one node) without

@@ -194,9 +194,11 @@ func TestClusterSettingsInvalid(t *testing.T) {
 		{"unspecified internal host", append(etcd, "--internal-listen", "0.0.0.0:7441"), nil, 2, "set --internal-url"},
 		{"bad internal url", with("--internal-url", "10.0.0.5:7441"), tokenEnv, 2, `--internal-url "10.0.0.5:7441"`},
 		{"internal listen is the admin one", append(etcd, "--internal-listen", "127.0.0.1:7332"), nil, 2, "--internal-listen \"127.0.0.1:7332\": it must differ"},
-		{"oauth asked for", with("--oauth"), tokenEnv, 2, "--oauth: OAuth sign-in is not available with --etcd"},
-		{"oauth asked for in the env", with(), map[string]string{envAdminToken: tokenEnv[envAdminToken], "RUNTIME_OAUTH": "true"}, 2, "--oauth: OAuth sign-in is not available with --etcd"},
-		{"public origin", with("--public-origin", "https://rt.example"), tokenEnv, 2, "--public-origin: OAuth sign-in is not available with --etcd"},
+		{"oauth without a public origin", with("--oauth"), tokenEnv, 2, "OAuth sign-in on several nodes needs --public-origin"},
+		{"oauth in the env without a public origin", with(), map[string]string{envAdminToken: tokenEnv[envAdminToken], "RUNTIME_OAUTH": "true"}, 2, "OAuth sign-in on several nodes needs --public-origin"},
+		{"oauth without a secret file", with("--public-origin", "https://rt.example"), tokenEnv, 2, "OAuth sign-in on several nodes needs --oauth-secret-file"},
+		{"oauth resource-server mode", with("--public-origin", "https://rt.example", "--oauth-secret-file", secret, "--oauth-issuer", "https://idp.example"), tokenEnv, 2,
+			"--oauth-issuer: the resource-server mode is not available with --etcd"},
 		{"user without password", with("--etcd-username", "rt"), tokenEnv, 2, "--etcd-username and $RUNTIME_ETCD_PASSWORD go together"},
 		{"password without user", with(), map[string]string{envAdminToken: tokenEnv[envAdminToken], envEtcdPassword: "pw"}, 2, "--etcd-username and $RUNTIME_ETCD_PASSWORD go together"},
 		{"short secret", with("--cluster-secret-file", short), tokenEnv, 2, "want at least 32 bytes"},
@@ -255,6 +257,42 @@ func TestEtcdPasswordInTheClearIsWarned(t *testing.T) {
 			}
 			if strings.Contains(logs.String(), "etcd-pw") {
 				t.Errorf("the log carries the password: %q", logs.String())
+			}
+		})
+	}
+}
+
+// TestClusterOAuthSettings: with --etcd, OAuth sign-in serves only when
+// asked for with a public origin and a secret file, the same on every
+// node (SPEC §5d.9); without them it is off, as it cannot default to each
+// node's own listen address.
+func TestClusterOAuthSettings(t *testing.T) {
+	secret := secretFile(t, testClusterSecret)
+	oauthSecret := secretFile(t, "oauth-secret-0123456789abcdef0123456789")
+	etcd := []string{"--etcd", "127.0.0.1:1", "--cluster-secret-file", secret, "--node", "n1"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		on   bool
+	}{
+		{"off by default", nil, false},
+		{"off with --no-oauth", []string{"--no-oauth", "--public-origin", "https://rt.example", "--oauth-secret-file", oauthSecret}, false},
+		{"on with origin and secret", []string{"--public-origin", "https://rt.example", "--oauth-secret-file", oauthSecret}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, given := parsedGiven(t, append(append([]string(nil), etcd...), tc.args...), nil)
+			if got := c.Serve.clusterOAuth(given); got != tc.on {
+				t.Fatalf("clusterOAuth = %v, want %v", got, tc.on)
+			}
+			if err := c.Serve.checkClusterOAuth(given); err != nil {
+				t.Fatalf("checkClusterOAuth: %v", err)
+			}
+			if !tc.on {
+				return
+			}
+			oc, err := c.Serve.oauthFlags.config("http://127.0.0.1:7331", "/mcp", nil)
+			if err != nil || oc.PublicOrigin != "https://rt.example" || string(oc.Secret) != "oauth-secret-0123456789abcdef0123456789" {
+				t.Fatalf("OAuth config = origin %q, %d secret bytes, %v; want the origin and the file's secret", oc.PublicOrigin, len(oc.Secret), err)
 			}
 		})
 	}

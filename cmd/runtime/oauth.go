@@ -14,9 +14,9 @@ import (
 // oauthFlags are the settings of OAuth sign-in for MCP clients the host did
 // not launch (SPEC §5c): on by default, on the MCP listener.
 type oauthFlags struct {
-	OAuth           bool     `config:"" name:"oauth" default:"true" negatable:"" help:"Serve OAuth sign-in for MCP clients on the MCP listener: discovery in 401s, registration, a consent page approved with a pairing code (runtime admin oauth pair), tokens."`
-	PublicOrigin    string   `config:"" name:"public-origin" placeholder:"URL" help:"Where MCP clients reach the MCP listener, scheme://host[:port]; every OAuth URL (issuer, endpoints, the resource) derives from it. Default: http://<listen address>."`
-	OAuthSecretFile string   `config:"" name:"oauth-secret-file" placeholder:"FILE" help:"File of at least 32 random bytes that MACs OAuth client ids and CSRF tokens; registrations then outlive a restart. Default: generated at start."`
+	OAuth           bool     `config:"" name:"oauth" default:"true" negatable:"" help:"Serve OAuth sign-in for MCP clients on the MCP listener: discovery in 401s, registration, a consent page approved with a pairing code (runtime admin oauth pair), tokens. With --etcd (several nodes) only when --public-origin and --oauth-secret-file are given."`
+	PublicOrigin    string   `config:"" name:"public-origin" placeholder:"URL" help:"Where MCP clients reach the MCP listener, scheme://host[:port]; every OAuth URL (issuer, endpoints, the resource) derives from it. Default: http://<listen address>; with --etcd required, the same on every node."`
+	OAuthSecretFile string   `config:"" name:"oauth-secret-file" placeholder:"FILE" help:"File of at least 32 random bytes that MACs OAuth client ids and CSRF tokens; registrations then outlive a restart. Default: generated at start; with --etcd required, the same secret on every node."`
 	PairingCodeTTL  duration `config:"" name:"pairing-code-ttl" default:"5m" placeholder:"DURATION" help:"How long a pairing code may be used."`
 	RefreshTokenTTL duration `config:"" name:"refresh-token-ttl" default:"720h" placeholder:"DURATION" help:"How long an OAuth refresh token may be redeemed; never: no expiry. Access tokens live --client-token-ttl."`
 	OAuthIssuer     string   `config:"" name:"oauth-issuer" placeholder:"URL" help:"Resource-server mode: accept JWT access tokens of this external authorization server instead of serving one."`

@@ -327,8 +327,8 @@ func (s *serveCmd) start(d *deps) (*server, error) {
 		stateFile = filepath.Join(stateDir, stateFileName)
 	}
 	var oauthCfg mcpruntime.OAuthConfig
-	if s.clustered() {
-		log.Info("OAuth sign-in is off on several nodes")
+	if s.clustered() && !s.clusterOAuth(d.given) {
+		log.Info("OAuth sign-in is off on several nodes unless --public-origin and --oauth-secret-file are given")
 	} else if oauthCfg, err = s.oauthFlags.config("http://"+urlHost(s.Listen, mcpAddr), s.MCPPath, allowed); err != nil {
 		return srv, err
 	}

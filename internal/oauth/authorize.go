@@ -1,11 +1,14 @@
 package oauth
 
 import (
+	"bytes"
 	"container/list"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -48,14 +51,29 @@ type authRequest struct {
 // its own pages, never another's.
 type pendingRequests struct {
 	max, perClient, perSource int
+	node                      string     // "<node>." of several nodes, the prefix of every id; "" on one
 	mu                        sync.Mutex // guards the fields below
 	byID                      map[string]*authRequest
 	groups                    map[string]*list.List // group → its requests, oldest first
 	seq                       uint64
 }
 
-func newPendingRequests(max, perClient, perSource int) *pendingRequests {
-	return &pendingRequests{max: max, perClient: perClient, perSource: perSource, byID: map[string]*authRequest{}, groups: map[string]*list.List{}}
+func newPendingRequests(node string, max, perClient, perSource int) *pendingRequests {
+	if node != "" {
+		node += "."
+	}
+	return &pendingRequests{node: node, max: max, perClient: perClient, perSource: perSource, byID: map[string]*authRequest{}, groups: map[string]*list.List{}}
+}
+
+// pageNode is the node whose table holds the consent page of request id:
+// what precedes its last '.' (a node id may hold dots, base64url does
+// not); "" for an id of one node.
+func pageNode(id string) string {
+	i := strings.LastIndexByte(id, '.')
+	if i < 0 {
+		return ""
+	}
+	return id[:i]
 }
 
 // add stores a request made from source (sourceKey's) and returns its id,
@@ -83,7 +101,7 @@ func (p *pendingRequests) add(req *authRequest, source string, now time.Time) st
 		p.removeLocked(p.largestOldestLocked())
 	}
 	p.seq++
-	req.id, req.seq = randomText(16), p.seq
+	req.id, req.seq = p.node+randomText(16), p.seq
 	p.byID[req.id] = req
 	for i, g := range req.groups {
 		if g == "" {
@@ -217,7 +235,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	back := func(code, description, reason string) {
-		if !s.confirmed.has(c.ID, redirect) {
+		if !s.confirmed(r.Context(), c.ID, redirect) {
 			s.refusalPage(w, http.StatusBadRequest, code, "The application's sign-in request was refused: "+description+".", reason, c)
 			return
 		}
@@ -246,20 +264,36 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 }
 
 // consent is POST /oauth/authorize, the consent form: the request id, its
-// CSRF token, and the pairing code (or a denial).
+// CSRF token, and the pairing code (or a denial). A form of a page another
+// node shows goes to that node whole (Config.Forward).
 func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" && origin != s.cfg.Issuer {
 		s.errorPage(w, http.StatusForbidden, "This form was not sent from this server's page.", "csrf_origin", nil)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFormBytes))
+	var form url.Values
+	if err == nil {
+		form, err = url.ParseQuery(string(body))
+	}
+	if err != nil || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 		s.errorPage(w, http.StatusBadRequest, "The form could not be read.", "bad_form", nil)
 		return
 	}
-	id := r.PostForm.Get("request")
-	if !s.macEqual("csrf", id, r.PostForm.Get("csrf")) || id == "" {
+	r.PostForm = form
+	id := form.Get("request")
+	if !s.macEqual("csrf", id, form.Get("csrf")) || id == "" {
 		s.errorPage(w, http.StatusForbidden, "This form has no valid CSRF token; reload the sign-in page from the client.", "csrf", nil)
+		return
+	}
+	if node := pageNode(id); node != s.cfg.Node {
+		// Another node's page (its id is under the MAC: no client names a
+		// node of its choosing). Forwarded once: a form that came from
+		// another node is never sent on.
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		if r.Context().Value(forwardedKey{}) != nil || s.cfg.Forward == nil || s.cfg.Forward(w, r, node) != nil {
+			s.errorPage(w, http.StatusBadRequest, "This sign-in page has expired or was already answered; start again from the client.", "request_expired", nil)
+		}
 		return
 	}
 	now := s.cfg.Now()
@@ -268,11 +302,12 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, http.StatusBadRequest, "This sign-in page has expired or was already answered; start again from the client.", "request_expired", nil)
 		return
 	}
+	ctx := r.Context()
 	if r.PostForm.Get("action") == "deny" {
 		switch {
 		case !s.pending.drop(id):
 			s.errorPage(w, http.StatusBadRequest, "This sign-in page was already answered.", "request_expired", req.client)
-		case !s.confirmed.has(req.client.ID, req.redirect):
+		case !s.confirmed(ctx, req.client.ID, req.redirect):
 			s.refusalPage(w, http.StatusForbidden, "access_denied", "You denied this sign-in.", "access_denied", req.client)
 		default:
 			s.refused(kindAuthFailed, "access_denied", req.client)
@@ -280,19 +315,41 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	unavailable := func(what string, err error) {
+		s.cfg.Logger.Error("oauth: "+what, "err", err)
+		s.errorPage(w, http.StatusServiceUnavailable, "The sign-in cannot be checked right now; try again in a moment.", "unavailable", req.client)
+	}
 	clientHash, source := req.client.Hash(), sourceKey(r.RemoteAddr)
-	if !s.limiter.open(clientHash, source, now) {
+	open, err := s.state.BudgetOpen(ctx, clientHash, source, now)
+	if err != nil {
+		unavailable("read the wrong-code budgets", err)
+		return
+	}
+	if !open {
 		s.refused(kindPairingFailed, "rate_limited", req.client)
 		s.consentPage(w, http.StatusTooManyRequests, id, req, "Too many wrong pairing codes were tried; wait a minute and try again.")
 		return
 	}
-	if !s.codes.room(now) {
+	room, err := s.state.CodeRoom(ctx, now)
+	if err != nil {
+		unavailable("make room for a code", err)
+		return
+	}
+	if !room {
 		s.errorPage(w, http.StatusServiceUnavailable, "Too many sign-ins are finishing at once; try again in a minute.", "too_many_codes", req.client)
 		return
 	}
-	access, ok := s.pairing.redeem(r.PostForm.Get("pairing_code"), now)
+	access, ok := "", false
+	if hash, valid := PairingHash(r.PostForm.Get("pairing_code")); valid {
+		if access, ok, err = s.state.TakePairing(ctx, hash, now); err != nil {
+			unavailable("take a pairing code", err)
+			return
+		}
+	}
 	if !ok {
-		s.limiter.fail(clientHash, source, now)
+		if err := s.state.BudgetFail(ctx, clientHash, source, now); err != nil {
+			s.cfg.Logger.Error("oauth: spend the wrong-code budgets", "err", err)
+		}
 		s.refused(kindPairingFailed, "wrong_code", req.client)
 		if !s.pending.failed(id, s.cfg.AttemptsPerRequest) {
 			s.errorPage(w, http.StatusForbidden, "Too many wrong pairing codes for this sign-in; start again from the client.", "too_many_attempts", req.client)
@@ -307,17 +364,33 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, http.StatusBadRequest, "This sign-in page was already answered.", "request_expired", req.client)
 		return
 	}
-	s.confirmed.add(req.client.ID, req.redirect)
+	if err := s.state.Confirm(ctx, req.client.ID, req.redirect); err != nil {
+		s.cfg.Logger.Warn("oauth: confirm a redirect URI", "err", err)
+	}
 	code := randomText(32)
-	s.codes.add(code, &grantCode{
-		client: req.client, redirect: req.redirect, challenge: req.challenge, resource: req.resource,
-		access: access, expires: now.Add(s.cfg.CodeTTL),
+	err = s.state.AddCode(ctx, codeHash(code), Code{
+		ClientID: req.client.ID, ClientName: req.client.Name, Redirect: req.redirect, Challenge: req.challenge,
+		Resource: req.resource, Access: access, Expires: now.Add(s.cfg.CodeTTL),
 	})
+	if err != nil {
+		unavailable("store an authorization code", err)
+		return
+	}
 	v := url.Values{"code": {code}, "iss": {s.cfg.Issuer}}
 	if req.state != "" {
 		v.Set("state", req.state)
 	}
 	http.Redirect(w, r, withQuery(req.redirect, v), http.StatusSeeOther)
+}
+
+// confirmed reports whether redirect is confirmed for clientID; one that
+// cannot be read is not (the page, never a redirect).
+func (s *Server) confirmed(ctx context.Context, clientID, redirect string) bool {
+	ok, err := s.state.Confirmed(ctx, clientID, redirect)
+	if err != nil {
+		s.cfg.Logger.Warn("oauth: read a confirmed redirect URI", "err", err)
+	}
+	return ok && err == nil
 }
 
 // redirectError sends the client's user agent back with an error (RFC 6749
@@ -354,46 +427,15 @@ func pkceText(s string, lo, hi int) bool {
 	return true
 }
 
-// grantCode is an authorization code waiting for its exchange, or spent
-// and remembered, so that its replay revokes what its exchange issued
-// (SPEC §5c.9).
-type grantCode struct {
-	client    *Client
-	redirect  string
-	challenge string
-	resource  string
-	access    string
-	expires   time.Time
-	// spent: its first exchange came; the entry stays until expires +
-	// spentCodeKept (or until the table is full).
-	spent bool
-	// grant is the grant its exchange issued ("" none, or not yet).
-	grant string
-	// replayed: presented again before its exchange's grant was known, so
-	// the exchange revokes what it issues.
-	replayed bool
-}
-
-// spentCodeKept is how long after its expiry a spent code is remembered.
-const spentCodeKept = 10 * time.Minute
-
-// keptUntil is when the entry of g is dropped.
-func (g *grantCode) keptUntil() time.Time {
-	if g.spent {
-		return g.expires.Add(spentCodeKept)
-	}
-	return g.expires
-}
-
-// codes are the authorization codes outstanding and the spent ones
-// remembered, by their hash, at most max in all.
+// codes are one process's authorization codes outstanding and the spent
+// ones remembered, by their hash, at most max in all.
 type codes struct {
 	max    int
 	mu     sync.Mutex // guards byHash
-	byHash map[string]*grantCode
+	byHash map[string]*Code
 }
 
-func newCodes(max int) *codes { return &codes{max: max, byHash: map[string]*grantCode{}} }
+func newCodes(max int) *codes { return &codes{max: max, byHash: map[string]*Code{}} }
 
 func codeHash(code string) string {
 	sum := sha256.Sum256([]byte("code\x00" + code))
@@ -412,9 +454,9 @@ func (c *codes) room(now time.Time) bool {
 	oldest := ""
 	for h, g := range c.byHash {
 		switch {
-		case !now.Before(g.keptUntil()):
+		case !now.Before(g.KeptUntil()):
 			delete(c.byHash, h)
-		case g.spent && (oldest == "" || g.expires.Before(c.byHash[oldest].expires)):
+		case g.Spent && (oldest == "" || g.Expires.Before(c.byHash[oldest].Expires)):
 			oldest = h
 		}
 	}
@@ -424,49 +466,35 @@ func (c *codes) room(now time.Time) bool {
 	return len(c.byHash) < c.max
 }
 
-// add stores code; room said there is room for it (two consents racing
-// for the last slot may overshoot by one each: the bound is soft by the
-// number of requests in flight).
-func (c *codes) add(code string, g *grantCode) {
+// add stores the code of hash; room said there is room for it (two
+// consents racing for the last slot may overshoot by one each: the bound
+// is soft by the number of requests in flight).
+func (c *codes) add(hash string, g *Code) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.byHash[codeHash(code)] = g
+	c.byHash[hash] = g
 }
 
-// spend spends code and returns a copy of what it was for (nil: no such
-// code) and whether this is its first exchange. A code is spent by its
-// first exchange, whatever comes of it; presented again, it is a replay,
-// and the copy's grant is what the first exchange issued ("" none, or not
-// yet: then issued reports the replay).
-func (c *codes) spend(code string) (g *grantCode, first bool) {
+// spend is State.SpendCode: nil for no such code.
+func (c *codes) spend(hash string) (g *Code, first bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.byHash[codeHash(code)]
+	e := c.byHash[hash]
 	if e == nil {
 		return nil, false
 	}
-	first = !e.spent
-	e.spent = true
-	cp := *e
-	switch {
-	case first:
-	case e.grant == "":
-		e.replayed = true
-	default:
-		e.grant = "" // revoked by the caller: once is enough
-	}
-	return &cp, first
+	was, first := e.Spend()
+	return &was, first
 }
 
-// issued records grant as what code's exchange issued, and reports whether
-// the code was replayed meanwhile (the caller revokes the grant).
-func (c *codes) issued(code, grant string) (replayed bool) {
+// issued is State.CodeIssued.
+func (c *codes) issued(hash, grant string) (replayed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := c.byHash[codeHash(code)]
+	e := c.byHash[hash]
 	if e == nil {
 		return false
 	}
-	e.grant = grant
-	return e.replayed
+	e.Grant = grant
+	return e.Replayed
 }

@@ -97,21 +97,21 @@ func TestCodeReplayAfterFailedExchange(t *testing.T) {
 func TestCodesRememberSpentWithinBound(t *testing.T) {
 	c := newCodes(2)
 	exp := t0.Add(DefaultCodeTTL)
-	c.add("a", &grantCode{expires: exp})
-	c.add("b", &grantCode{expires: exp.Add(time.Hour)})
+	c.add("a", &Code{Expires: exp})
+	c.add("b", &Code{Expires: exp.Add(time.Hour)})
 	if _, first := c.spend("a"); !first {
 		t.Fatal("the first spend of a is not first")
 	}
 	c.issued("a", "cl_a")
 	// Past a's expiry, within the margin: still a replay, naming its grant.
-	if g, first := c.spend("a"); g == nil || first || g.grant != "cl_a" {
+	if g, first := c.spend("a"); g == nil || first || g.Grant != "cl_a" {
 		t.Fatalf("replay of a after its expiry = %+v, %v; want a replay of cl_a", g, first)
 	}
 	// Full (a spent, b outstanding): a is forgotten to make room.
 	if !c.room(exp.Add(time.Minute)) {
 		t.Fatal("no room with a spent code in the table")
 	}
-	c.add("c", &grantCode{expires: exp.Add(time.Hour)})
+	c.add("c", &Code{Expires: exp.Add(time.Hour)})
 	if g, _ := c.spend("a"); g != nil {
 		t.Errorf("a after it was forgotten = %+v, want unknown", g)
 	}
@@ -122,14 +122,14 @@ func TestCodesRememberSpentWithinBound(t *testing.T) {
 	}
 	// Outstanding codes only: no room until one expires.
 	full := newCodes(1)
-	full.add("x", &grantCode{expires: exp})
+	full.add("x", &Code{Expires: exp})
 	if full.room(exp.Add(-time.Second)) {
 		t.Error("room with the one slot outstanding")
 	}
 	full2 := newCodes(1)
-	full2.add("y", &grantCode{expires: exp})
+	full2.add("y", &Code{Expires: exp})
 	full2.spend("y")
-	if len(full2.byHash) != 1 || !full2.room(exp.Add(spentCodeKept)) || len(full2.byHash) != 0 {
+	if len(full2.byHash) != 1 || !full2.room(exp.Add(SpentCodeKept)) || len(full2.byHash) != 0 {
 		t.Errorf("a spent code past its margin is kept: %d entries", len(full2.byHash))
 	}
 }

@@ -39,9 +39,16 @@
 // sessions keep working) and rotates the refresh token; a spent refresh
 // token presented again revokes the grant.
 //
-// Everything the server holds — pending requests, pairing codes,
-// authorization codes, the metadata-document cache — is in memory and
-// bounded; none of it is a secret in clear (codes are kept as hashes).
+// What the server holds is bounded, and none of it is a secret in clear
+// (codes are kept as hashes). The consent pages and the metadata-document
+// cache are this process's. The pairing codes, authorization codes,
+// wrong-code budgets and confirmed redirect URIs are a [State]: this
+// process's memory by default ([NewMemoryState]), or, on several nodes,
+// the cluster's (internal/oauthetcd, in etcd), each check-and-change one
+// atomic step, so that any node serves any step of a sign-in (SPEC
+// §5d.9). A consent page's request id then names its node, and a form
+// posted to another node goes to the page's ([Config.Forward],
+// [Server.ServeForwardedConsent]).
 // Credential events (issued, refreshed, rotated, revoked, refusals) go to
 // Config.Events; nothing logged carries a token, a code or a pairing code.
 //

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -428,10 +429,10 @@ func TestBounds(t *testing.T) {
 	t.Run("pairing codes", func(t *testing.T) {
 		e := newEnv(t, func(c *Config) { c.MaxPairingCodes = 1 })
 		e.pair(AccessReadOnly)
-		if _, err := e.srv.NewPairingCode(AccessReadOnly); err != fault.ErrTooManyPairingCodes {
+		if _, err := e.srv.NewPairingCode(context.Background(), AccessReadOnly); err != fault.ErrTooManyPairingCodes {
 			t.Errorf("a second code = %v, want ErrTooManyPairingCodes", err)
 		}
-		if _, err := e.srv.NewPairingCode("admin"); err != ErrInvalidAccess {
+		if _, err := e.srv.NewPairingCode(context.Background(), "admin"); err != ErrInvalidAccess {
 			t.Errorf("access admin = %v, want ErrInvalidAccess", err)
 		}
 	})

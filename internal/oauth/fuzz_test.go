@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -90,10 +91,12 @@ func FuzzToken(f *testing.F) {
 	srv, g := fuzzServer(f)
 	c := &Client{ID: "mcpc_fuzz", Name: "fuzz", RedirectURIs: []string{"http://127.0.0.1/cb"}}
 	verifier := strings.Repeat("v", 43)
-	srv.codes.add("the-code", &grantCode{
-		client: c, redirect: "http://127.0.0.1:9/cb", challenge: s256(verifier), resource: srv.Resource(),
-		access: AccessReadOnly, expires: srv.cfg.Now().Add(DefaultCodeTTL),
-	})
+	if err := srv.state.AddCode(context.Background(), codeHash("the-code"), Code{
+		ClientID: c.ID, ClientName: c.Name, Redirect: "http://127.0.0.1:9/cb", Challenge: s256(verifier), Resource: srv.Resource(),
+		Access: AccessReadOnly, Expires: srv.cfg.Now().Add(DefaultCodeTTL),
+	}); err != nil {
+		f.Fatal(err)
+	}
 	good := url.Values{"grant_type": {"authorization_code"}, "code": {"the-code"}, "client_id": {c.ID},
 		"redirect_uri": {"http://127.0.0.1:9/cb"}, "code_verifier": {verifier}}.Encode()
 	for _, seed := range []string{

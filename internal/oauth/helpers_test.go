@@ -261,7 +261,7 @@ func (e *env) submit(f consentForm, code string, hdr ...string) answer {
 // pair mints a pairing code.
 func (e *env) pair(access string) string {
 	e.t.Helper()
-	pc, err := e.srv.NewPairingCode(access)
+	pc, err := e.srv.NewPairingCode(context.Background(), access)
 	if err != nil {
 		e.t.Fatal(err)
 	}

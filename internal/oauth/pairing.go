@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -46,69 +47,67 @@ type PairingCode struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
-type pairing struct {
-	access  string
-	expires time.Time
-}
-
-// pairings are the outstanding pairing codes, by the SHA-256 of their
-// normalized form: a code is looked up through its hash, never compared.
+// pairings are one process's outstanding pairing codes, by the SHA-256
+// of their normalized form: a code is looked up through its hash, never
+// compared.
 type pairings struct {
 	max int
 	mu  sync.Mutex // guards byHash
 	// byHash: hash → code. Expired entries go when the map is full or
 	// when looked up.
-	byHash map[string]pairing
+	byHash map[string]Pairing
 }
 
-func newPairings(max int) *pairings { return &pairings{max: max, byHash: map[string]pairing{}} }
+func newPairings(max int) *pairings { return &pairings{max: max, byHash: map[string]Pairing{}} }
 
 // NewPairingCode mints a single-use pairing code granting access, valid
 // for Config.PairingTTL.
-func (s *Server) NewPairingCode(access string) (PairingCode, error) {
+func (s *Server) NewPairingCode(ctx context.Context, access string) (PairingCode, error) {
 	if access != AccessReadOnly && access != AccessReadWrite {
 		return PairingCode{}, ErrInvalidAccess
 	}
 	now := s.cfg.Now()
 	code := newPairingText()
-	p := pairing{access: access, expires: now.Add(s.cfg.PairingTTL)}
-	ps := s.pairing
+	p := Pairing{Access: access, Expires: now.Add(s.cfg.PairingTTL)}
+	if err := s.state.AddPairing(ctx, pairingHash(code), p, now); err != nil {
+		return PairingCode{}, err
+	}
+	return PairingCode{Code: code[:5] + "-" + code[5:], Access: access, ExpiresAt: p.Expires}, nil
+}
+
+// add stores p by its hash, unless max unexpired codes are outstanding.
+func (ps *pairings) add(hash string, p Pairing, now time.Time) error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if len(ps.byHash) >= ps.max {
 		for h, q := range ps.byHash {
-			if !now.Before(q.expires) {
+			if !now.Before(q.Expires) {
 				delete(ps.byHash, h)
 			}
 		}
 		if len(ps.byHash) >= ps.max {
-			return PairingCode{}, fault.ErrTooManyPairingCodes // MaxPairingCodes are outstanding
+			return fault.ErrTooManyPairingCodes // MaxPairingCodes are outstanding
 		}
 	}
-	ps.byHash[pairingHash(code)] = p
-	return PairingCode{Code: code[:5] + "-" + code[5:], Access: access, ExpiresAt: p.expires}, nil
+	ps.byHash[hash] = p
+	return nil
 }
 
-// redeem spends the pairing code typed as typed and returns the access it
-// grants; ok is false for a code that is unknown, used or expired — which
-// of them is not told.
-func (ps *pairings) redeem(typed string, now time.Time) (access string, ok bool) {
-	code := normalizePairing(typed)
-	if len(code) != pairingChars {
-		return "", false
-	}
-	h := pairingHash(code)
+// take spends the pairing code of hash and returns the access it grants;
+// ok is false for a code that is unknown, used or expired — which of them
+// is not told.
+func (ps *pairings) take(hash string, now time.Time) (access string, ok bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	p, found := ps.byHash[h]
+	p, found := ps.byHash[hash]
 	if !found {
 		return "", false
 	}
-	delete(ps.byHash, h)
-	if !now.Before(p.expires) {
+	delete(ps.byHash, hash)
+	if !now.Before(p.Expires) {
 		return "", false
 	}
-	return p.access, true
+	return p.Access, true
 }
 
 func newPairingText() string {
@@ -164,54 +163,27 @@ func normalizePairing(s string) string {
 type failureBudgets struct {
 	client, source, server float64    // tokens per minute, and capacity
 	mu                     sync.Mutex // guards the fields below
-	byKey                  map[string]*bucket
-	all                    bucket
-}
-
-// bucket is one token bucket; its zero value is full.
-type bucket struct {
-	spent float64 // tokens below capacity
-	at    time.Time
-}
-
-// refill brings b to now and returns the tokens it has.
-func (b *bucket) refill(rate float64, now time.Time) float64 {
-	if now.After(b.at) {
-		if !b.at.IsZero() {
-			b.spent = max(0, b.spent-now.Sub(b.at).Minutes()*rate)
-		}
-		b.at = now
-	}
-	return rate - b.spent
+	byKey                  map[string]*Bucket
+	all                    Bucket
 }
 
 func newFailureBudgets(client, source, server int) *failureBudgets {
-	return &failureBudgets{client: float64(client), source: float64(source), server: float64(server), byKey: map[string]*bucket{}}
-}
-
-// budgetKeys are the buckets a submission draws on: its client's and, for
-// a known source, the source's.
-func budgetKeys(clientHash, source string) (client, src string) {
-	client = "c\x00" + clientHash + "\x00" + source
-	if source != "" {
-		src = "s\x00" + source
-	}
-	return client, src
+	return &failureBudgets{client: float64(client), source: float64(source), server: float64(server), byKey: map[string]*Bucket{}}
 }
 
 // open reports whether a submission of client from source may be checked
 // now.
 func (b *failureBudgets) open(clientHash, source string, now time.Time) bool {
-	ck, sk := budgetKeys(clientHash, source)
+	ck, sk := BudgetKeys(clientHash, source)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.all.refill(b.server, now) < 1 {
+	if b.all.Refill(b.server, now) < 1 {
 		return false
 	}
-	if k := b.byKey[ck]; k != nil && k.refill(b.client, now) < 1 {
+	if k := b.byKey[ck]; k != nil && k.Refill(b.client, now) < 1 {
 		return false
 	}
-	if k := b.byKey[sk]; sk != "" && k != nil && k.refill(b.source, now) < 1 {
+	if k := b.byKey[sk]; sk != "" && k != nil && k.Refill(b.source, now) < 1 {
 		return false
 	}
 	return true
@@ -219,36 +191,39 @@ func (b *failureBudgets) open(clientHash, source string, now time.Time) bool {
 
 // fail spends one token of each of a wrong code's buckets.
 func (b *failureBudgets) fail(clientHash, source string, now time.Time) {
-	ck, sk := budgetKeys(clientHash, source)
+	ck, sk := BudgetKeys(clientHash, source)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.all.refill(b.server, now)
-	b.all.spent = min(b.server, b.all.spent+1)
+	b.all.Fail(b.server, now)
 	b.spendLocked(ck, b.client, now)
 	if sk != "" {
 		b.spendLocked(sk, b.source, now)
 	}
-	if len(b.byKey) > 4*int(b.server)+16 {
+	if len(b.byKey) > MaxBudgetKeys(b.server) {
 		for key, k := range b.byKey {
 			rate := b.client
 			if key[0] == 's' {
 				rate = b.source
 			}
-			if k.refill(rate, now) >= rate {
+			if k.Refill(rate, now) >= rate {
 				delete(b.byKey, key)
 			}
 		}
 	}
 }
 
+// MaxBudgetKeys is how many client and source buckets a State holds
+// before it prunes the full ones: every failure spends the backstop, so
+// at most twice its rate of keys failed within the last minute.
+func MaxBudgetKeys(server float64) int { return 4*int(server) + 16 }
+
 func (b *failureBudgets) spendLocked(key string, rate float64, now time.Time) {
 	k := b.byKey[key]
 	if k == nil {
-		k = &bucket{}
+		k = &Bucket{}
 		b.byKey[key] = k
 	}
-	k.refill(rate, now)
-	k.spent = min(rate, k.spent+1)
+	k.Fail(rate, now)
 }
 
 // sourceKey is the budget and share key of a request's remote address

@@ -160,6 +160,26 @@ type Config struct {
 	// Events receives the audit records of refusals (pairing and
 	// authorization failures). Nil: none.
 	Events func(credential.Event)
+	// State makes the server's state (pairing codes, authorization codes,
+	// wrong-code budgets, confirmed redirect URIs) of the limits given:
+	// shared by every node of several (package cluster's, in etcd). Nil:
+	// NewMemoryState, this process's.
+	State func(Limits) State
+	// Node is this node's id, of several: every consent page's request id
+	// names it, so that a form posted to another node is sent here
+	// (Forward). "": one node.
+	Node string
+	// Forward sends r, a consent form (its body as read, its headers as
+	// sent) of a page that node shows, to that node's
+	// ServeForwardedConsent, and writes its answer to w. An error means
+	// nothing was written (node is gone): the form is answered as an
+	// expired page's. Nil: such a form is an expired page's.
+	Forward func(w http.ResponseWriter, r *http.Request, node string) error
+	// Available reports whether the node serves now (several nodes: its
+	// replica proved current, SPEC §5d.2); while it does not, the
+	// authorization and token endpoints answer 503 with Retry-After before
+	// anything is spent. Nil: always.
+	Available func() bool
 	// Logger. Nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -237,13 +257,11 @@ type Server struct {
 	metaPath string // PathResourceMetadata + the resource's path
 	asMeta   []byte // the RFC 8414 document
 	prMeta   []byte // the RFC 9728 document
-	pairing  *pairings
-	pending  *pendingRequests
-	codes    *codes
-	limiter  *failureBudgets
-	// confirmed are the redirect URIs a completed sign-in confirmed.
-	confirmed *confirmedRedirects
-	cimd      *cimdFetcher
+	// state holds the pairing codes, authorization codes, wrong-code
+	// budgets and the redirect URIs a completed sign-in confirmed.
+	state   State
+	pending *pendingRequests // the consent pages this node shows
+	cimd    *cimdFetcher
 }
 
 // ParseOrigin checks a public origin: http or https, a host, no path,
@@ -283,11 +301,16 @@ func New(cfg Config) (*Server, error) {
 	s.guard.AllowedOrigins = append(append([]string(nil), cfg.Guard.AllowedOrigins...), cfg.Issuer)
 	s.prMeta = mustJSON(ResourceMetadata(cfg.Resource, cfg.Issuer, []string{Scope}))
 	s.asMeta = mustJSON(s.serverMetadata())
-	s.pairing = newPairings(cfg.MaxPairingCodes)
-	s.pending = newPendingRequests(cfg.MaxPending, cfg.MaxPendingPerClient, cfg.MaxPendingPerSource)
-	s.codes = newCodes(cfg.MaxCodes)
-	s.limiter = newFailureBudgets(cfg.ClientFailuresPerMinute, cfg.SourceFailuresPerMinute, cfg.FailuresPerMinute)
-	s.confirmed = newConfirmed(cfg.MaxConfirmedRedirects)
+	newState := cfg.State
+	if newState == nil {
+		newState = NewMemoryState
+	}
+	s.state = newState(Limits{
+		MaxPairingCodes: cfg.MaxPairingCodes, MaxCodes: cfg.MaxCodes, MaxConfirmedRedirects: cfg.MaxConfirmedRedirects,
+		ClientFailuresPerMinute: cfg.ClientFailuresPerMinute, SourceFailuresPerMinute: cfg.SourceFailuresPerMinute,
+		FailuresPerMinute: cfg.FailuresPerMinute,
+	})
+	s.pending = newPendingRequests(cfg.Node, cfg.MaxPending, cfg.MaxPendingPerClient, cfg.MaxPendingPerSource)
 	s.cimd = newCIMDFetcher(cfg.ClientMetadata)
 	return s, nil
 }
@@ -356,6 +379,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusForbidden, "access_denied", "origin or host not allowed")
 		return
 	}
+	if p := r.URL.Path; (p == PathAuthorize || p == PathToken) && s.cfg.Available != nil && !s.cfg.Available() {
+		h.Set("Retry-After", "1")
+		if p == PathToken {
+			writeJSONError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "this node is not serving; try again")
+			return
+		}
+		s.errorPage(w, http.StatusServiceUnavailable, "This server is not available right now; try again in a moment.", "unavailable", nil)
+		return
+	}
 	switch p := r.URL.Path; {
 	case p == s.metaPath || p == PathResourceMetadata:
 		s.serveDoc(w, r, s.prMeta)
@@ -378,6 +410,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSONError(w, http.StatusNotFound, "not_found", "not found")
 	}
+}
+
+// forwardedKey marks the context of a consent form another node
+// forwarded here: it is never forwarded again.
+type forwardedKey struct{}
+
+// ServeForwardedConsent serves a consent form (POST PathAuthorize, its
+// path whatever the internal listener's) that another node forwarded to
+// this one, the node of its page: ServeHTTP's checks and the form's, but
+// never forwarded again. r.RemoteAddr must be the client's address as the
+// forwarding node saw it (the wrong-code budgets are per source). Mount
+// it on the node-to-node listener only.
+func (s *Server) ServeForwardedConsent(w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(context.WithValue(r.Context(), forwardedKey{}, true))
+	u := *r.URL
+	u.Path, u.RawPath = PathAuthorize, ""
+	r.URL = &u
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSONError(w, http.StatusMethodNotAllowed, "invalid_request", "method not allowed")
+		return
+	}
+	s.ServeHTTP(w, r)
 }
 
 func (s *Server) serveDoc(w http.ResponseWriter, r *http.Request, doc []byte) {

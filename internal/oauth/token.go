@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -78,59 +79,91 @@ func (s *Server) exchangeCode(w http.ResponseWriter, r *http.Request, f url.Valu
 		s.tokenError(w, http.StatusBadRequest, "invalid_request", "code is required", "no_code", nil)
 		return
 	}
-	g, first := s.codes.spend(code)
+	hash := codeHash(code)
+	g, first, found, err := s.state.SpendCode(r.Context(), hash)
+	if err != nil {
+		s.cfg.Logger.Error("oauth: spend a code", "err", err)
+		s.unavailable(w, "the code could not be checked", "spend_failed")
+		return
+	}
 	now := s.cfg.Now()
 	switch {
-	case g == nil:
+	case !found:
 		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", "code_unknown_or_used", nil)
 	case !first:
 		// A replay, whoever presents it: the code leaked, so what its
 		// exchange issued goes (RFC 6749 §4.1.2). Answered as an unknown
 		// code.
-		s.revokeReplayed(r, g.grant)
-		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", credential.ReasonCodeReused, g.client)
-	case !now.Before(g.expires):
-		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", "code_expired", g.client)
-	case clientID != g.client.ID:
+		s.revokeReplayed(r, hash, g.Grant)
+		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", credential.ReasonCodeReused, g.client())
+	case !now.Before(g.Expires):
+		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", "code_expired", g.client())
+	case clientID != g.ClientID:
 		// Answered as an unknown code: whose a code is stays untold.
-		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", "client_mismatch", g.client)
-	case f.Get("redirect_uri") != g.redirect:
-		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "redirect_uri is not the one of the authorization request", "redirect_uri_mismatch", g.client)
-	case f.Get("resource") != "" && f.Get("resource") != g.resource:
-		s.tokenError(w, http.StatusBadRequest, "invalid_target", "resource must be "+g.resource, "resource_mismatch", g.client)
+		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", "client_mismatch", g.client())
+	case f.Get("redirect_uri") != g.Redirect:
+		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "redirect_uri is not the one of the authorization request", "redirect_uri_mismatch", g.client())
+	case f.Get("resource") != "" && f.Get("resource") != g.Resource:
+		s.tokenError(w, http.StatusBadRequest, "invalid_target", "resource must be "+g.Resource, "resource_mismatch", g.client())
 	case !pkceText(f.Get("code_verifier"), minVerifierLen, maxVerifierLen):
-		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "code_verifier must be 43 to 128 characters", "pkce_mismatch", g.client)
-	case !s256Matches(f.Get("code_verifier"), g.challenge):
-		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "code_verifier does not match the code_challenge", "pkce_mismatch", g.client)
+		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "code_verifier must be 43 to 128 characters", "pkce_mismatch", g.client())
+	case !s256Matches(f.Get("code_verifier"), g.Challenge):
+		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "code_verifier does not match the code_challenge", "pkce_mismatch", g.client())
 	default:
+		c := g.client()
 		toks, err := s.cfg.Grants.IssueGrant(r.Context(), GrantRequest{
-			Label: "oauth: " + g.client.Name, Access: g.access, Audience: g.resource, ClientHash: g.client.Hash(),
+			Label: "oauth: " + c.Name, Access: g.Access, Audience: g.Resource, ClientHash: c.Hash(),
 		})
 		if err != nil {
 			s.cfg.Logger.Error("oauth: issue a grant", "err", err)
-			s.tokenError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the grant could not be issued", "issue_failed", g.client)
+			s.tokenError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the grant could not be issued", "issue_failed", c)
 			return
 		}
-		if s.codes.issued(code, toks.Grant) {
+		replayed, err := s.state.CodeIssued(r.Context(), hash, toks.Grant)
+		switch {
+		case err != nil:
+			// Unrecorded, a replay could not revoke it: it goes now.
+			s.cfg.Logger.Error("oauth: record the grant of a code", "err", err)
+			if err := s.cfg.Grants.RevokeGrant(r.Context(), toks.Grant, "issue_failed"); err != nil {
+				s.cfg.Logger.Error("oauth: revoke an unrecorded grant", "client", toks.Grant, "err", err)
+			}
+			s.unavailable(w, "the grant could not be recorded", "issue_failed")
+		case replayed:
 			// Replayed while the grant was being issued: it goes at once.
-			s.revokeReplayed(r, toks.Grant)
-			s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", credential.ReasonCodeReused, g.client)
-			return
+			s.revokeReplayed(r, "", toks.Grant)
+			s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the code is unknown, used or expired", credential.ReasonCodeReused, c)
+		default:
+			s.writeTokens(w, toks, now)
 		}
-		s.writeTokens(w, toks, now)
 	}
 }
 
-// revokeReplayed revokes grant, issued from a code presented again; ""
-// (the code's exchange issued nothing) revokes nothing.
-func (s *Server) revokeReplayed(r *http.Request, grant string) {
+// unavailable answers a token request the server cannot serve now: 503
+// temporarily_unavailable with Retry-After.
+func (s *Server) unavailable(w http.ResponseWriter, description, reason string) {
+	w.Header().Set("Retry-After", "1")
+	s.tokenError(w, http.StatusServiceUnavailable, "temporarily_unavailable", description, reason, nil)
+}
+
+// revokeReplayed revokes grant, issued from the code of hash presented
+// again; "" (the code's exchange issued nothing) revokes nothing. A grant
+// that could not be revoked now (its home node unreachable) is recorded
+// in the code's entry again, so that the next replay tries again.
+func (s *Server) revokeReplayed(r *http.Request, hash, grant string) {
 	if grant == "" {
 		return
 	}
 	// A grant gone already (revoked since, by the host or a refresh
 	// token's reuse) is what was wanted.
-	if err := s.cfg.Grants.RevokeGrant(r.Context(), grant, credential.ReasonCodeReused); err != nil && !errors.Is(err, fault.ErrUnknownClient) {
-		s.cfg.Logger.Warn("oauth: revoke the grant of a replayed code", "client", grant, "err", err)
+	err := s.cfg.Grants.RevokeGrant(r.Context(), grant, credential.ReasonCodeReused)
+	if err == nil || errors.Is(err, fault.ErrUnknownClient) {
+		return
+	}
+	s.cfg.Logger.Warn("oauth: revoke the grant of a replayed code", "client", grant, "err", err)
+	if hash != "" {
+		if _, err := s.state.CodeIssued(context.WithoutCancel(r.Context()), hash, grant); err != nil {
+			s.cfg.Logger.Error("oauth: keep the grant of a replayed code", "client", grant, "err", err)
+		}
 	}
 }
 
@@ -156,7 +189,7 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, f url.Values, c
 		s.tokenError(w, http.StatusBadRequest, "invalid_grant", "the refresh token is unknown, expired or not this client's", "refresh_invalid", nil)
 	case err != nil:
 		s.cfg.Logger.Error("oauth: refresh a grant", "err", err)
-		s.tokenError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the grant could not be refreshed", "refresh_failed", nil)
+		s.unavailable(w, "the grant could not be refreshed", "refresh_failed")
 	default:
 		s.writeTokens(w, toks, s.cfg.Now())
 	}

@@ -157,7 +157,7 @@ func TestConsentPageInChromium(t *testing.T) {
 		t.Errorf("problem line %q, %v", problem, err)
 	}
 
-	pc, err := srv.NewPairingCode(oauth.AccessReadWrite)
+	pc, err := srv.NewPairingCode(context.Background(), oauth.AccessReadWrite)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -27,6 +28,10 @@ var machineInstances = []string{"a", "b"}
 // for a paused or stalled node. The fence loop checks every 100 ms (the
 // runtime's default), so a healthy node's proof is at most ~100 ms old.
 const machineFence = 300 * time.Millisecond
+
+// quiet discards the machine nodes' logs: every credential event is a
+// line, and a failing case prints only the machine's own account.
+var quiet = slog.New(slog.DiscardHandler)
 
 // machineNode is one runtime node of TestRuntimeClusterMachine: the
 // runtime, the replica node under it (reached through
@@ -82,10 +87,10 @@ func startMachineNodes(t errorTB, endpoint string, n int, fence time.Duration, k
 		}
 		started = nil
 		mcpURL := "http://" + pub.Addr().String() + "/mcp"
-		rt, err := mcpruntime.New(mcpruntime.Config{Endpoint: mcpURL, Cluster: rtcluster.Config{
+		rt, err := mcpruntime.New(withOAuth(mcpruntime.Config{Endpoint: mcpURL, Logger: quiet, Cluster: rtcluster.Config{
 			Etcd: []string{endpoint}, Node: id, URL: "http://" + ln.Addr().String(),
 			Secret: testSecret, Fence: fence,
-		}})
+		}}))
 		if err != nil {
 			ln.Close()
 			pub.Close()

@@ -60,9 +60,12 @@ var machineStats struct {
 // exactly the threads it is home of; each node's replica holds every
 // thread as the model does (messages in order); serving nodes agree on
 // the members; a killed node never serves again and cannot write (SPEC
-// §5d, §6). Waits are bounded polls, only where the spec allows a delay:
-// a resumed node serving again, a killed node's lease lapsing and its
-// threads' adoption.
+// §5d, §6). With them, OAuth sign-ins whose steps run on drawn nodes,
+// refreshes, reuses, replays and refresh races, against a model of the
+// grants (runtime_oauth_prop_test.go, SPEC §5c, §5d.9). Waits are bounded
+// polls, only where the spec allows a delay: a resumed node serving
+// again, a killed node's lease lapsing and its threads' and grants'
+// adoption.
 func TestRuntimeClusterMachine(t *testing.T) {
 	endpoint := startEtcd(t)
 	admin := newClient(t, endpoint)
@@ -76,7 +79,10 @@ func TestRuntimeClusterMachine(t *testing.T) {
 		m := newClusterMachine(t, endpoint)
 		t.Repeat(m.actions())
 	})
-	s := &machineStats
+	s, o := &machineStats, &oauthStats
+	t.Logf("OAuth: sign-ins %d (over three nodes %d), refreshes %d (through another node %d), reuses %d, replays %d, refresh races %d, spent pairing codes refused %d, grant tokens authenticated %d, refused %d, calls %d, grants adopted %d",
+		o.signIns.Load(), o.spreadSignIns.Load(), o.refreshes.Load(), o.awayRefreshes.Load(), o.reuses.Load(), o.replays.Load(),
+		o.races.Load(), o.pairingReuses.Load(), o.liveTokens.Load(), o.revokedTokens.Load(), o.calls.Load(), o.adopted.Load())
 	t.Logf("revokes %d (with a node paused or stalled %d), refusals of revoked tokens on serving nodes %d, live tokens authenticated on serving nodes %d, kills %d adopting %d threads, revoke/authenticate races %d (the token seen passing, then failing: %d), create races %d, posts %d (refused as modelled %d), NotHome answers %d, HTTP reads answered %d, refused %d, posts answered stale %d",
 		s.revokes.Load(), s.faultRevokes.Load(), s.revokedChecks.Load(), s.liveChecks.Load(), s.kills.Load(), s.adopted.Load(),
 		s.races.Load(), s.raced.Load(), s.createRaces.Load(), s.posts.Load(), s.refusedPosts.Load(), s.notHome.Load(), s.liveCalls.Load(), s.refusedCalls.Load(), s.stalePosts.Load())
@@ -86,6 +92,11 @@ func TestRuntimeClusterMachine(t *testing.T) {
 		"kills": s.kills.Load(), "adopted threads": s.adopted.Load(), "create races": s.createRaces.Load(), "revoke races": s.races.Load(),
 		"posts": s.posts.Load(), "refused posts": s.refusedPosts.Load(), "NotHome answers": s.notHome.Load(),
 		"HTTP reads answered": s.liveCalls.Load(), "HTTP reads refused": s.refusedCalls.Load(),
+		"OAuth sign-ins": o.signIns.Load(), "sign-ins over three nodes": o.spreadSignIns.Load(),
+		"OAuth refreshes": o.refreshes.Load(), "refreshes through another node": o.awayRefreshes.Load(),
+		"refresh reuses": o.reuses.Load(), "code replays": o.replays.Load(), "refresh races": o.races.Load(),
+		"spent pairing codes refused": o.pairingReuses.Load(), "live grant tokens authenticated": o.liveTokens.Load(),
+		"revoked grant tokens refused": o.revokedTokens.Load(), "calls with grant tokens": o.calls.Load(),
 	} {
 		if n == 0 {
 			t.Errorf("the machine never saw %s: it is vacuous there", name)
@@ -135,10 +146,14 @@ type clusterMachine struct {
 	pausedAt []time.Time
 	victim   atomic.Int64 // the killed node's index, -1: none (read by the cleanup)
 
-	threads   map[string]*mThread
-	creds     []*mCred
-	lastWrite int64 // a revision at or after every write the model knows of
-	next      int   // id counter, so that shrinking keeps ids stable
+	threads map[string]*mThread
+	creds   []*mCred
+	grants  []*mGrant // OAuth grants (runtime_oauth_prop_test.go)
+	// oauthClient is the OAuth client the sign-ins are of; "" until the
+	// first.
+	oauthClient string
+	lastWrite   int64 // a revision at or after every write the model knows of
+	next        int   // id counter, so that shrinking keeps ids stable
 }
 
 func newClusterMachine(t *rapid.T, endpoint string) *clusterMachine {
@@ -190,6 +205,15 @@ func (m *clusterMachine) actions() map[string]func(*rapid.T) {
 		"stall":        m.stall,
 		"resume":       m.resume,
 		"kill":         m.kill,
+		"signIn":       m.signIn,
+		"signIn#2":     m.signIn,
+		"refresh":      m.refresh,
+		"refresh#2":    m.refresh,
+		"reuse":        m.reuse,
+		"replay":       m.replay,
+		"refreshRace":  m.refreshRace,
+		"oauthCall":    m.oauthCall,
+		"oauthCall#2":  m.oauthCall,
 		"":             m.check,
 	}
 }
@@ -1109,6 +1133,7 @@ func (m *clusterMachine) kill(t *rapid.T) {
 		}
 		return ""
 	})
+	m.adoptGrants(t, victim.id, survivors, deadline)
 	for _, i := range survivors {
 		m.wrote(m.nodes[i])
 	}
@@ -1183,6 +1208,7 @@ func (m *clusterMachine) check(t *rapid.T) {
 				}
 			}
 		}
+		m.checkGrants(t, i, n)
 		if m.fault[i] == killed {
 			continue // its replica stopped when it was killed
 		}
