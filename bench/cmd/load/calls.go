@@ -77,12 +77,12 @@ func watchAllocs(ctx context.Context, ctl control, w window) allocDelta {
 	return allocDelta{objects: after.Objects - before.Objects, bytes: after.Bytes - before.Bytes}
 }
 
-// callLoop calls echo on s until the window ends.
+// callLoop calls cfg's tool on s until the window ends.
 func callLoop(ctx context.Context, cfg config, s *mcpclient.Session, text string, rec *recorder, errs *errorCount) {
 	for ctx.Err() == nil && time.Now().Before(rec.w.end) {
 		begin := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-		err := s.Echo(rctx, text)
+		err := cfg.call(rctx, s, text)
 		cancel()
 		if err != nil {
 			errs.add(err)

@@ -107,7 +107,7 @@ func modernChurnOnce(ctx context.Context, cfg config, c *mcpclient.Client, tok, 
 	if err := s.Discover(ctx); err != nil {
 		return err
 	}
-	if err := s.Echo(ctx, text); err != nil {
+	if err := cfg.call(ctx, s, text); err != nil {
 		return err
 	}
 	if fresh, reused := conns.fresh.Load(), conns.reused.Load(); fresh != 1 || reused != 1 {
