@@ -63,16 +63,19 @@ var metrics = map[string][]metric{
 		{"p999 ms", "%.2f", lower, stats.Median, func(r result.Result) float64 { return r.P999Ms }},
 		{"server allocs/call", "%.0f", lower, stats.Median, func(r result.Result) float64 { return r.AllocsPerOp }},
 		{"server B/call", "%.0f", lower, stats.Median, func(r result.Result) float64 { return r.AllocBytesPerOp }},
+		{"server CPU µs/call", "%.1f", lower, stats.Median, cpu},
 		{"errors (max)", "%.0f", neither, maxOf, func(r result.Result) float64 { return float64(r.Errors) }},
 	},
 	result.ModeChurn: {
 		{"sessions/s", "%.0f", higher, stats.Median, func(r result.Result) float64 { return r.Rate }},
 		{"cycle p99 ms", "%.2f", lower, stats.Median, func(r result.Result) float64 { return r.P99Ms }},
+		{"server CPU µs/session", "%.1f", lower, stats.Median, cpu},
 		{"errors (max)", "%.0f", neither, maxOf, func(r result.Result) float64 { return float64(r.Errors) }},
 	},
 	result.ModeModernChurn: {
 		{"clients/s", "%.0f", higher, stats.Median, func(r result.Result) float64 { return r.Rate }},
 		{"cycle p99 ms", "%.2f", lower, stats.Median, func(r result.Result) float64 { return r.P99Ms }},
+		{"server CPU µs/client", "%.1f", lower, stats.Median, cpu},
 		{"errors (max)", "%.0f", neither, maxOf, func(r result.Result) float64 { return float64(r.Errors) }},
 	},
 	result.ModeIdle: {
@@ -95,6 +98,15 @@ var metrics = map[string][]metric{
 		{"streams unclosed (max)", "%.0f", neither, maxOf, func(r result.Result) float64 { return float64(r.StreamsUnclosed) }},
 		{"errors (max)", "%.0f", neither, maxOf, func(r result.Result) float64 { return float64(r.Errors) }},
 	},
+}
+
+// cpu is the server's CPU time per operation; no value (NaN) in results
+// without it (older files, a server that did not know it).
+func cpu(r result.Result) float64 {
+	if r.CPUPerOpUs == 0 {
+		return math.NaN()
+	}
+	return r.CPUPerOpUs
 }
 
 // closing wraps a stream-closing metric: it has no value (NaN) in a run

@@ -175,8 +175,8 @@ func TestToolRows(t *testing.T) {
 	const caps = "runtime_capabilities"
 	tb := buildTable([]result.Result{
 		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 16, Rate: 1000},
-		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 800},
-		{Impl: "binary", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 600},
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 800, CPUPerOpUs: 100},
+		{Impl: "binary", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 600, CPUPerOpUs: 120},
 		{Impl: "floor", Mode: result.ModeCalls, Sessions: 16, Tool: "echo", Rate: 2000},
 		{Impl: "floor", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 1200},
 		{Impl: "runtime", Mode: result.ModeIdle, Sessions: 100, HeapPerSession: 1500, RSSPerSession: 2000},
@@ -205,6 +205,12 @@ func TestToolRows(t *testing.T) {
 	}
 	if q, ok := capsRow.ratio("binary", "floor"); !ok || q.v != 0.5 {
 		t.Errorf("binary/floor on runtime_capabilities = %+v, %v; want 0.5", q, ok)
+	}
+	if q, ok := rows["calls n=16 [runtime_capabilities] server CPU µs/call"].ratio("binary", "runtime"); !ok || q.v != 1.2 {
+		t.Errorf("binary/rt CPU per call = %+v, %v; want 1.2", q, ok)
+	}
+	if v, ok := rows["calls n=16 server CPU µs/call"].value("floor"); ok {
+		t.Errorf("floor CPU per call = %v: a result without one", v)
 	}
 	heap, rss := rows["idle n=100 live heap B/session"], rows["idle n=100 RSS B/session"]
 	if v, ok := heap.value("binary"); ok {

@@ -59,6 +59,10 @@ type Result struct {
 	// per call (calls), counted over the measured window.
 	AllocsPerOp     float64 `json:"allocs_per_op,omitempty"`
 	AllocBytesPerOp float64 `json:"alloc_bytes_per_op,omitempty"`
+	// CPUPerOpUs is the server process's CPU time per operation (call,
+	// session or client), in µs, over the measured window: less disturbed
+	// by a busy machine than the rates.
+	CPUPerOpUs float64 `json:"cpu_us_per_op,omitempty"`
 
 	// Idle: live heap, goroutine stack and RSS growth per held session, in
 	// bytes, and the server's goroutines per session.
@@ -93,12 +97,12 @@ func (r Result) String() string {
 	}
 	switch r.Mode {
 	case ModeCalls, ModeModern:
-		fmt.Fprintf(&b, " %9.0f calls/s  p50 %7.2f ms  p99 %8.2f ms  p999 %8.2f ms  %5.0f allocs/call %6.0f B/call",
-			r.Rate, r.P50Ms, r.P99Ms, r.P999Ms, r.AllocsPerOp, r.AllocBytesPerOp)
+		fmt.Fprintf(&b, " %9.0f calls/s  p50 %7.2f ms  p99 %8.2f ms  p999 %8.2f ms  %5.0f allocs/call %6.0f B/call %6.1f µs CPU/call",
+			r.Rate, r.P50Ms, r.P99Ms, r.P999Ms, r.AllocsPerOp, r.AllocBytesPerOp, r.CPUPerOpUs)
 	case ModeChurn:
-		fmt.Fprintf(&b, " %9.0f sessions/s  p99 %8.2f ms", r.Rate, r.P99Ms)
+		fmt.Fprintf(&b, " %9.0f sessions/s  p99 %8.2f ms  %6.1f µs CPU/session", r.Rate, r.P99Ms, r.CPUPerOpUs)
 	case ModeModernChurn:
-		fmt.Fprintf(&b, " %9.0f clients/s  p99 %8.2f ms", r.Rate, r.P99Ms)
+		fmt.Fprintf(&b, " %9.0f clients/s  p99 %8.2f ms  %6.1f µs CPU/client", r.Rate, r.P99Ms, r.CPUPerOpUs)
 	case ModeIdle:
 		if r.HeapUnmeasured {
 			b.WriteString("      ? B heap/session (not collected)")
@@ -133,10 +137,14 @@ type ServerStats struct {
 }
 
 // AllocCounts is what a server's /bench/allocs returns: its cumulative heap
-// allocations, read without stopping the world.
+// allocations, read without stopping the world, and its process's CPU
+// time.
 type AllocCounts struct {
 	Objects uint64 `json:"objects"`
 	Bytes   uint64 `json:"bytes"`
+	// CPUNanos is the server process's user and system CPU time, from
+	// /proc/<pid>/stat (10 ms ticks); 0 where unknown.
+	CPUNanos uint64 `json:"cpu_ns,omitempty"`
 }
 
 // Read decodes the JSON lines of r: every line that starts with '{'.

@@ -484,7 +484,8 @@ func (b *BinaryServer) Stats(ctx context.Context) (result.ServerStats, error) {
 	return statsFromMetrics(m, rss)
 }
 
-// Allocs reads the binary's cumulative allocations from its /metrics.
+// Allocs reads the binary's cumulative allocations from its /metrics and
+// its CPU time from /proc/<pid>/stat.
 // The reading itself allocates in the binary (the exposition is built per
 // request): ~500 objects and ~100 KB once warm (StartBinary reads it
 // once), which a window's delta counts once: under 0.1 allocations and
@@ -494,7 +495,12 @@ func (b *BinaryServer) Allocs(ctx context.Context) (result.AllocCounts, error) {
 	if err != nil {
 		return result.AllocCounts{}, err
 	}
-	return allocsFromMetrics(m)
+	a, err := allocsFromMetrics(m)
+	if err != nil {
+		return a, err
+	}
+	a.CPUNanos, err = processCPU(strconv.Itoa(b.PID()))
+	return a, err
 }
 
 // Close ends the child by its PID: SIGINT (runtime serve shuts down

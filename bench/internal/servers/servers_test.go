@@ -316,6 +316,27 @@ func TestReadAllocsGrows(t *testing.T) {
 	}
 }
 
+func TestParseProcStatCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name, stat string
+		want       uint64
+		ok         bool
+	}{
+		{"plain", "15878 (cat) R 15876 15876 21134 0 -1 4194304 100 0 0 0 7 3 0 0 20 0 1 0 574955", 10, true},
+		{"a name with spaces and parentheses", "42 (a (b) c) S 1 1 1 0 -1 0 0 0 0 0 250 50 0 0 20 0 9 0 1", 300, true},
+		{"truncated", "42 (x) S 1 1 1 0 -1 0 0 0 0 0 250", 0, false},
+		{"no name", "42 x S 1 1 1 0 -1 0 0 0 0 0 250 50", 0, false},
+		{"not a number", "42 (x) S 1 1 1 0 -1 0 0 0 0 0 a 50 0", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseProcStatCPU([]byte(tc.stat))
+			if (err == nil) != tc.ok || got != tc.want {
+				t.Errorf("parseProcStatCPU(%q) = %d, %v; want %d, ok %v", tc.stat, got, err, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
 func TestParseVmRSS(t *testing.T) {
 	status := []byte("Name:\tbench\nVmPeak:\t  9000 kB\nVmRSS:\t    1234 kB\nThreads:\t3\n")
 	if got := parseVmRSS(status); got != 1234<<10 {
