@@ -74,7 +74,7 @@ bench: ## ns/op and allocs/op of the hot paths
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 .PHONY: bench-peers
-bench-peers: ## the runtime against the official go-sdk, mcp-go and a bare net/http floor (bench/, both eras, ~10 min)
+bench-peers: ## the runtime, embedded and as the shipped binary, against the official go-sdk, mcp-go and a bare net/http floor (bench/, both eras, ~25 min)
 	bash bench/run-peers.sh
 
 # The server under test of `make conformance`: run as `$(SERVER) -listen 127.0.0.1:PORT`.

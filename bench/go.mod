@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/agenthost/mcpruntime v0.0.0-00010101000000-000000000000
+	github.com/google/go-cmp v0.7.0
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 )

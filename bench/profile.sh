@@ -21,6 +21,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/mcpprof.XXXXXX")}
 mkdir -p "$OUT"
 command -v curl >/dev/null || { echo "profile.sh needs curl" >&2; exit 1; }
+case "$impl" in
+binary | binary-raised)
+	echo "profile.sh: the shipped binary serves no pprof; profile the embedded runtime (runtime) instead" >&2
+	exit 2
+	;;
+esac
 
 (cd "$here" && go build -mod=mod -o "$OUT/server" ./cmd/server && go build -mod=mod -o "$OUT/load" ./cmd/load)
 

@@ -50,19 +50,30 @@ func runCalls(ctx context.Context, cfg config) (result.Result, error) {
 	} else if res.Ops > 0 {
 		res.AllocsPerOp = float64(allocs.objects) / float64(res.Ops)
 		res.AllocBytesPerOp = float64(allocs.bytes) / float64(res.Ops)
+		res.CPUPerOpUs = allocs.cpuPerOpUs(res.Ops)
 	}
 	errs.fill(&res)
 	return res, nil
 }
 
-// allocDelta is what the server allocated during a window.
+// allocDelta is what the server allocated, and the CPU time it used,
+// during a window.
 type allocDelta struct {
 	objects, bytes uint64
+	cpuNanos       uint64 // 0 where the server does not know its CPU time
 	err            error
 }
 
-// watchAllocs reads the server's allocation counters at the start and at
-// the end of w.
+// cpuPerOpUs is the CPU time per operation in µs; 0 without a CPU time.
+func (d allocDelta) cpuPerOpUs(ops int64) float64 {
+	if ops == 0 {
+		return 0
+	}
+	return float64(d.cpuNanos) / 1e3 / float64(ops)
+}
+
+// watchAllocs reads the server's allocation counters and CPU time at the
+// start and at the end of w.
 func watchAllocs(ctx context.Context, ctl control, w window) allocDelta {
 	sleepCtx(ctx, time.Until(w.start))
 	before, err := ctl.allocs(ctx)
@@ -74,15 +85,19 @@ func watchAllocs(ctx context.Context, ctl control, w window) allocDelta {
 	if err != nil {
 		return allocDelta{err: err}
 	}
-	return allocDelta{objects: after.Objects - before.Objects, bytes: after.Bytes - before.Bytes}
+	d := allocDelta{objects: after.Objects - before.Objects, bytes: after.Bytes - before.Bytes}
+	if before.CPUNanos > 0 && after.CPUNanos >= before.CPUNanos {
+		d.cpuNanos = after.CPUNanos - before.CPUNanos
+	}
+	return d
 }
 
-// callLoop calls echo on s until the window ends.
+// callLoop calls cfg's tool on s until the window ends.
 func callLoop(ctx context.Context, cfg config, s *mcpclient.Session, text string, rec *recorder, errs *errorCount) {
 	for ctx.Err() == nil && time.Now().Before(rec.w.end) {
 		begin := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-		err := s.Echo(rctx, text)
+		err := cfg.call(rctx, s, text)
 		cancel()
 		if err != nil {
 			errs.add(err)

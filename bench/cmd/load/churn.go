@@ -21,7 +21,8 @@ func runChurn(ctx context.Context, cfg config) (result.Result, error) {
 }
 
 // runLoops runs loop once per token, -sessions tokens, on a goroutine each,
-// and summarizes what their recorders saw inside the window.
+// and summarizes what their recorders saw inside the window, with the
+// server's CPU time per cycle over it.
 func runLoops(ctx context.Context, cfg config, name string, loop func(i int, tok string, rec *recorder, errs *errorCount)) (result.Result, error) {
 	res := result.Result{Sessions: cfg.sessions}
 	tokens, err := newControl(cfg.control).tokens(ctx, cfg.sessions)
@@ -32,6 +33,8 @@ func runLoops(ctx context.Context, cfg config, name string, loop func(i int, tok
 	w := newWindow(cfg.warmup, cfg.duration)
 	recs := make([]*recorder, len(tokens))
 	var wg sync.WaitGroup
+	var usage allocDelta
+	wg.Go(func() { usage = watchAllocs(ctx, newControl(cfg.control), w) })
 	for i, tok := range tokens {
 		recs[i] = &recorder{w: w}
 		wg.Go(func() { loop(i, tok, recs[i], &errs) })
@@ -41,6 +44,11 @@ func runLoops(ctx context.Context, cfg config, name string, loop func(i int, tok
 		return res, fmt.Errorf("%s: %w", name, err)
 	}
 	summarize(w, recs, &res)
+	if usage.err != nil {
+		errs.add(fmt.Errorf("server CPU time: %w", usage.err))
+	} else {
+		res.CPUPerOpUs = usage.cpuPerOpUs(res.Ops)
+	}
 	errs.fill(&res)
 	return res, nil
 }
@@ -107,7 +115,7 @@ func modernChurnOnce(ctx context.Context, cfg config, c *mcpclient.Client, tok, 
 	if err := s.Discover(ctx); err != nil {
 		return err
 	}
-	if err := s.Echo(ctx, text); err != nil {
+	if err := cfg.call(ctx, s, text); err != nil {
 		return err
 	}
 	if fresh, reused := conns.fresh.Load(), conns.reused.Load(); fresh != 1 || reused != 1 {

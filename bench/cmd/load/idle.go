@@ -46,7 +46,11 @@ func runIdle(ctx context.Context, cfg config) (result.Result, error) {
 	res.Rate = float64(opened) / res.Seconds
 	if opened > 0 {
 		n := float64(opened)
-		res.HeapPerSession = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
+		if before.Collected && after.Collected {
+			res.HeapPerSession = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
+		} else {
+			res.HeapUnmeasured = true // a heap with garbage in it says nothing per session
+		}
 		res.StackPerSession = (float64(after.StackInuse) - float64(before.StackInuse)) / n
 		res.RSSPerSession = (float64(after.VmRSS) - float64(before.VmRSS)) / n
 		res.GoroutinesPerSession = float64(after.NumGoroutine-before.NumGoroutine) / n
@@ -86,7 +90,7 @@ func countOpen(sessions []*mcpclient.Session) int {
 	return n
 }
 
-// probe calls echo on a few held sessions spread over the whole set.
+// probe calls cfg's tool on a few held sessions spread over the whole set.
 func probe(ctx context.Context, cfg config, sessions []*mcpclient.Session, errs *errorCount) {
 	step := max(len(sessions)/idleProbes, 1)
 	for i := 0; i < len(sessions); i += step {
@@ -94,7 +98,7 @@ func probe(ctx context.Context, cfg config, sessions []*mcpclient.Session, errs 
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-		if err := sessions[i].Echo(rctx, "still there?"); err != nil {
+		if err := cfg.call(rctx, sessions[i], "still there?"); err != nil {
 			errs.add(fmt.Errorf("held session %d: %w", i, err))
 		}
 		cancel()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -61,5 +62,47 @@ func TestIdleBaselineIsWarm(t *testing.T) {
 	}
 	if got := deletesAtBaseline.Load(); got != conns {
 		t.Errorf("sessions deleted before the baseline was read = %d, want %d (one per connection)", got, conns)
+	}
+}
+
+// TestIdleHeapUnmeasured: where the server's stats were read without
+// collecting garbage (the shipped binary), idle gives no live heap per
+// session, only the rest; where they were collected, it does.
+func TestIdleHeapUnmeasured(t *testing.T) {
+	for _, collected := range []bool{true, false} {
+		srv, err := servers.New(servers.Runtime, servers.Options{
+			MaxSessions: 100, MaxSessionsPerNamespace: 100, Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mcp := httptest.NewServer(srv.Handler())
+		control := servers.Control(srv)
+		ctl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/bench/stats" {
+				control.ServeHTTP(w, r)
+				return
+			}
+			st := servers.ReadStats()
+			st.Collected = collected
+			st.HeapAlloc += 1 << 30 // the garbage of a heap nobody collected
+			_ = json.NewEncoder(w).Encode(st)
+		}))
+		cfg := config{
+			impl: servers.Runtime, mode: "idle",
+			addr:     strings.TrimPrefix(mcp.URL, "http://"),
+			control:  strings.TrimPrefix(ctl.URL, "http://"),
+			sessions: 10, tokens: 2, conns: 2, timeout: 30 * time.Second,
+		}
+		res, err := runIdle(context.Background(), cfg)
+		ctl.Close()
+		mcp.Close()
+		srv.Close()
+		if err != nil {
+			t.Fatalf("collected %v: runIdle: %v", collected, err)
+		}
+		if res.HeapUnmeasured == collected || (res.HeapPerSession != 0) == !collected {
+			t.Errorf("collected %v: heap unmeasured %v, heap per session %v", collected, res.HeapUnmeasured, res.HeapPerSession)
+		}
 	}
 }

@@ -6,8 +6,8 @@
 //
 // Modes:
 //
-//	calls   -sessions N sessions (one token each) loop tools/call echo for
-//	        -duration after -warmup: calls/s, p50/p99/p999, errors.
+//	calls   -sessions N sessions (one token each) loop tools/call of -tool
+//	        for -duration after -warmup: calls/s, p50/p99/p999, errors.
 //	modern  calls, but each -sessions loop is a stateless 2026-07-28
 //	        client (one token each): no initialize, no session id; _meta,
 //	        Mcp-Method and Mcp-Name on every call.
@@ -20,11 +20,19 @@
 //	        token each: a fresh connection, server/discover, one
 //	        tools/call, the connection closed. Clients/s, p99, errors.
 //	idle    open -sessions N sessions over -tokens tokens and hold them;
-//	        live heap, RSS and goroutines per session from /bench/stats.
+//	        live heap, RSS and goroutines per session from /bench/stats
+//	        (no live heap from a server that cannot collect garbage on
+//	        demand: the shipped binary).
 //	revoke  -sessions T tokens, each with a session looping calls and an
 //	        open GET stream; revoke them one by one. Stale accepts
 //	        (successes sent after their token's revoke returned; must be 0)
 //	        and the time from revoke-return to the stream closing.
+//
+// -tool names the tool every mode's tools/call calls: echo (the default)
+// with a text it checks comes back, or any other tool, called with {} and
+// checked only for a complete result without isError: the shipped binary
+// has no echo, so its rows call one of its read built-ins
+// (runtime_capabilities).
 //
 // Everything is bounded by -max-time; the target must be on loopback.
 package main
@@ -50,6 +58,7 @@ const defaultIdleTokens = 100
 // config is the parsed command line.
 type config struct {
 	impl, mode     string
+	tool           string
 	addr, control  string
 	round          int
 	sessions       int
@@ -82,7 +91,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	res.Impl, res.Mode, res.Round = cfg.impl, cfg.mode, cfg.round
+	res.Impl, res.Mode, res.Round, res.Tool = cfg.impl, cfg.mode, cfg.round, cfg.tool
 	line, err := json.Marshal(res)
 	if err != nil {
 		return err
@@ -96,6 +105,7 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.StringVar(&c.impl, "impl", "", "name of the server under test, for the result")
 	fs.StringVar(&c.mode, "mode", result.ModeCalls, "calls, modern, churn, modern-churn, idle or revoke")
+	fs.StringVar(&c.tool, "tool", result.EchoTool, "the tool tools/call calls: echo (its text checked), or another called with {} (a complete result without isError checked)")
 	fs.StringVar(&c.addr, "addr", "", "MCP server address, HOST:PORT on loopback")
 	fs.StringVar(&c.control, "control", "", "control address, HOST:PORT on loopback")
 	fs.IntVar(&c.round, "round", 0, "round number, for the result")
@@ -114,6 +124,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.sessions < 1 || c.tokens < 0 || c.conns < 1 {
 		return c, errors.New("-sessions and -conns must be positive, -tokens not negative")
+	}
+	if c.tool == "" {
+		return c, errors.New("-tool must name a tool")
 	}
 	if c.tokens == 0 {
 		c.tokens = c.sessions
@@ -156,6 +169,16 @@ func runMode(ctx context.Context, cfg config) (result.Result, error) {
 		return runRevoke(ctx, cfg)
 	}
 	return result.Result{}, fmt.Errorf("unknown mode %q", cfg.mode)
+}
+
+// call is one tools/call of cfg's tool on s: echo with text, checked, or
+// the tool with {}, its result checked to be complete and not an error.
+// No tool named is echo.
+func (cfg config) call(ctx context.Context, s *mcpclient.Session, text string) error {
+	if cfg.tool == "" || cfg.tool == result.EchoTool {
+		return s.Echo(ctx, text)
+	}
+	return s.CallTool(ctx, cfg.tool)
 }
 
 // newClient returns an MCP client for cfg's server with room for conns

@@ -18,7 +18,7 @@ import (
 type outcome int
 
 const (
-	succeeded outcome = iota // the echo came back
+	succeeded outcome = iota // the call's result came back
 	rejected                 // 401 or 404: the token or its session is gone
 	failed                   // anything else
 )
@@ -108,7 +108,7 @@ func prepareRevoke(ctx context.Context, cfg config, tokens []string, errs *error
 	return runs, nil
 }
 
-// revokeCaller calls echo on tr's session until cfg.revokeTail after its
+// revokeCaller calls cfg's tool on tr's session until cfg.revokeTail after its
 // revoke returned.
 func revokeCaller(ctx context.Context, cfg config, tr *tokenRun) {
 	for ctx.Err() == nil {
@@ -117,7 +117,7 @@ func revokeCaller(ctx context.Context, cfg config, tr *tokenRun) {
 		}
 		sent := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-		err := tr.session.Echo(rctx, "in flight")
+		err := cfg.call(rctx, tr.session, "in flight")
 		cancel()
 		tr.calls = append(tr.calls, call{sent: sent, done: time.Now(), outcome: classify(err), err: err})
 	}

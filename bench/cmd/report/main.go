@@ -1,7 +1,9 @@
 // Command report reads the JSON result lines of cmd/load (files named on
 // the command line, or stdin) and prints one Markdown table: per mode,
-// concurrency and number of tokens, the median over rounds of each metric
-// for every server, and the runtime's ratio to each peer and to the floor.
+// concurrency, number of tokens and tool, the median over rounds of each
+// metric for every server, each variant's ratio to the runtime, and the
+// runtime's (and the shipped binary's) ratio to each peer and to the
+// floor. A line before the table says which tool the rows call.
 //
 //	report results.jsonl
 package main
@@ -39,6 +41,9 @@ func run(files []string, stdin io.Reader, out io.Writer) error {
 	}
 	if len(all) == 0 {
 		return fmt.Errorf("no results")
+	}
+	if _, err := fmt.Fprintf(out, "%s\n\n", toolNote(all)); err != nil {
+		return err
 	}
 	return render(out, buildTable(all))
 }

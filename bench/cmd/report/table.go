@@ -16,6 +16,10 @@ import (
 // column order.
 const runtimeImpl = "runtime"
 
+// shippedImpl is the shipped binary with its default flags: besides its
+// ratio to the runtime it gets one to each of the others.
+const shippedImpl = "binary"
+
 var others = []string{"gosdk", "mcpgo", "floor"}
 
 // variantOrder is the column order of the runtime's variants: the same
@@ -59,20 +63,28 @@ var metrics = map[string][]metric{
 		{"p999 ms", "%.2f", lower, stats.Median, func(r result.Result) float64 { return r.P999Ms }},
 		{"server allocs/call", "%.0f", lower, stats.Median, func(r result.Result) float64 { return r.AllocsPerOp }},
 		{"server B/call", "%.0f", lower, stats.Median, func(r result.Result) float64 { return r.AllocBytesPerOp }},
+		{"server CPU µs/call", "%.1f", lower, stats.Median, cpu},
 		{"errors (max)", "%.0f", neither, maxOf, func(r result.Result) float64 { return float64(r.Errors) }},
 	},
 	result.ModeChurn: {
 		{"sessions/s", "%.0f", higher, stats.Median, func(r result.Result) float64 { return r.Rate }},
 		{"cycle p99 ms", "%.2f", lower, stats.Median, func(r result.Result) float64 { return r.P99Ms }},
+		{"server CPU µs/session", "%.1f", lower, stats.Median, cpu},
 		{"errors (max)", "%.0f", neither, maxOf, func(r result.Result) float64 { return float64(r.Errors) }},
 	},
 	result.ModeModernChurn: {
 		{"clients/s", "%.0f", higher, stats.Median, func(r result.Result) float64 { return r.Rate }},
 		{"cycle p99 ms", "%.2f", lower, stats.Median, func(r result.Result) float64 { return r.P99Ms }},
+		{"server CPU µs/client", "%.1f", lower, stats.Median, cpu},
 		{"errors (max)", "%.0f", neither, maxOf, func(r result.Result) float64 { return float64(r.Errors) }},
 	},
 	result.ModeIdle: {
-		{"live heap B/session", "%.0f", lower, stats.Median, func(r result.Result) float64 { return r.HeapPerSession }},
+		{"live heap B/session", "%.0f", lower, stats.Median, func(r result.Result) float64 {
+			if r.HeapUnmeasured {
+				return math.NaN() // the shipped binary: no garbage collection on demand
+			}
+			return r.HeapPerSession
+		}},
 		{"goroutine stack B/session", "%.0f", lower, stats.Median, func(r result.Result) float64 { return r.StackPerSession }},
 		{"RSS B/session", "%.0f", lower, stats.Median, func(r result.Result) float64 { return r.RSSPerSession }},
 		{"goroutines/session", "%.2f", lower, stats.Median, func(r result.Result) float64 { return r.GoroutinesPerSession }},
@@ -88,6 +100,15 @@ var metrics = map[string][]metric{
 	},
 }
 
+// cpu is the server's CPU time per operation; no value (NaN) in results
+// without it (older files, a server that did not know it).
+func cpu(r result.Result) float64 {
+	if r.CPUPerOpUs == 0 {
+		return math.NaN()
+	}
+	return r.CPUPerOpUs
+}
+
 // closing wraps a stream-closing metric: it has no value (NaN) in a run
 // where no stream closed.
 func closing(get func(result.Result) float64) func(result.Result) float64 {
@@ -101,11 +122,28 @@ func closing(get func(result.Result) float64) func(result.Result) float64 {
 
 var modeOrder = []string{result.ModeCalls, result.ModeModern, result.ModeChurn, result.ModeModernChurn, result.ModeIdle, result.ModeRevoke}
 
-// group is one mode at one concurrency over one number of tokens.
+// group is one mode at one concurrency over one number of tokens, on one
+// tool where the tool's calls are what the mode measures.
 type group struct {
 	mode     string
 	sessions int
-	tokens   int // one per session unless fewer
+	tokens   int    // one per session unless fewer
+	tool     string // "" in modes that do not measure calls
+}
+
+// toolModes are the modes whose figures are of the tool's calls: a row
+// of them compares servers on one tool. In the others (churn calls none;
+// idle's calls are a probe, revoke's the traffic around a revocation)
+// servers on different tools share a row.
+var toolModes = []string{result.ModeCalls, result.ModeModern, result.ModeModernChurn}
+
+// toolOf is the tool r called: echo unless it says (older result files
+// say nothing).
+func toolOf(r result.Result) string {
+	if r.Tool == "" {
+		return result.EchoTool
+	}
+	return r.Tool
 }
 
 // groupOf is r's group. A result without Tokens (older result files, and
@@ -115,16 +153,36 @@ func groupOf(r result.Result) group {
 	if g.tokens == 0 {
 		g.tokens = g.sessions
 	}
+	if slices.Contains(toolModes, r.Mode) {
+		g.tool = toolOf(r)
+	}
 	return g
 }
 
-// label is the group's part of a row label: "calls n=64", and
-// "calls n=64 tokens=1" where the sessions share tokens.
+// label is the group's part of a row label: "calls n=64", "calls n=64
+// tokens=1" where the sessions share tokens, and the tool in brackets
+// when it is not echo: "calls n=64 [runtime_capabilities]".
 func (g group) label() string {
+	l := fmt.Sprintf("%s n=%d", g.mode, g.sessions)
 	if g.tokens != g.sessions {
-		return fmt.Sprintf("%s n=%d tokens=%d", g.mode, g.sessions, g.tokens)
+		l += fmt.Sprintf(" tokens=%d", g.tokens)
 	}
-	return fmt.Sprintf("%s n=%d", g.mode, g.sessions)
+	if g.tool != "" && g.tool != result.EchoTool {
+		l += " [" + g.tool + "]"
+	}
+	return l
+}
+
+// toolRank orders a group's tools: echo first, then by name.
+func toolRank(a, b string) int {
+	return cmp.Or(-cmp.Compare(boolInt(a == result.EchoTool), boolInt(b == result.EchoTool)), cmp.Compare(a, b))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // cell is one server's figure in a row: its aggregate over rounds, and
@@ -177,7 +235,7 @@ func buildTable(rs []result.Result) table {
 	}
 	slices.SortFunc(groups, func(a, b group) int {
 		return cmp.Or(cmp.Compare(slices.Index(modeOrder, a.mode), slices.Index(modeOrder, b.mode)),
-			cmp.Compare(a.sessions, b.sessions), cmp.Compare(b.tokens, a.tokens))
+			cmp.Compare(a.sessions, b.sessions), cmp.Compare(b.tokens, a.tokens), toolRank(a.tool, b.tool))
 	})
 	t := table{variants: variants(present)}
 	t.impls = append(append([]string{runtimeImpl}, t.variants...), others...)
@@ -257,7 +315,8 @@ func (r row) ratio(num, den string) (ratio, bool) {
 }
 
 // ratios are the table's ratio columns: each variant over the runtime,
-// then the runtime over each of the others.
+// then the runtime over each of the others, then, when the shipped binary
+// ran, it over each of the others.
 func (t table) ratios() [][2]string {
 	var out [][2]string
 	for _, v := range t.variants {
@@ -265,6 +324,11 @@ func (t table) ratios() [][2]string {
 	}
 	for _, o := range others {
 		out = append(out, [2]string{runtimeImpl, o})
+	}
+	if slices.Contains(t.variants, shippedImpl) {
+		for _, o := range others {
+			out = append(out, [2]string{shippedImpl, o})
+		}
 	}
 	return out
 }
@@ -329,4 +393,51 @@ func (b better) String() string {
 		return "lower"
 	}
 	return "must be 0"
+}
+
+// toolNote says which tool the rows of rs call: the calls, modern and
+// modern-churn rows are one tool each (named when not echo); in the idle
+// and revoke rows each server called its own, named where not echo.
+func toolNote(rs []result.Result) string {
+	var tools []string
+	shared := map[string][]string{} // tool → servers, in idle and revoke
+	for _, r := range rs {
+		t := toolOf(r)
+		if slices.Contains(toolModes, r.Mode) {
+			if !slices.Contains(tools, t) {
+				tools = append(tools, t)
+			}
+			continue
+		}
+		if (r.Mode == result.ModeIdle || r.Mode == result.ModeRevoke) && t != result.EchoTool && !slices.Contains(shared[t], r.Impl) {
+			shared[t] = append(shared[t], r.Impl)
+		}
+	}
+	slices.SortFunc(tools, toolRank)
+	var b strings.Builder
+	b.WriteString(`Tools: a calls, modern or modern-churn row without a tool in brackets calls echo {"text": …} and checks the text`)
+	if len(tools) > 1 || (len(tools) == 1 && tools[0] != result.EchoTool) {
+		var named []string
+		for _, t := range tools {
+			if t != result.EchoTool {
+				named = append(named, t)
+			}
+		}
+		fmt.Fprintf(&b, "; a row marked [%s] calls it with {} on every server with a figure in it, and checks only that the result is complete, not an error", strings.Join(named, "], ["))
+		if slices.Contains(named, "runtime_capabilities") {
+			b.WriteString(" (runtime_capabilities: the runtime's built-in, which then serves its built-ins only as the shipped binary does; the peers' and the floor's a stand-in of the same result)")
+		}
+	}
+	b.WriteString(".")
+	names := make([]string, 0, len(shared))
+	for t := range shared {
+		names = append(names, t)
+	}
+	slices.Sort(names)
+	for _, t := range names {
+		impls := shared[t]
+		slices.Sort(impls)
+		fmt.Fprintf(&b, " In the idle and revoke rows %s called %s, the others echo: there the calls are a probe or the traffic around a revocation, not what is measured.", strings.Join(impls, " and "), t)
+	}
+	return b.String()
 }

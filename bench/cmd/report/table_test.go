@@ -164,3 +164,101 @@ func TestVariantsAndSpreads(t *testing.T) {
 		}
 	}
 }
+
+// TestToolRows: in the modes that measure calls a row is one tool, the
+// echo row first, so the shipped binary (on runtime_capabilities) is
+// compared with the runtime and the floor on the same tool only, and its
+// ratios to the others get columns; in idle and revoke the servers share
+// a row whatever they called, and the binary's live heap, which it cannot
+// collect on demand, has no value while its RSS has.
+func TestToolRows(t *testing.T) {
+	const caps = "runtime_capabilities"
+	tb := buildTable([]result.Result{
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 16, Rate: 1000},
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 800, CPUPerOpUs: 100},
+		{Impl: "binary", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 600, CPUPerOpUs: 120},
+		{Impl: "floor", Mode: result.ModeCalls, Sessions: 16, Tool: "echo", Rate: 2000},
+		{Impl: "floor", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 1200},
+		{Impl: "runtime", Mode: result.ModeIdle, Sessions: 100, HeapPerSession: 1500, RSSPerSession: 2000},
+		{Impl: "binary", Mode: result.ModeIdle, Sessions: 100, Tool: caps, HeapUnmeasured: true, HeapPerSession: 9, RSSPerSession: 3000},
+	})
+	rows := map[string]row{}
+	var labels []string
+	for _, r := range tb.rows {
+		rows[r.label] = r
+		if strings.HasSuffix(r.label, "calls/s") {
+			labels = append(labels, r.label)
+		}
+	}
+	if want := []string{"calls n=16 calls/s", "calls n=16 [runtime_capabilities] calls/s"}; strings.Join(labels, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("rate rows %q, want %q", labels, want)
+	}
+	echo, capsRow := rows["calls n=16 calls/s"], rows["calls n=16 [runtime_capabilities] calls/s"]
+	if v, ok := echo.value("floor"); !ok || v != 2000 {
+		t.Errorf("floor on echo = %v, %v; want 2000 (a result naming echo joins the unnamed)", v, ok)
+	}
+	if _, ok := echo.value("binary"); ok {
+		t.Error("the binary has a figure in the echo row")
+	}
+	if q, ok := capsRow.ratio("binary", "runtime"); !ok || q.v != 0.75 {
+		t.Errorf("binary/rt on runtime_capabilities = %+v, %v; want 0.75", q, ok)
+	}
+	if q, ok := capsRow.ratio("binary", "floor"); !ok || q.v != 0.5 {
+		t.Errorf("binary/floor on runtime_capabilities = %+v, %v; want 0.5", q, ok)
+	}
+	if q, ok := rows["calls n=16 [runtime_capabilities] server CPU µs/call"].ratio("binary", "runtime"); !ok || q.v != 1.2 {
+		t.Errorf("binary/rt CPU per call = %+v, %v; want 1.2", q, ok)
+	}
+	if v, ok := rows["calls n=16 server CPU µs/call"].value("floor"); ok {
+		t.Errorf("floor CPU per call = %v: a result without one", v)
+	}
+	heap, rss := rows["idle n=100 live heap B/session"], rows["idle n=100 RSS B/session"]
+	if v, ok := heap.value("binary"); ok {
+		t.Errorf("binary live heap = %v: a heap it could not collect", v)
+	}
+	if v, ok := heap.value("runtime"); !ok || v != 1500 {
+		t.Errorf("runtime live heap = %v, %v; want 1500", v, ok)
+	}
+	if q, ok := rss.ratio("binary", "runtime"); !ok || q.v != 1.5 {
+		t.Errorf("binary/rt RSS = %+v, %v; want 1.5 in the shared idle row", q, ok)
+	}
+	var b strings.Builder
+	if err := render(&b, tb); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| metric | runtime | binary | gosdk | mcpgo | floor | binary/rt | rt/gosdk | rt/mcpgo | rt/floor | binary/gosdk | binary/mcpgo | binary/floor | better |"; !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
+	}
+}
+
+func TestToolNote(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rs       []result.Result
+		has, not []string
+	}{
+		{"echo only", []result.Result{{Impl: "runtime", Mode: result.ModeCalls}, {Impl: "runtime", Mode: result.ModeIdle}},
+			[]string{`calls echo {"text": …}`}, []string{"[", "idle and revoke"}},
+		{"with the binary", []result.Result{
+			{Impl: "runtime", Mode: result.ModeCalls},
+			{Impl: "binary", Mode: result.ModeCalls, Tool: "runtime_capabilities"},
+			{Impl: "binary-raised", Mode: result.ModeRevoke, Tool: "runtime_capabilities"},
+			{Impl: "binary", Mode: result.ModeIdle, Tool: "runtime_capabilities"},
+			{Impl: "runtime", Mode: result.ModeRevoke},
+		}, []string{"a row marked [runtime_capabilities] calls it with {}", "stand-in", "In the idle and revoke rows binary and binary-raised called runtime_capabilities"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			note := toolNote(tc.rs)
+			for _, s := range tc.has {
+				if !strings.Contains(note, s) {
+					t.Errorf("note lacks %q: %s", s, note)
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(note, s) {
+					t.Errorf("note has %q: %s", s, note)
+				}
+			}
+		})
+	}
+}

@@ -1,8 +1,8 @@
 // Package mcpclient is a minimal MCP Streamable HTTP client on net/http,
 // just enough to drive benchmark load against any server: initialize (with
 // the Mcp-Session-Id and the negotiated MCP-Protocol-Version), the
-// initialized notification, tools/call of an echo tool, DELETE, and the
-// standalone GET event stream. Replies may be application/json or
+// initialized notification, tools/call of an echo tool or of any tool
+// without arguments, DELETE, and the standalone GET event stream. Replies may be application/json or
 // text/event-stream; see ReadSSEReply.
 //
 // It is deliberately not an SDK: it allocates little, checks only what the
@@ -64,8 +64,8 @@ type RPCError struct {
 
 func (e *RPCError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
 
-// ToolError is a tools/call result that is not the expected echo: isError
-// set, or another text.
+// ToolError is a tools/call result that is not the expected one: isError
+// set, another text than the echo's, or an incomplete result.
 type ToolError struct{ Text string }
 
 func (e *ToolError) Error() string { return "tool result: " + e.Text }
@@ -119,7 +119,7 @@ func (c *Client) Initialize(ctx context.Context, token string) (*Session, error)
 	s := &Session{client: c, auth: "Bearer " + token}
 	id := s.nextID.Add(1)
 	body := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":%q,"capabilities":{},"clientInfo":{"name":"mcpbench","version":"1"}}}`, id, ProtocolVersion)
-	res, hdr, err := s.post(ctx, "initialize", body, id)
+	res, hdr, err := s.post(ctx, "initialize", "", body, id)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (c *Client) Initialize(ctx context.Context, token string) (*Session, error)
 	if s.Version == "" {
 		s.Version = ProtocolVersion
 	}
-	if _, _, err := s.post(ctx, "notifications/initialized", []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), 0); err != nil {
+	if _, _, err := s.post(ctx, "notifications/initialized", "", []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), 0); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -150,11 +150,28 @@ func (s *Session) Echo(ctx context.Context, text string) error {
 	} else {
 		body = EchoRequest(nil, id, text)
 	}
-	res, _, err := s.post(ctx, "tools/call", body, id)
+	res, _, err := s.post(ctx, "tools/call", EchoTool, body, id)
 	if err != nil {
 		return err
 	}
 	return checkEcho(res, text)
+}
+
+// EchoTool is the name of the echo tool.
+const EchoTool = "echo"
+
+// CallTool is one tools/call of the tool named name with no arguments
+// ({}); it fails unless the result is a complete one (content present)
+// without isError. What the content says is not checked: the tool is
+// another server's (runtime_capabilities of the shipped binary), whose
+// answer the load generator cannot predict.
+func (s *Session) CallTool(ctx context.Context, name string) error {
+	id := s.nextID.Add(1)
+	res, _, err := s.post(ctx, "tools/call", name, ToolRequest(nil, id, name, s.Modern), id)
+	if err != nil {
+		return err
+	}
+	return checkComplete(res)
 }
 
 // Discover is one server/discover of a Stateless session; it fails unless
@@ -164,7 +181,7 @@ func (s *Session) Discover(ctx context.Context) error {
 		return errors.New("server/discover: not a 2026-07-28 session")
 	}
 	id := s.nextID.Add(1)
-	res, _, err := s.post(ctx, "server/discover", ModernDiscoverRequest(nil, id), id)
+	res, _, err := s.post(ctx, "server/discover", "", ModernDiscoverRequest(nil, id), id)
 	if err != nil {
 		return err
 	}
@@ -212,6 +229,23 @@ func ModernEchoRequest(dst []byte, id int64, text string) []byte {
 	return append(dst, `}}`...)
 }
 
+// ToolRequest appends the JSON-RPC tools/call request of the tool named
+// name with no arguments to dst, with the per-request _meta when modern
+// (2026-07-28).
+func ToolRequest(dst []byte, id int64, name string, modern bool) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = strconv.AppendInt(dst, id, 10)
+	dst = append(dst, `,"method":"tools/call","params":{"name":`...)
+	quoted, _ := json.Marshal(name) // a string always marshals
+	dst = append(dst, quoted...)
+	dst = append(dst, `,"arguments":{}`...)
+	if modern {
+		dst = append(dst, ',')
+		dst = append(dst, modernMeta...)
+	}
+	return append(dst, `}}`...)
+}
+
 // ModernDiscoverRequest appends the 2026-07-28 server/discover request to
 // dst.
 func ModernDiscoverRequest(dst []byte, id int64) []byte {
@@ -240,9 +274,35 @@ func checkEcho(res json.RawMessage, text string) error {
 	return nil
 }
 
+// checkComplete checks that a tools/call result is complete and not an
+// error: a content array with at least one block, each with a type,
+// isError absent or false, and no resultType other than "complete" (a
+// 2026-07-28 server may answer input_required instead).
+func checkComplete(res json.RawMessage) error {
+	var r struct {
+		Content []struct {
+			Type string `json:"type"`
+		} `json:"content"`
+		IsError    bool   `json:"isError"`
+		ResultType string `json:"resultType"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return fmt.Errorf("tools/call result: %w", err)
+	}
+	if r.IsError || len(r.Content) == 0 || (r.ResultType != "" && r.ResultType != "complete") {
+		return &ToolError{Text: string(res)}
+	}
+	for _, c := range r.Content {
+		if c.Type == "" {
+			return &ToolError{Text: string(res)}
+		}
+	}
+	return nil
+}
+
 // Delete ends the session (HTTP DELETE). Any 2xx is success.
 func (s *Session) Delete(ctx context.Context) error {
-	req, err := s.request(ctx, http.MethodDelete, "", nil)
+	req, err := s.request(ctx, http.MethodDelete, "", "", nil)
 	if err != nil {
 		return err
 	}
@@ -258,9 +318,10 @@ func (s *Session) Delete(ctx context.Context) error {
 }
 
 // request builds a request carrying the session's headers; rpcMethod is
-// the JSON-RPC method of a POST ("" otherwise), mirrored in Mcp-Method (and
-// the echo tool's name in Mcp-Name) by a Stateless session.
-func (s *Session) request(ctx context.Context, method, rpcMethod string, body []byte) (*http.Request, error) {
+// the JSON-RPC method of a POST ("" otherwise) and tool the name a
+// tools/call calls, mirrored in Mcp-Method and Mcp-Name by a Stateless
+// session.
+func (s *Session) request(ctx context.Context, method, rpcMethod, tool string, body []byte) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -279,18 +340,19 @@ func (s *Session) request(ctx context.Context, method, rpcMethod string, body []
 	}
 	if s.Modern && rpcMethod != "" {
 		h["Mcp-Method"] = []string{rpcMethod}
-		if rpcMethod == "tools/call" {
-			h["Mcp-Name"] = []string{"echo"} // the only tool the harness calls
+		if tool != "" {
+			h["Mcp-Name"] = []string{tool}
 		}
 	}
 	return req, nil
 }
 
-// post sends one JSON-RPC message. For a request (id > 0) it returns the
-// result of the response with that id; for a notification (id 0) it
-// expects an empty 2xx answer.
-func (s *Session) post(ctx context.Context, method string, body []byte, id int64) (json.RawMessage, http.Header, error) {
-	req, err := s.request(ctx, http.MethodPost, method, body)
+// post sends one JSON-RPC message; tool is the tool a tools/call calls
+// ("" otherwise). For a request (id > 0) it returns the result of the
+// response with that id; for a notification (id 0) it expects an empty
+// 2xx answer.
+func (s *Session) post(ctx context.Context, method, tool string, body []byte, id int64) (json.RawMessage, http.Header, error) {
+	req, err := s.request(ctx, http.MethodPost, method, tool, body)
 	if err != nil {
 		return nil, nil, err
 	}

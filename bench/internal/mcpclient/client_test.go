@@ -83,6 +83,9 @@ func TestSessionRoundTrip(t *testing.T) {
 			if err := s.Echo(ctx, `say "hi" \ é`); err != nil {
 				t.Fatalf("Echo: %v", err)
 			}
+			if err := s.CallTool(ctx, "other"); err != nil {
+				t.Fatalf("CallTool: %v", err)
+			}
 			if err := s.Delete(ctx); err != nil {
 				t.Fatalf("Delete: %v", err)
 			}
@@ -116,6 +119,58 @@ func TestEchoRequestIsValidJSON(t *testing.T) {
 	}
 	if v.ID != 42 || v.Params.Name != "echo" || v.Params.Arguments.Text != "a\"b\n\x01" {
 		t.Fatalf("decoded %+v", v)
+	}
+}
+
+// TestToolRequest checks the request of a tool called without arguments,
+// in both eras: the tool's name, empty arguments, and _meta only when
+// modern.
+func TestToolRequest(t *testing.T) {
+	for _, modern := range []bool{false, true} {
+		b := ToolRequest(nil, 7, `odd"name`, modern)
+		var v struct {
+			ID     int64  `json:"id"`
+			Method string `json:"method"`
+			Params struct {
+				Name      string         `json:"name"`
+				Arguments map[string]any `json:"arguments"`
+				Meta      map[string]any `json:"_meta"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("modern %v: %s: %v", modern, b, err)
+		}
+		if v.ID != 7 || v.Method != "tools/call" || v.Params.Name != `odd"name` || v.Params.Arguments == nil || len(v.Params.Arguments) != 0 {
+			t.Errorf("modern %v: decoded %+v from %s", modern, v, b)
+		}
+		if got := v.Params.Meta["io.modelcontextprotocol/protocolVersion"]; (got == ModernVersion) != modern || (v.Params.Meta == nil) == modern {
+			t.Errorf("modern %v: _meta %v", modern, v.Params.Meta)
+		}
+	}
+}
+
+// TestCheckComplete pins what CallTool accepts: a complete result with
+// content, whatever the content says; never an error result, an empty
+// one, or another resultType.
+func TestCheckComplete(t *testing.T) {
+	for _, tc := range []struct {
+		name, result string
+		ok           bool
+	}{
+		{"text and structured", `{"content":[{"type":"text","text":"{}"}],"structuredContent":{"tools":[]}}`, true},
+		{"complete", `{"content":[{"type":"text","text":"x"}],"isError":false,"resultType":"complete"}`, true},
+		{"isError", `{"content":[{"type":"text","text":"no such tool"}],"isError":true}`, false},
+		{"no content", `{"structuredContent":{}}`, false},
+		{"empty content", `{"content":[]}`, false},
+		{"untyped block", `{"content":[{"text":"x"}]}`, false},
+		{"input required", `{"content":[{"type":"text","text":"x"}],"resultType":"input_required"}`, false},
+		{"not JSON", `[`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := checkComplete(json.RawMessage(tc.result)); (err == nil) != tc.ok {
+				t.Errorf("checkComplete(%s) = %v, want ok %v", tc.result, err, tc.ok)
+			}
+		})
 	}
 }
 
@@ -167,7 +222,7 @@ func TestStreamClosedAt(t *testing.T) {
 // only for tools/call, and never a session id.
 func TestStatelessHeaders(t *testing.T) {
 	type seen struct{ method, header, name, session, version, meta string }
-	got := make(chan seen, 2)
+	got := make(chan seen, 3)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var msg struct {
 			ID     json.RawMessage `json:"id"`
@@ -199,9 +254,13 @@ func TestStatelessHeaders(t *testing.T) {
 	if err := s.Echo(ctx, "hi"); err != nil {
 		t.Fatalf("Echo: %v", err)
 	}
+	if err := s.CallTool(ctx, "runtime_capabilities"); err != nil {
+		t.Fatalf("CallTool: %v", err)
+	}
 	for _, want := range []seen{
 		{method: "server/discover", header: "server/discover", version: ModernVersion, meta: ModernVersion},
 		{method: "tools/call", header: "tools/call", name: "echo", version: ModernVersion, meta: ModernVersion},
+		{method: "tools/call", header: "tools/call", name: "runtime_capabilities", version: ModernVersion, meta: ModernVersion},
 	} {
 		if g := <-got; g != want {
 			t.Errorf("request %+v, want %+v", g, want)

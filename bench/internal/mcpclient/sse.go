@@ -113,7 +113,7 @@ type Stream struct {
 // OpenStream opens the session's GET stream and returns once the server
 // answered 200. ctx bounds the whole stream, not just the open.
 func (s *Session) OpenStream(ctx context.Context) (*Stream, error) {
-	req, err := s.request(ctx, http.MethodGet, "", nil)
+	req, err := s.request(ctx, http.MethodGet, "", "", nil)
 	if err != nil {
 		return nil, err
 	}

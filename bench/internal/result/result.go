@@ -11,6 +11,10 @@ import (
 	"strings"
 )
 
+// EchoTool is the tool every server of the bench but the shipped binary
+// serves: {"text": …} in, that text out.
+const EchoTool = "echo"
+
 // Modes of cmd/load.
 const (
 	ModeCalls  = "calls"
@@ -29,6 +33,11 @@ type Result struct {
 	Impl  string `json:"impl"`
 	Mode  string `json:"mode"`
 	Round int    `json:"round,omitempty"`
+	// Tool is the tool the run's tools/call called: "echo" (with its
+	// text, checked), or another called with {} whose result is only
+	// checked to be complete (the shipped binary has no echo). Empty in
+	// results written before the field: echo.
+	Tool string `json:"tool,omitempty"`
 	// Sessions is the concurrency: sessions (calls, idle), loops (churn) or
 	// tokens (revoke).
 	Sessions int `json:"sessions"`
@@ -50,10 +59,18 @@ type Result struct {
 	// per call (calls), counted over the measured window.
 	AllocsPerOp     float64 `json:"allocs_per_op,omitempty"`
 	AllocBytesPerOp float64 `json:"alloc_bytes_per_op,omitempty"`
+	// CPUPerOpUs is the server process's CPU time per operation (call,
+	// session or client), in µs, over the measured window: less disturbed
+	// by a busy machine than the rates.
+	CPUPerOpUs float64 `json:"cpu_us_per_op,omitempty"`
 
 	// Idle: live heap, goroutine stack and RSS growth per held session, in
 	// bytes, and the server's goroutines per session.
-	HeapPerSession       float64 `json:"heap_per_session,omitempty"`
+	HeapPerSession float64 `json:"heap_per_session,omitempty"`
+	// HeapUnmeasured: the server could not collect garbage before its
+	// memory was read (the shipped binary, a child process), so its heap
+	// holds garbage too and HeapPerSession is not given; RSS still is.
+	HeapUnmeasured       bool    `json:"heap_unmeasured,omitempty"`
 	StackPerSession      float64 `json:"stack_per_session,omitempty"`
 	RSSPerSession        float64 `json:"rss_per_session,omitempty"`
 	GoroutinesPerSession float64 `json:"goroutines_per_session,omitempty"`
@@ -75,15 +92,24 @@ func (r Result) String() string {
 	if r.Tokens != 0 && r.Tokens != r.Sessions {
 		fmt.Fprintf(&b, " tokens=%d", r.Tokens)
 	}
+	if r.Tool != "" && r.Tool != EchoTool {
+		fmt.Fprintf(&b, " [%s]", r.Tool)
+	}
 	switch r.Mode {
 	case ModeCalls, ModeModern:
-		fmt.Fprintf(&b, " %9.0f calls/s  p50 %7.2f ms  p99 %8.2f ms  p999 %8.2f ms  %5.0f allocs/call %6.0f B/call",
-			r.Rate, r.P50Ms, r.P99Ms, r.P999Ms, r.AllocsPerOp, r.AllocBytesPerOp)
+		fmt.Fprintf(&b, " %9.0f calls/s  p50 %7.2f ms  p99 %8.2f ms  p999 %8.2f ms  %5.0f allocs/call %6.0f B/call %6.1f µs CPU/call",
+			r.Rate, r.P50Ms, r.P99Ms, r.P999Ms, r.AllocsPerOp, r.AllocBytesPerOp, r.CPUPerOpUs)
 	case ModeChurn:
-		fmt.Fprintf(&b, " %9.0f sessions/s  p99 %8.2f ms", r.Rate, r.P99Ms)
+		fmt.Fprintf(&b, " %9.0f sessions/s  p99 %8.2f ms  %6.1f µs CPU/session", r.Rate, r.P99Ms, r.CPUPerOpUs)
 	case ModeModernChurn:
-		fmt.Fprintf(&b, " %9.0f clients/s  p99 %8.2f ms", r.Rate, r.P99Ms)
+		fmt.Fprintf(&b, " %9.0f clients/s  p99 %8.2f ms  %6.1f µs CPU/client", r.Rate, r.P99Ms, r.CPUPerOpUs)
 	case ModeIdle:
+		if r.HeapUnmeasured {
+			b.WriteString("      ? B heap/session (not collected)")
+			fmt.Fprintf(&b, "  %6.0f B stack/session  %6.0f B RSS/session  %.2f goroutines/session  (opened at %.0f/s)",
+				r.StackPerSession, r.RSSPerSession, r.GoroutinesPerSession, r.Rate)
+			break
+		}
 		fmt.Fprintf(&b, " %6.0f B heap/session  %6.0f B stack/session  %6.0f B RSS/session  %.2f goroutines/session  (opened at %.0f/s)",
 			r.HeapPerSession, r.StackPerSession, r.RSSPerSession, r.GoroutinesPerSession, r.Rate)
 	case ModeRevoke:
@@ -98,8 +124,11 @@ func (r Result) String() string {
 }
 
 // ServerStats is what a server's /bench/stats returns: its process's
-// memory after two garbage collections.
+// memory after two garbage collections, or, where the server cannot
+// collect (Collected false: the shipped binary, read from its /metrics),
+// as it is.
 type ServerStats struct {
+	Collected    bool   `json:"collected"`  // read after forced garbage collections
 	HeapAlloc    uint64 `json:"heap_alloc"` // live heap, bytes
 	HeapInuse    uint64 `json:"heap_inuse"`
 	StackInuse   uint64 `json:"stack_inuse"` // goroutine stacks, bytes (not in the heap)
@@ -108,10 +137,14 @@ type ServerStats struct {
 }
 
 // AllocCounts is what a server's /bench/allocs returns: its cumulative heap
-// allocations, read without stopping the world.
+// allocations, read without stopping the world, and its process's CPU
+// time.
 type AllocCounts struct {
 	Objects uint64 `json:"objects"`
 	Bytes   uint64 `json:"bytes"`
+	// CPUNanos is the server process's user and system CPU time, from
+	// /proc/<pid>/stat (10 ms ticks); 0 where unknown.
+	CPUNanos uint64 `json:"cpu_ns,omitempty"`
 }
 
 // Read decodes the JSON lines of r: every line that starts with '{'.

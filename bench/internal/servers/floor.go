@@ -14,14 +14,15 @@ import (
 type floorServer struct {
 	peer
 	handler http.Handler
+	tool    string // EchoTool or CapabilitiesTool
 }
 
 // maxFloorBody bounds a POST body.
 const maxFloorBody = 4 << 20
 
-func newFloor() *floorServer {
-	s := &floorServer{}
-	s.handler = s.mount(http.HandlerFunc(serveFloor))
+func newFloor(tool string) *floorServer {
+	s := &floorServer{tool: tool}
+	s.handler = s.mount(http.HandlerFunc(s.serve))
 	return s
 }
 
@@ -62,11 +63,23 @@ type floorContent struct {
 }
 
 type floorCallResult struct {
-	Content []floorContent `json:"content"`
-	IsError bool           `json:"isError"`
+	Content           []floorContent `json:"content"`
+	StructuredContent any            `json:"structuredContent,omitempty"`
+	IsError           bool           `json:"isError"`
 }
 
-func serveFloor(w http.ResponseWriter, r *http.Request) {
+// floorCapabilities is the stand-in runtime_capabilities's result: the map
+// as structuredContent and its JSON as the text block.
+func floorCapabilities() (floorCallResult, error) {
+	v := capabilities()
+	b, err := json.Marshal(v)
+	if err != nil {
+		return floorCallResult{}, err
+	}
+	return floorCallResult{Content: []floorContent{{Type: "text", Text: string(b)}}, StructuredContent: v}, nil
+}
+
+func (s *floorServer) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPost:
 	case http.MethodDelete:
@@ -97,8 +110,15 @@ func serveFloor(w http.ResponseWriter, r *http.Request) {
 		resp.Result = floorInit
 	case req.Method == "server/discover":
 		resp.Result = floorDiscover
-	case req.Method == "tools/call" && req.Params.Name == "echo":
+	case req.Method == "tools/call" && req.Params.Name == s.tool && s.tool == EchoTool:
 		resp.Result = floorCallResult{Content: []floorContent{{Type: "text", Text: req.Params.Arguments.Text}}}
+	case req.Method == "tools/call" && req.Params.Name == s.tool:
+		res, err := floorCapabilities()
+		if err != nil {
+			resp.Error = &floorError{Code: -32603, Message: "internal error"}
+			break
+		}
+		resp.Result = res
 	case req.Method == "tools/call":
 		resp.Error = &floorError{Code: -32602, Message: "unknown tool"}
 	default:

@@ -22,7 +22,11 @@ type goSDKServer struct {
 
 func newGoSDK(opts Options) *goSDKServer {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "gosdk-bench", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: echoDescription}, goSDKEcho)
+	if opts.Tool == CapabilitiesTool {
+		mcp.AddTool(srv, &mcp.Tool{Name: CapabilitiesTool, Description: capabilitiesDescription}, goSDKCapabilities)
+	} else {
+		mcp.AddTool(srv, &mcp.Tool{Name: EchoTool, Description: echoDescription}, goSDKEcho)
+	}
 	get := func(*http.Request) *mcp.Server { return srv }
 	stateful := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Logger: opts.Logger})
 	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Logger: opts.Logger, Stateless: true})
@@ -39,6 +43,12 @@ func newGoSDK(opts Options) *goSDKServer {
 
 func goSDKEcho(_ context.Context, _ *mcp.CallToolRequest, args echoArgs) (*mcp.CallToolResult, any, error) {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: args.Text}}}, nil, nil
+}
+
+// goSDKCapabilities is the stand-in runtime_capabilities: the SDK puts the
+// map in structuredContent and its JSON in a text block.
+func goSDKCapabilities(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, map[string]any, error) {
+	return nil, capabilities(), nil
 }
 
 func (s *goSDKServer) Handler() http.Handler { return s.handler }

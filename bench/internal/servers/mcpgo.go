@@ -2,6 +2,7 @@ package servers
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -16,10 +17,14 @@ type mcpGoServer struct {
 
 func newMCPGo(opts Options) *mcpGoServer {
 	srv := server.NewMCPServer("mcpgo-bench", "1", server.WithToolCapabilities(false))
-	srv.AddTool(mcp.NewTool("echo",
-		mcp.WithDescription(echoDescription),
-		mcp.WithString("text", mcp.Required()),
-	), mcpGoEcho)
+	if opts.Tool == CapabilitiesTool {
+		srv.AddTool(mcp.NewTool(CapabilitiesTool, mcp.WithDescription(capabilitiesDescription)), mcpGoCapabilities)
+	} else {
+		srv.AddTool(mcp.NewTool(EchoTool,
+			mcp.WithDescription(echoDescription),
+			mcp.WithString("text", mcp.Required()),
+		), mcpGoEcho)
+	}
 	h := server.NewStreamableHTTPServer(srv,
 		server.WithStateful(true),
 		server.WithStreamableHTTPLogger(opts.Logger),
@@ -35,6 +40,17 @@ func mcpGoEcho(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult,
 		return mcp.NewToolResultError(err.Error()), nil
 	}
 	return mcp.NewToolResultText(text), nil
+}
+
+// mcpGoCapabilities is the stand-in runtime_capabilities: the map as
+// structuredContent and its JSON as the text block.
+func mcpGoCapabilities(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	v := capabilities()
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return mcp.NewToolResultStructured(v, string(b)), nil
 }
 
 func (s *mcpGoServer) Handler() http.Handler { return s.handler }

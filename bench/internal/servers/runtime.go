@@ -17,8 +17,8 @@ import (
 	"github.com/agenthost/mcpruntime/admin"
 )
 
-// runtimeServer is the runtime serving echo as a read tool to client
-// grants.
+// runtimeServer is the runtime serving echo as a read tool, or only its
+// built-ins (runtime_capabilities among them), to client grants.
 type runtimeServer struct {
 	rt      *mcpruntime.Runtime
 	handler http.Handler
@@ -41,13 +41,18 @@ func newRuntime(opts Options, audit, events bool) (*runtimeServer, error) {
 		return nil, fmt.Errorf("start runtime: %w", err)
 	}
 	s := &runtimeServer{rt: rt, clients: map[string]string{}}
-	if err := rt.RegisterTool(mcpruntime.Tool{
-		Tool:    mcp.Tool{Name: "echo", Description: echoDescription, InputSchema: json.RawMessage(echoSchema)},
-		Access:  mcpruntime.AccessRead,
-		Handler: runtimeEcho,
-	}); err != nil {
-		rt.Close()
-		return nil, fmt.Errorf("register echo: %w", err)
+	// With CapabilitiesTool the runtime serves its built-ins only, as the
+	// shipped binary does: the tools runtime_capabilities lists are the
+	// same.
+	if opts.Tool == EchoTool {
+		if err := rt.RegisterTool(mcpruntime.Tool{
+			Tool:    mcp.Tool{Name: EchoTool, Description: echoDescription, InputSchema: json.RawMessage(echoSchema)},
+			Access:  mcpruntime.AccessRead,
+			Handler: runtimeEcho,
+		}); err != nil {
+			rt.Close()
+			return nil, fmt.Errorf("register echo: %w", err)
+		}
 	}
 	h, err := rt.MCPHandler(mcpruntime.MCPOptions{
 		MaxSessions:             opts.MaxSessions,

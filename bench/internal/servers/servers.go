@@ -1,7 +1,14 @@
 // Package servers builds the benchmarked MCP servers. Each serves the same
-// "echo" tool (arguments {"text": string}, result: that text) on /mcp
-// behind bearer authentication, and can mint and revoke tokens for the
-// load generator:
+// one tool on /mcp behind bearer authentication, and can mint and revoke
+// tokens for the load generator. The tool (Options.Tool) is "echo"
+// (arguments {"text": string}, result: that text) unless it is
+// "runtime_capabilities" (arguments {}, result: who the caller is and
+// which tools it may call, as structuredContent and as its JSON text): the
+// runtime's built-in, the one read tool the shipped binary has that needs
+// no thread. The runtime then serves its built-ins only, as the binary
+// does; the peers and the floor serve a stand-in that builds the same
+// result (the same keys and values, a map encoded as JSON twice) for
+// every caller. The implementations:
 //
 //   - runtime: this module's runtime; tokens are real client grants, one
 //     grant per token, revoked with Runtime.RevokeClient.
@@ -16,6 +23,9 @@
 //     2026-07-28 requests itself, statelessly, beside its sessions.
 //   - floor: a bare net/http JSON-RPC handler with no MCP sessions, the
 //     cost of HTTP and JSON alone.
+//   - binary, binary-raised: the shipped `runtime serve` in a child
+//     process (StartBinary), with its default flags or its session caps
+//     raised as the runtime's here; not built by New.
 //
 // The runtime and mcpgo serve both eras on one handler, as the
 // specification allows; go-sdk v1.8.0 needs one handler per era.
@@ -33,8 +43,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+
+	"github.com/agenthost/mcpruntime/bench/internal/result"
 )
 
 // Names of the implementations, as -impl takes them.
@@ -46,10 +59,22 @@ const (
 	GoSDK           = "gosdk"
 	MCPGo           = "mcpgo"
 	Floor           = "floor"
+	Binary          = "binary"
+	BinaryRaised    = "binary-raised"
 )
 
-// Names lists every implementation.
+// Names lists every implementation New builds, in this process.
 var Names = []string{Runtime, RuntimeAudit, RuntimeEvents, RuntimeObserved, GoSDK, MCPGo, Floor}
+
+// Shipped lists the implementations that are the shipped binary in a
+// child process (StartBinary).
+var Shipped = []string{Binary, BinaryRaised}
+
+// The tools a server may serve (Options.Tool).
+const (
+	EchoTool         = result.EchoTool
+	CapabilitiesTool = "runtime_capabilities"
+)
 
 // ErrUnknownToken is returned by Revoke for a token the server never
 // issued or already revoked.
@@ -73,6 +98,28 @@ const modernVersion = "2026-07-28"
 // versions are dates, so they compare as strings (go-sdk does the same).
 func modernHeader(h http.Header) bool {
 	return h.Get("MCP-Protocol-Version") >= modernVersion
+}
+
+// capabilitiesDescription is the stand-in runtime_capabilities's
+// description.
+const capabilitiesDescription = "Who the caller is, its capabilities, and which tools it may call now."
+
+// standInClientID is the clientId of the stand-in's result: the peers have
+// no client grants; it has the length of the runtime's ids.
+const standInClientID = "cl_00000000000000000000000000000000"
+
+// capabilities is the stand-in runtime_capabilities's result for a
+// read-only client, the keys and values of the runtime's answer to a
+// read-only client grant when it serves its built-ins only. A fresh map
+// per call, as the runtime builds one.
+func capabilities() map[string]any {
+	return map[string]any{
+		"namespaceKind": "client",
+		"capabilities":  []string{},
+		"tools":         []string{"runtime_capabilities", "thread_list", "thread_read"},
+		"clientId":      standInClientID,
+		"access":        "read-only",
+	}
 }
 
 // echoArgs are the echo tool's arguments.
@@ -99,6 +146,9 @@ type Options struct {
 	// caps (the peers have none). Zero: the runtime's defaults.
 	MaxSessions             int
 	MaxSessionsPerNamespace int
+	// Tool is the one tool served: EchoTool or CapabilitiesTool. Zero:
+	// EchoTool.
+	Tool string
 	// Logger receives the servers' logs.
 	Logger *slog.Logger
 }
@@ -107,6 +157,16 @@ type Options struct {
 func New(name string, opts Options) (Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	switch opts.Tool {
+	case "":
+		opts.Tool = EchoTool
+	case EchoTool, CapabilitiesTool:
+	default:
+		return nil, fmt.Errorf("tool %q: the servers serve %s or %s", opts.Tool, EchoTool, CapabilitiesTool)
+	}
+	if slices.Contains(Shipped, name) {
+		return nil, fmt.Errorf("%s is the shipped binary in a child process: see StartBinary", name)
 	}
 	switch name {
 	case Runtime:
@@ -122,9 +182,9 @@ func New(name string, opts Options) (Server, error) {
 	case MCPGo:
 		return newMCPGo(opts), nil
 	case Floor:
-		return newFloor(), nil
+		return newFloor(opts.Tool), nil
 	}
-	return nil, fmt.Errorf("unknown implementation %q (want one of %s)", name, strings.Join(Names, ", "))
+	return nil, fmt.Errorf("unknown implementation %q (want one of %s)", name, strings.Join(append(slices.Clone(Names), Shipped...), ", "))
 }
 
 // TokenSet is the peers' credential store: a set of random bearer tokens.

@@ -1,6 +1,7 @@
 package servers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -8,8 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agenthost/mcpruntime/bench/internal/mcpclient"
 	"github.com/agenthost/mcpruntime/bench/internal/result"
@@ -115,6 +119,117 @@ func TestEveryServerServesModern(t *testing.T) {
 	}
 }
 
+// TestEveryServerServesCapabilities: with Options.Tool CapabilitiesTool,
+// every implementation serves runtime_capabilities in both eras, a
+// complete result whose structuredContent has the keys and values of the
+// runtime's (the peers' is a stand-in; only the client id differs), with
+// its JSON as the text block; and echo is not served.
+func TestEveryServerServesCapabilities(t *testing.T) {
+	var want map[string]any // the runtime's, first in Names
+	for _, name := range Names {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			srv, err := New(name, Options{Tool: CapabilitiesTool, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			defer srv.Close()
+			hs := httptest.NewServer(srv.Handler())
+			defer hs.Close()
+			toks, err := srv.IssueTokens(ctx, 1)
+			if err != nil {
+				t.Fatalf("IssueTokens: %v", err)
+			}
+			c := &mcpclient.Client{HTTP: mcpclient.NewHTTPClient(4), URL: hs.URL + Path}
+			legacy, err := c.Initialize(ctx, toks[0])
+			if err != nil {
+				t.Fatalf("Initialize: %v", err)
+			}
+			for era, s := range map[string]*mcpclient.Session{"2025": legacy, "2026-07-28": c.Stateless(toks[0])} {
+				if err := s.CallTool(ctx, CapabilitiesTool); err != nil {
+					t.Errorf("%s CallTool(%s): %v", era, CapabilitiesTool, err)
+				}
+				if err := s.Echo(ctx, "hello"); err == nil {
+					t.Errorf("%s Echo on a server of %s: no error", era, CapabilitiesTool)
+				}
+			}
+
+			res := callRaw(ctx, t, hs.URL+Path, toks[0])
+			var text map[string]any
+			if len(res.Content) != 1 || json.Unmarshal([]byte(res.Content[0].Text), &text) != nil {
+				t.Fatalf("content %+v: want one text block of JSON", res.Content)
+			}
+			if diff := cmp.Diff(res.StructuredContent, text); diff != "" {
+				t.Errorf("text block and structuredContent differ (-structured +text):\n%s", diff)
+			}
+			got := res.StructuredContent
+			if got["clientId"] == nil {
+				t.Fatalf("structuredContent %v has no clientId", got)
+			}
+			delete(got, "clientId")
+			if name == Runtime {
+				want = got
+				return
+			}
+			if want == nil {
+				t.Fatal("the runtime's result was not read first")
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("stand-in result differs from the runtime's (-runtime +%s):\n%s", name, diff)
+			}
+		})
+	}
+}
+
+// toolResult is the part of a tools/call result callRaw decodes.
+type toolResult struct {
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	StructuredContent map[string]any `json:"structuredContent"`
+}
+
+// callRaw calls runtime_capabilities as a 2026-07-28 request and decodes
+// its result, from a JSON or an event-stream reply.
+func callRaw(ctx context.Context, t *testing.T, url, token string) toolResult {
+	t.Helper()
+	body := mcpclient.ToolRequest(nil, 1, CapabilitiesTool, true)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"Authorization": "Bearer " + token, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"MCP-Protocol-Version": mcpclient.ModernVersion, "Mcp-Method": "tools/call", "Mcp-Name": CapabilitiesTool,
+	} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw json.RawMessage
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		if raw, err = mcpclient.ReadSSEReply(resp.Body, 1); err != nil {
+			t.Fatalf("SSE reply: %v", err)
+		}
+	} else {
+		var msg struct{ Result json.RawMessage }
+		if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
+			t.Fatalf("JSON reply: %v", err)
+		}
+		raw = msg.Result
+	}
+	var res toolResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatalf("result %s: %v", raw, err)
+	}
+	return res
+}
+
 // TestModernHeader pins which requests go-sdk's stateless handler gets.
 func TestModernHeader(t *testing.T) {
 	for _, tc := range []struct {
@@ -138,7 +253,7 @@ func TestModernHeader(t *testing.T) {
 }
 
 func TestControl(t *testing.T) {
-	srv := newFloor()
+	srv := newFloor(EchoTool)
 	hs := httptest.NewServer(Control(srv))
 	defer hs.Close()
 
@@ -198,6 +313,27 @@ func TestReadAllocsGrows(t *testing.T) {
 	after := ReadAllocs()
 	if len(sink) != n || after.Objects < before.Objects+n || after.Bytes < before.Bytes+n*size {
 		t.Fatalf("allocs %+v → %+v after %d objects of %d bytes", before, after, n, size)
+	}
+}
+
+func TestParseProcStatCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name, stat string
+		want       uint64
+		ok         bool
+	}{
+		{"plain", "15878 (cat) R 15876 15876 21134 0 -1 4194304 100 0 0 0 7 3 0 0 20 0 1 0 574955", 10, true},
+		{"a name with spaces and parentheses", "42 (a (b) c) S 1 1 1 0 -1 0 0 0 0 0 250 50 0 0 20 0 9 0 1", 300, true},
+		{"truncated", "42 (x) S 1 1 1 0 -1 0 0 0 0 0 250", 0, false},
+		{"no name", "42 x S 1 1 1 0 -1 0 0 0 0 0 250 50", 0, false},
+		{"not a number", "42 (x) S 1 1 1 0 -1 0 0 0 0 0 a 50 0", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseProcStatCPU([]byte(tc.stat))
+			if (err == nil) != tc.ok || got != tc.want {
+				t.Errorf("parseProcStatCPU(%q) = %d, %v; want %d, ok %v", tc.stat, got, err, tc.want, tc.ok)
+			}
+		})
 	}
 }
 
