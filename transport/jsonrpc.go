@@ -311,14 +311,28 @@ func skipValue(b []byte, i int) int {
 func validID(id json.RawMessage) bool {
 	switch id[0] {
 	case '"':
-		var s string
-		return json.Unmarshal(id, &s) == nil
+		// The message is valid JSON (decodeMessage checked it), so a value
+		// that starts with a quote is one string.
+		return true
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		var n json.Number
-		if json.Unmarshal(id, &n) != nil {
+		// An integer within int64: digits only (1.0 and 1e0 are not ids
+		// here), at most 18 of them surely fit, more are parsed.
+		digits := id
+		if digits[0] == '-' {
+			digits = digits[1:]
+		}
+		if len(digits) == 0 {
 			return false
 		}
-		_, err := n.Int64()
+		for _, c := range digits {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		if len(digits) <= 18 {
+			return true
+		}
+		_, err := strconv.ParseInt(string(id), 10, 64)
 		return err == nil
 	}
 	return false
