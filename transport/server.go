@@ -404,7 +404,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options,
 		AllowAnyOrigin: s.opts.AllowAnyOrigin, DisableHostCheck: s.opts.DisableHostCheck,
 	}
 	s.live = liveness.New(store, s.opts.Now)
-	s.flights = newFlights()
+	s.flights = newFlights(s.opts.Now)
 	s.serverInfo, _ = json.Marshal(serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion})
 	s.unhookGen = store.OnCredentialsChanged(s.credentialsChanged)
 	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace,
@@ -480,6 +480,7 @@ func (s *Server) Close() {
 		s.listeners.closeAll()
 		s.closed.Store(true) // before cancelAll: a call registered after it sees closed
 		s.flights.cancelAll(errClosing)
+		s.flights.stop()
 		for _, e := range s.sessions.CloseAll() {
 			s.endSession(e.PID())
 		}
