@@ -210,7 +210,7 @@ func (r *Runtime) NewPairingCode(ctx context.Context, access string) (PairingCod
 // an expired one's (SPEC §5c).
 func (r *Runtime) authenticateJWT(tok string) (Principal, error) {
 	hash := token.Hash(tok)
-	p, err := credential.AuthenticateHash(r.store.Read(), hash, r.cfg.Now())
+	p, err := credential.AuthenticateRow(r.store.CredentialForToken(hash), r.cfg.Now())
 	if ae, ok := errors.AsType[*AuthError](err); err == nil || ok && ae.Reason != AuthUnknown {
 		return p, err
 	}
@@ -233,7 +233,7 @@ func (r *Runtime) authenticateJWT(tok string) (Principal, error) {
 		r.cfg.Logger.Warn("oauth: record a verified JWT", "client", s.Grant, "err", err)
 		return Principal{}, &AuthError{Reason: AuthUnknown}
 	}
-	return credential.AuthenticateHash(r.store.Read(), hash, r.cfg.Now())
+	return credential.AuthenticateRow(r.store.CredentialForToken(hash), r.cfg.Now())
 }
 
 // MaxJWTsPerSubject bounds the live credentials of one JWT subject (one

@@ -21,6 +21,7 @@ import (
 	"github.com/agenthost/mcpruntime/internal/deadline"
 	"github.com/agenthost/mcpruntime/internal/durable"
 	"github.com/agenthost/mcpruntime/internal/oauth"
+	"github.com/agenthost/mcpruntime/internal/token"
 	"github.com/agenthost/mcpruntime/memdb"
 )
 
@@ -315,7 +316,10 @@ func (r *Runtime) Authenticate(tok string) (Principal, error) {
 	if r.jwt != nil && oauth.LooksLikeJWT(tok) {
 		return r.authenticateJWT(tok)
 	}
-	return credential.Authenticate(r.store.Read(), tok, r.cfg.Now())
+	if !token.Valid(tok) {
+		return Principal{}, &AuthError{Reason: AuthMalformed}
+	}
+	return credential.AuthenticateRow(r.store.CredentialForDigest(token.Sum(tok)), r.cfg.Now())
 }
 
 // Stats is a snapshot of what the runtime holds, for metrics and for leak

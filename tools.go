@@ -13,6 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/agenthost/mcpruntime/actors/thread"
+	"github.com/agenthost/mcpruntime/internal/fastschema"
 	"github.com/agenthost/mcpruntime/internal/ratelimit"
 	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
@@ -161,6 +162,10 @@ type registeredTool struct {
 	Tool
 	listed *mcp.Tool // what tools/list shows: schemas as JSON, annotations defaulted; read-only
 	schema *jsonschema.Schema
+	// fast says, without decoding, that arguments surely match schema, for
+	// the schemas of its subset (internal/fastschema); nil: always ask
+	// schema.
+	fast   *fastschema.Schema
 	output *jsonschema.Schema // nil: no output schema
 	// headers are the input schema's x-mcp-header markings; read-only.
 	headers []transport.ParamHeader
@@ -286,7 +291,7 @@ func prepareTool(t Tool) (*registeredTool, error) {
 		listed.Annotations = &mcp.ToolAnnotations{ReadOnlyHint: true}
 	}
 	t.InputSchema, t.OutputSchema = in, listed.OutputSchema
-	return &registeredTool{Tool: t, listed: &listed, schema: sch, output: outSch, headers: headers,
+	return &registeredTool{Tool: t, listed: &listed, schema: sch, fast: fastschema.Compile(in), output: outSch, headers: headers,
 		rates: ratelimit.New(t.RatePerNamespace, t.BurstPerNamespace)}, nil
 }
 
@@ -395,12 +400,14 @@ func (r *Runtime) runTool(ctx context.Context, t *registeredTool, call *ToolCall
 	if len(call.Arguments) == 0 || string(call.Arguments) == "null" {
 		call.Arguments = json.RawMessage(`{}`)
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(call.Arguments))
-	if err != nil {
-		return Refuse(CodeInvalidArguments, "arguments are not valid JSON"), nil
-	}
-	if err := t.schema.Validate(v); err != nil {
-		return Refuse(CodeInvalidArguments, "arguments do not match the input schema: "+err.Error()), nil
+	if !t.fast.Valid(call.Arguments) {
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(call.Arguments))
+		if err != nil {
+			return Refuse(CodeInvalidArguments, "arguments are not valid JSON"), nil
+		}
+		if err := t.schema.Validate(v); err != nil {
+			return Refuse(CodeInvalidArguments, "arguments do not match the input schema: "+err.Error()), nil
+		}
 	}
 	call.rt = r
 	hctx := ctx

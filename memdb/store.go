@@ -24,6 +24,8 @@ type Store struct {
 	log    Log                     // nil: the store is the state itself
 	logged func(table string) bool // the tables log keeps (SetLog)
 
+	auth *authIndex // credentials by token hash (auth.go)
+
 	hooksMu sync.Mutex // serializes changes to hooks
 	// hooks is read on every write without a lock; nil when there are none,
 	// so that writes track changes only when someone listens.
@@ -36,7 +38,7 @@ func New() (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build memdb schema: %w", err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, auth: newAuthIndex()}, nil
 }
 
 // Read returns a consistent, lock-free snapshot of the whole store.
@@ -68,16 +70,15 @@ func (s *Store) writeLocal(fn func(w *Writer) error) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	hooks := s.hooks.Load()
-	if hooks != nil {
-		txn.TrackChanges()
-	}
+	txn.TrackChanges() // for the auth index, and the hooks
 	w := &Writer{Reader: Reader{txn: txn}}
 	if err := fn(w); err != nil {
 		return err
 	}
+	changes := txn.Changes()
+	s.auth.apply(changes) // under the write lock, before the commit: in commit order
 	txn.Commit()
 	if hooks != nil {
-		changes := txn.Changes()
 		var creds []*Credential
 		var all []Change
 		for _, h := range *hooks {
@@ -352,6 +353,24 @@ func (r *Reader) Credential(id string) (*Credential, error) {
 // (hex SHA-256). It is the only read authentication makes.
 func (r *Reader) CredentialByTokenHash(hash string) (*Credential, error) {
 	return first[Credential](r, TableCredentials, IndexTokenHash, hash)
+}
+
+// CredentialViewByTokenHash is CredentialByTokenHash without the copy: the
+// store's own record, which its caller must not change (records are never
+// changed in place; a write puts a new one). It is authentication's read,
+// made on every request.
+func (r *Reader) CredentialViewByTokenHash(hash string) (*Credential, error) {
+	raw, err := r.txn.First(TableCredentials, IndexTokenHash, hash)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read %s by %s: %w", TableCredentials, IndexTokenHash, err)
+	case raw == nil:
+		return nil, ErrNotFound
+	}
+	if r.reads != nil {
+		r.reads.add(TableCredentials, RowID(raw))
+	}
+	return raw.(*Credential), nil
 }
 
 // CredentialsByThread returns every provider credential of thread, any state.

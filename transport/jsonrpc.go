@@ -239,21 +239,38 @@ var interned = func() map[string]string {
 // stringValue decodes a JSON string (or null, as "") into dst; any other
 // value is an error.
 func stringValue(value []byte, dst *string) error {
+	v, err := stringOf(value)
+	if err == nil {
+		*dst = v
+	}
+	return err
+}
+
+// stringOf is stringValue's text. Its result does not make the caller's
+// variable escape: only a string with escapes is decoded, by unquote.
+func stringOf(value []byte) (string, error) {
 	switch {
 	case string(value) == "null":
-		*dst = ""
+		return "", nil
 	case value[0] != '"':
-		return errInvalid
+		return "", errInvalid
 	case bytes.IndexByte(value, '\\') < 0 && utf8.Valid(value):
 		if k, ok := interned[string(value[1:len(value)-1])]; ok {
-			*dst = k
-		} else {
-			*dst = string(value[1 : len(value)-1])
+			return k, nil
 		}
-	default:
-		return json.Unmarshal(value, dst)
+		return string(value[1 : len(value)-1]), nil
 	}
-	return nil
+	return unquote(value)
+}
+
+// unquote decodes a JSON string with escapes. It is not inlined, so that
+// its variable, which escapes, is allocated only when a string has escapes.
+//
+//go:noinline
+func unquote(value []byte) (string, error) {
+	var s string
+	err := json.Unmarshal(value, &s)
+	return s, err
 }
 
 func skipSpace(b []byte, i int) int {
@@ -311,14 +328,28 @@ func skipValue(b []byte, i int) int {
 func validID(id json.RawMessage) bool {
 	switch id[0] {
 	case '"':
-		var s string
-		return json.Unmarshal(id, &s) == nil
+		// The message is valid JSON (decodeMessage checked it), so a value
+		// that starts with a quote is one string.
+		return true
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		var n json.Number
-		if json.Unmarshal(id, &n) != nil {
+		// An integer within int64: digits only (1.0 and 1e0 are not ids
+		// here), at most 18 of them surely fit, more are parsed.
+		digits := id
+		if digits[0] == '-' {
+			digits = digits[1:]
+		}
+		if len(digits) == 0 {
 			return false
 		}
-		_, err := n.Int64()
+		for _, c := range digits {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		if len(digits) <= 18 {
+			return true
+		}
+		_, err := strconv.ParseInt(string(id), 10, 64)
 		return err == nil
 	}
 	return false

@@ -272,11 +272,8 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, p caller, m
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	out := &modernWriter{w: w, s: s, ctx: ctx, progressToken: m.progressToken, logLevel: m.logLevel}
-	if !p.Expires.IsZero() { // its expiry, like its revocation, ends the call
-		out.expiry.start(p.Expires, s.opts.Now, cancel)
-		defer out.expiry.stop()
-	}
-	out.flight = flight{credential: p.CredentialID, cancel: cancel}
+	// Its credential's revocation, or its expiry, ends the call.
+	out.flight = flight{credential: p.CredentialID, expires: expiryOf(p.Expires), cancel: cancel}
 	s.flights.add(&out.flight)
 	defer s.flights.remove(&out.flight)
 	switch {

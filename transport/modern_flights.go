@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"container/heap"
 	"context"
 	"hash/maphash"
 	"sync"
@@ -22,6 +23,7 @@ import (
 // (Server.deadSince), one registered before it is found by the scan.
 type flights struct {
 	seed   maphash.Seed
+	now    func() time.Time // the endpoint's clock, which expiries are on
 	shards [flightShards]flightShard
 }
 
@@ -30,17 +32,33 @@ const flightShards = 64
 type flightShard struct {
 	mu    sync.Mutex
 	heads map[string]*flight
+	// due are the shard's flights whose credential expires, a min-heap by
+	// expiry; timer fires at the first one's (made once, then reset).
+	due   dueHeap
+	timer *time.Timer
 }
 
-// flight is one call in flight: its credential and how to cancel it.
+// flight is one call in flight: its credential, when that expires (Unix
+// nanoseconds, 0: never; a word, not a time.Time: it lives in every
+// call's writer) and how to cancel it.
 type flight struct {
 	credential string
+	expires    int64
 	cancel     context.CancelCauseFunc
 	prev, next *flight
+	due        int32 // its index in its shard's due heap; -1: not there
 }
 
-func newFlights() *flights {
-	f := &flights{seed: maphash.MakeSeed()}
+// expiryOf is a credential's expiry as a flight keeps it.
+func expiryOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func newFlights(now func() time.Time) *flights {
+	f := &flights{seed: maphash.MakeSeed(), now: now}
 	for i := range f.shards {
 		f.shards[i].heads = map[string]*flight{}
 	}
@@ -51,7 +69,8 @@ func (f *flights) shard(credential string) *flightShard {
 	return &f.shards[maphash.String(f.seed, credential)%flightShards]
 }
 
-// add registers fl, whose credential and cancel are set.
+// add registers fl, whose credential, expiry and cancel are set: a
+// revocation of its credential, or its expiry, cancels it.
 func (f *flights) add(fl *flight) {
 	sh := f.shard(fl.credential)
 	sh.mu.Lock()
@@ -60,6 +79,56 @@ func (f *flights) add(fl *flight) {
 		fl.next, head.prev = head, fl
 	}
 	sh.heads[fl.credential] = fl
+	fl.due = -1
+	if fl.expires != 0 {
+		heap.Push(&sh.due, fl)
+		if sh.due[0] == fl {
+			f.armLocked(sh)
+		}
+	}
+}
+
+// armLocked sets sh's timer for its first expiry, on the endpoint's clock
+// (at least a millisecond on: a clock that runs behind real time, a
+// test's, is waited for again when the timer fires early).
+func (f *flights) armLocked(sh *flightShard) {
+	d := max(time.Duration(sh.due[0].expires-f.now().UnixNano()), time.Millisecond)
+	if sh.timer == nil {
+		sh.timer = time.AfterFunc(d, func() { f.expire(sh) })
+		return
+	}
+	sh.timer.Reset(d)
+}
+
+// expire cancels sh's flights whose credential has expired (the call ends
+// as a revoked one does, SPEC §5a.5), and sets the timer for the next.
+func (f *flights) expire(sh *flightShard) {
+	var cancels []context.CancelCauseFunc
+	sh.mu.Lock()
+	now := f.now().UnixNano()
+	for len(sh.due) > 0 && sh.due[0].expires <= now {
+		fl := heap.Pop(&sh.due).(*flight)
+		cancels = append(cancels, fl.cancel)
+	}
+	if len(sh.due) > 0 {
+		f.armLocked(sh)
+	}
+	sh.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel(errCredentialDead)
+	}
+}
+
+// stop stops the shards' expiry timers (the endpoint closed).
+func (f *flights) stop() {
+	for i := range f.shards {
+		sh := &f.shards[i]
+		sh.mu.Lock()
+		if sh.timer != nil {
+			sh.timer.Stop()
+		}
+		sh.mu.Unlock()
+	}
 }
 
 // remove unregisters fl, which add registered; once is enough.
@@ -67,6 +136,9 @@ func (f *flights) remove(fl *flight) {
 	sh := f.shard(fl.credential)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if fl.due >= 0 {
+		heap.Remove(&sh.due, int(fl.due)) // the timer may fire for nothing: expire finds nothing due
+	}
 	switch {
 	case fl.prev != nil:
 		fl.prev.next = fl.next
@@ -136,37 +208,26 @@ func (f *flights) count() int {
 	return n
 }
 
-// expiryWatch cancels a call when its credential expires, on the
-// endpoint's clock: the timer waits the distance on that clock (a test's
-// may run behind real time) and, fired before the clock says so, waits
-// again, as the liveness monitor does.
-type expiryWatch struct {
-	mu     sync.Mutex
-	t      *time.Timer
-	at     time.Time
-	now    func() time.Time
-	cancel context.CancelCauseFunc
-}
+// dueHeap is a shard's flights with an expiry, earliest first; each knows
+// its index (flight.due).
+type dueHeap []*flight
 
-func (e *expiryWatch) start(at time.Time, now func() time.Time, cancel context.CancelCauseFunc) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.at, e.now, e.cancel = at, now, cancel
-	e.t = time.AfterFunc(max(at.Sub(now()), time.Millisecond), e.fire)
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].expires < h[j].expires }
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].due, h[j].due = int32(i), int32(j)
 }
-
-func (e *expiryWatch) fire() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if d := e.at.Sub(e.now()); d > 0 {
-		e.t.Reset(max(d, time.Millisecond))
-		return
-	}
-	e.cancel(errCredentialDead)
+func (h *dueHeap) Push(x any) {
+	fl := x.(*flight)
+	fl.due = int32(len(*h))
+	*h = append(*h, fl)
 }
-
-func (e *expiryWatch) stop() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.t.Stop()
+func (h *dueHeap) Pop() any {
+	old := *h
+	fl := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	fl.due = -1
+	return fl
 }

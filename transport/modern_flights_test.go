@@ -3,8 +3,11 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -16,7 +19,7 @@ import (
 // order (head, middle, tail) keeps the rest registered; cancelAll cancels
 // every flight with its cause.
 func TestFlights(t *testing.T) {
-	f := newFlights()
+	f := newFlights(time.Now)
 	type call struct {
 		fl  *flight
 		ctx context.Context
@@ -104,4 +107,86 @@ func FuzzModernToolResultEncoding(f *testing.F) {
 			t.Fatal("a nil Content was encoded by hand")
 		}
 	})
+}
+
+// TestFlightsExpire: a flight whose credential has an expiry is cancelled
+// once the endpoint's clock reaches it, and not before; one removed first
+// is not; the shards' heaps stay consistent through adds, removals and
+// expiries in any order.
+func TestFlightsExpire(t *testing.T) {
+	var clock atomic.Int64 // the endpoint's clock, in hours after base
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return base.Add(time.Duration(clock.Load()) * time.Hour) }
+	f := newFlights(now)
+	defer f.stop()
+	type call struct {
+		fl  *flight
+		ctx context.Context
+	}
+	var calls []call
+	for i := range 24 {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		t.Cleanup(func() { cancel(nil) })
+		fl := &flight{credential: fmt.Sprintf("cred%d", i%5), cancel: cancel}
+		if i%4 != 0 { // every fourth never expires
+			fl.expires = base.Add(time.Duration(1+(i*7)%10) * time.Hour).UnixNano()
+		}
+		f.add(fl)
+		calls = append(calls, call{fl, ctx})
+	}
+	check := func() {
+		t.Helper()
+		for i := range f.shards {
+			sh := &f.shards[i]
+			sh.mu.Lock()
+			for j, fl := range sh.due {
+				if int(fl.due) != j || j > 0 && fl.expires < sh.due[(j-1)/2].expires {
+					t.Errorf("shard %d: heap entry %d knows index %d, or comes before its parent", i, j, fl.due)
+				}
+			}
+			sh.mu.Unlock()
+		}
+	}
+	expireAll := func() {
+		for i := range f.shards {
+			f.expire(&f.shards[i])
+		}
+	}
+	check()
+	removed := map[int]bool{3: true, 10: true, 17: true}
+	for i := range removed {
+		f.remove(calls[i].fl)
+	}
+	check()
+	for hour := int64(0); hour <= 11; hour++ {
+		clock.Store(hour)
+		expireAll()
+		check()
+		for i, c := range calls {
+			due := c.fl.expires != 0 && c.fl.expires <= now().UnixNano()
+			cancelled := c.ctx.Err() != nil
+			switch {
+			case removed[i] && cancelled:
+				t.Fatalf("hour %d: flight %d was removed, then cancelled", hour, i)
+			case !removed[i] && due != cancelled:
+				t.Fatalf("hour %d: flight %d (expires %v) cancelled = %v, want %v", hour, i, time.Unix(0, c.fl.expires), cancelled, due)
+			case cancelled && !errors.Is(context.Cause(c.ctx), errCredentialDead):
+				t.Fatalf("flight %d cancelled with %v, want errCredentialDead", i, context.Cause(c.ctx))
+			}
+		}
+	}
+	for i, c := range calls {
+		if !removed[i] {
+			f.remove(c.fl) // as serveModern does once the call ended, expired or not
+		}
+	}
+	check()
+	if n := f.count(); n != 0 {
+		t.Fatalf("%d flights registered after every removal", n)
+	}
+	for i := range f.shards {
+		if n := len(f.shards[i].due); n != 0 {
+			t.Fatalf("shard %d keeps %d expiries after every removal", i, n)
+		}
+	}
 }

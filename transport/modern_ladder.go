@@ -64,61 +64,72 @@ type rejection struct {
 // logLevel, if present, one MCP defines. clientInfo is never required.
 func readMeta(params json.RawMessage) (modernMeta, *rejection) {
 	var m modernMeta
-	bad := func(msg string) (modernMeta, *rejection) {
-		return m, &rejection{f: failModernMeta, message: msg}
-	}
 	if len(params) == 0 || params[0] != '{' {
-		return bad("params._meta is required")
+		return m, badMeta("params._meta is required")
 	}
-	var meta []byte
-	_ = eachMember(params, func(name, value []byte) error {
-		if string(name) == "_meta" {
-			meta = value
-		}
-		return nil
-	})
+	meta := member(params, "_meta")
 	if meta == nil || meta[0] != '{' {
-		return bad("params._meta must be an object")
+		return m, badMeta("params._meta must be an object")
 	}
-	var hasVersion bool
-	var caps, level []byte
+	// The members read without a closure over m: m stays on the stack.
+	var version, caps, level, progress []byte
 	_ = eachMember(meta, func(name, value []byte) error {
 		switch string(name) {
 		case metaProtocolVersion:
-			hasVersion = value[0] == '"' && stringValue(value, &m.version) == nil
+			version = value
 		case metaClientCapabilities:
 			caps = value
 		case metaLogLevel:
 			level = value
 		case "progressToken":
-			if string(value) != "null" {
-				m.progressToken = value
-			}
+			progress = value
 		}
 		return nil
 	})
-	if !hasVersion {
-		return bad("params._meta." + metaProtocolVersion + " is required (a string)")
+	if version == nil || version[0] != '"' || stringValue(version, &m.version) != nil {
+		return m, badMeta("params._meta." + metaProtocolVersion + " is required (a string)")
+	}
+	if progress != nil && string(progress) != "null" {
+		m.progressToken = progress
 	}
 	if caps == nil || caps[0] != '{' {
-		return bad("params._meta." + metaClientCapabilities + " is required (an object)")
+		return m, badMeta("params._meta." + metaClientCapabilities + " is required (an object)")
 	}
 	c, err := clientCapabilities(caps)
 	if err != nil {
-		return bad("params._meta." + metaClientCapabilities + " is malformed")
+		return m, badMeta("params._meta." + metaClientCapabilities + " is malformed")
 	}
 	if c == nil {
-		c = &mcp.ClientCapabilities{}
+		c = noClientCapabilities
 	}
 	m.caps = c
 	if level != nil {
 		var l string
 		if level[0] != '"' || stringValue(level, &l) != nil || logRank(mcp.LoggingLevel(l)) == 0 {
-			return bad("params._meta." + metaLogLevel + " is not a log level")
+			return m, badMeta("params._meta." + metaLogLevel + " is not a log level")
 		}
 		m.logLevel = logRank(mcp.LoggingLevel(l))
 	}
 	return m, nil
+}
+
+// noClientCapabilities are the capabilities of a client that declares
+// none ({}): shared by every such request, so read-only.
+var noClientCapabilities = &mcp.ClientCapabilities{}
+
+func badMeta(msg string) *rejection { return &rejection{f: failModernMeta, message: msg} }
+
+// member is the value of obj's member name (the last, if given twice), or
+// nil.
+func member(obj []byte, name string) []byte {
+	var v []byte
+	_ = eachMember(obj, func(n, value []byte) error {
+		if string(n) == name {
+			v = value
+		}
+		return nil
+	})
+	return v
 }
 
 // checkHeaders is steps 3–5 after readMeta: MCP-Protocol-Version equal to
@@ -168,8 +179,8 @@ func jsonStringIs(value []byte, s string) bool {
 	if bytes.IndexByte(value, '\\') < 0 && utf8.Valid(value) {
 		return string(value[1:len(value)-1]) == s
 	}
-	var v string
-	return json.Unmarshal(value, &v) == nil && v == s
+	v, err := unquote(value)
+	return err == nil && v == s
 }
 
 // headerValue is the one value of a mirrored header, white space trimmed

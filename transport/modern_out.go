@@ -20,11 +20,10 @@ type modernWriter struct {
 	s             *Server
 	ctx           context.Context
 	progressToken json.RawMessage
-	logLevel      int32       // 0: the request asked for no notifications/message
-	flight        flight      // its registration in Server.flights
-	expiry        expiryWatch // its credential's expiry, if it has one
+	flight        flight // its registration in Server.flights
 
 	mu        sync.Mutex
+	logLevel  int32 // 0: the request asked for no notifications/message
 	streaming bool
 	done      bool
 }

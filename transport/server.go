@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -405,7 +404,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options,
 		AllowAnyOrigin: s.opts.AllowAnyOrigin, DisableHostCheck: s.opts.DisableHostCheck,
 	}
 	s.live = liveness.New(store, s.opts.Now)
-	s.flights = newFlights()
+	s.flights = newFlights(s.opts.Now)
 	s.serverInfo, _ = json.Marshal(serverInfo{Name: s.opts.ServerName, Version: s.opts.ServerVersion})
 	s.unhookGen = store.OnCredentialsChanged(s.credentialsChanged)
 	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace,
@@ -481,6 +480,7 @@ func (s *Server) Close() {
 		s.listeners.closeAll()
 		s.closed.Store(true) // before cancelAll: a call registered after it sees closed
 		s.flights.cancelAll(errClosing)
+		s.flights.stop()
 		for _, e := range s.sessions.CloseAll() {
 			s.endSession(e.PID())
 		}
@@ -659,20 +659,33 @@ func (s *Server) deadSince(p caller) string {
 // accepts reports whether the Accept header admits every media type in
 // want (exact or */*, type/*).
 func accepts(r *http.Request, want ...string) bool {
-	var have []string
-	for _, v := range r.Header.Values("Accept") {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, _ := strings.Cut(part, ";")
-			have = append(have, strings.ToLower(strings.TrimSpace(mt)))
-		}
-	}
+	have := r.Header.Values("Accept")
 	for _, w := range want {
-		typ, _, _ := strings.Cut(w, "/")
-		if !slices.Contains(have, w) && !slices.Contains(have, "*/*") && !slices.Contains(have, typ+"/*") {
+		if !acceptsType(have, w) {
 			return false
 		}
 	}
 	return true
+}
+
+// acceptsType reports whether the Accept values have take media type want
+// ("type/subtype"): named, or as type/* or */*, case-insensitively,
+// parameters aside. It allocates nothing.
+func acceptsType(have []string, want string) bool {
+	typ, _, _ := strings.Cut(want, "/")
+	for _, v := range have {
+		for v != "" {
+			var part string
+			part, v, _ = strings.Cut(v, ",")
+			mt, _, _ := strings.Cut(part, ";")
+			mt = strings.TrimSpace(mt)
+			if strings.EqualFold(mt, want) || mt == "*/*" ||
+				len(mt) == len(typ)+2 && strings.EqualFold(mt[:len(typ)], typ) && mt[len(typ):] == "/*" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isJSONContentType(ct string) bool {

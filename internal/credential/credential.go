@@ -435,10 +435,17 @@ func Authenticate(r *memdb.Reader, tok string, now time.Time) (principal.Princip
 // token whose shape was checked by its own kind's rules (a JWT of the
 // resource-server mode).
 func AuthenticateHash(r *memdb.Reader, hash string, now time.Time) (principal.Principal, error) {
-	c, err := r.CredentialByTokenHash(hash)
+	c, err := r.CredentialViewByTokenHash(hash) // read only: Principal copies what it keeps
 	if err != nil {
 		c = nil
 	}
+	return AuthenticateRow(c, now)
+}
+
+// AuthenticateRow is Authenticate's judgement of the row a token's hash
+// found (nil: none), read by the caller — from the store's token index
+// (memdb.Store.CredentialForToken) on the request path. c is read only.
+func AuthenticateRow(c *memdb.Credential, now time.Time) (principal.Principal, error) {
 	if reason := deadReason(c, now); reason != "" {
 		return principal.Principal{}, &AuthError{Reason: reason}
 	}

@@ -59,16 +59,20 @@ func NewWith(prefix string) (tok, hash string) {
 // Hash returns the hex SHA-256 of tok, the only form in which a token is
 // stored or looked up.
 func Hash(tok string) string {
-	var in [128]byte // a token of up to 128 bytes is hashed from the stack
-	var sum [sha256.Size]byte
-	if len(tok) <= len(in) {
-		sum = sha256.Sum256(in[:copy(in[:], tok)])
-	} else {
-		sum = sha256.Sum256([]byte(tok))
-	}
+	sum := Sum(tok)
 	var hexSum [2 * sha256.Size]byte // encoded here: one allocation, the string
 	hex.Encode(hexSum[:], sum[:])
 	return string(hexSum[:])
+}
+
+// Sum is the SHA-256 of tok, whose hex is Hash: what authentication looks
+// a token up by, with no allocation.
+func Sum(tok string) [sha256.Size]byte {
+	var in [128]byte // a token of up to 128 bytes is hashed from the stack
+	if len(tok) <= len(in) {
+		return sha256.Sum256(in[:copy(in[:], tok)])
+	}
+	return sha256.Sum256([]byte(tok))
 }
 
 // Valid reports whether tok has the shape of a token that authenticates a
