@@ -48,7 +48,9 @@
 # REVOKE_TOKENS (64), CLUSTER (1; 0 skips the 3-node rows), IMPLS (the
 # servers, "runtime gosdk mcpgo floor binary binary-raised"; add
 # runtime-audit, runtime-events or runtime-observed for the runtime with
-# its audit trail on, its admin event stream followed, or both), TOOL
+# its audit trail on, its admin event stream followed, or both, and
+# runtime-stalled for its audit trail on and an event stream whose reader
+# never reads), TOOL
 # (echo, or runtime_capabilities: then every row is on the binary's tool),
 # SAME_TOOL ("runtime mcpgo floor"; "" runs no extra rows), BINARY_ARGS
 # (more flags of the shipped binary's runtime serve, for both binary rows,

@@ -26,7 +26,7 @@ var others = []string{"gosdk", "mcpgo", "floor"}
 // runtime in another configuration or form (servers.Names), each shown
 // beside the runtime with its ratio to it. A variant not listed here
 // comes after these, by name.
-var variantOrder = []string{"runtime-audit", "runtime-events", "runtime-observed", "binary", "binary-raised"}
+var variantOrder = []string{"runtime-audit", "runtime-events", "runtime-observed", "runtime-stalled", "binary", "binary-raised"}
 
 // better says which way a metric improves.
 type better int

@@ -32,10 +32,19 @@ type runtimeServer struct {
 	follower *follower
 }
 
+// events says how a runtime server's admin event stream is followed.
+type events int
+
+const (
+	noEvents      events = iota
+	eventsRead           // followed from the start, every event read (runtime-events)
+	eventsStalled        // opened by a reader that never reads (runtime-stalled)
+)
+
 // newRuntime builds the runtime; audit turns its audit trail on
-// (runtime-audit), events follows the admin event stream from the start
-// (runtime-events), as an operator watching it would.
-func newRuntime(opts Options, audit, events bool) (*runtimeServer, error) {
+// (runtime-audit); ev follows the admin event stream from the start, as
+// an operator watching it would, or stalls it.
+func newRuntime(opts Options, audit bool, ev events) (*runtimeServer, error) {
 	rt, err := mcpruntime.New(mcpruntime.Config{Logger: opts.Logger, Audit: audit})
 	if err != nil {
 		return nil, fmt.Errorf("start runtime: %w", err)
@@ -63,8 +72,8 @@ func newRuntime(opts Options, audit, events bool) (*runtimeServer, error) {
 		return nil, fmt.Errorf("MCP handler: %w", err)
 	}
 	s.handler = h
-	if events {
-		s.follower = follow(rt, opts.Logger)
+	if ev != noEvents {
+		s.follower = follow(rt, opts.Logger, ev == eventsStalled)
 	}
 	return s, nil
 }
@@ -121,39 +130,55 @@ func (s *runtimeServer) Close() error {
 // follower reads the admin API's event stream (GET /admin/v1/events) in
 // the server's process, through the admin handler itself, writing every
 // event into a sink that counts and discards it: the server-side cost of
-// an operator's event stream, without a client's.
+// an operator's event stream, without a client's. A stalled follower's
+// sink takes nothing: its first write waits until the server closes, as a
+// reader that never reads.
 type follower struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	stall  chan struct{} // closed by stop: a stalled sink's write returns
 }
 
-func follow(rt *mcpruntime.Runtime, logger *slog.Logger) *follower {
+func follow(rt *mcpruntime.Runtime, logger *slog.Logger, stalled bool) *follower {
 	const token = "bench-admin-token-0123456789abcdef"
 	srv := admin.New(rt, admin.Options{Token: token, Logger: logger})
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &follower{cancel: cancel, done: make(chan struct{})}
+	f := &follower{cancel: cancel, done: make(chan struct{}), stall: make(chan struct{})}
+	out := &sink{header: http.Header{}}
+	if stalled {
+		out.stall = f.stall
+	}
 	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/admin/v1/events?after=0", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	go func() {
 		defer close(f.done)
-		srv.ServeHTTP(&sink{header: http.Header{}}, req)
+		srv.ServeHTTP(out, req)
 	}()
 	return f
 }
 
 func (f *follower) stop() {
 	f.cancel()
+	close(f.stall)
 	<-f.done
 }
 
-// sink is a ResponseWriter that discards what it is given.
+// sink is a ResponseWriter that discards what it is given; with stall set,
+// its writes of events wait until stall is closed.
 type sink struct {
 	header http.Header
 	n      atomic.Int64
+	stall  chan struct{}
 }
 
 func (s *sink) Header() http.Header              { return s.header }
 func (s *sink) SetWriteDeadline(time.Time) error { return nil } // as a connection can
 func (s *sink) WriteHeader(int)                  {}
 func (s *sink) Flush()                           {}
-func (s *sink) Write(p []byte) (int, error)      { s.n.Add(int64(len(p))); return len(p), nil }
+func (s *sink) Write(p []byte) (int, error) {
+	if s.stall != nil {
+		<-s.stall
+	}
+	s.n.Add(int64(len(p)))
+	return len(p), nil
+}

@@ -16,7 +16,9 @@
 //     (Config.Audit: a record per call in its journal);
 //   - runtime-events: the same runtime with its admin event stream
 //     (GET /admin/v1/events) followed from the start;
-//   - runtime-observed: both, for the cost of what an operator watches.
+//   - runtime-observed: both, for the cost of what an operator watches;
+//   - runtime-stalled: the audit trail on, and an event stream opened by a
+//     reader that never reads: a slow consumer must not slow the runtime.
 //   - gosdk: the official MCP Go SDK's stateful Streamable HTTP handler for
 //     2025 requests and its stateless one for 2026-07-28 requests.
 //   - mcpgo: mcp-go's stateful Streamable HTTP server, which serves
@@ -56,6 +58,7 @@ const (
 	RuntimeAudit    = "runtime-audit"
 	RuntimeEvents   = "runtime-events"
 	RuntimeObserved = "runtime-observed"
+	RuntimeStalled  = "runtime-stalled"
 	GoSDK           = "gosdk"
 	MCPGo           = "mcpgo"
 	Floor           = "floor"
@@ -64,7 +67,7 @@ const (
 )
 
 // Names lists every implementation New builds, in this process.
-var Names = []string{Runtime, RuntimeAudit, RuntimeEvents, RuntimeObserved, GoSDK, MCPGo, Floor}
+var Names = []string{Runtime, RuntimeAudit, RuntimeEvents, RuntimeObserved, RuntimeStalled, GoSDK, MCPGo, Floor}
 
 // Shipped lists the implementations that are the shipped binary in a
 // child process (StartBinary).
@@ -170,13 +173,15 @@ func New(name string, opts Options) (Server, error) {
 	}
 	switch name {
 	case Runtime:
-		return newRuntime(opts, false, false)
+		return newRuntime(opts, false, noEvents)
 	case RuntimeAudit:
-		return newRuntime(opts, true, false)
+		return newRuntime(opts, true, noEvents)
 	case RuntimeEvents:
-		return newRuntime(opts, false, true)
+		return newRuntime(opts, false, eventsRead)
 	case RuntimeObserved:
-		return newRuntime(opts, true, true)
+		return newRuntime(opts, true, eventsRead)
+	case RuntimeStalled:
+		return newRuntime(opts, true, eventsStalled)
 	case GoSDK:
 		return newGoSDK(opts), nil
 	case MCPGo:
