@@ -35,14 +35,15 @@ const maxAuditedArguments = 16 << 10
 // audit journals one call's record: who called what, how it ended and how
 // long it took. It never carries the token, and the arguments only when the
 // tool opted in.
-func (r *Runtime) audit(kind string, caller Principal, started time.Time, fill func(*Record), outcome, code string) {
+//
+// rec carries what is the call's own (its tool, URI or prompt, and the
+// arguments a tool opted in to); the rest is filled here. The journal keeps
+// a copy: rec stays on the caller's stack.
+func (r *Runtime) audit(rec *Record, kind string, caller Principal, started time.Time, outcome, code string) {
 	now := r.cfg.Now()
-	rec := Record{
-		Time: now, Kind: kind, Principal: caller.Namespace, PrincipalKind: caller.Kind,
-		Thread: caller.Thread, Instance: caller.Instance, Client: caller.Client, Credential: caller.CredentialID,
-		Outcome: outcome, Code: code, DurationMs: float64(now.Sub(started).Microseconds()) / 1000,
-	}
-	fill(&rec)
+	rec.Time, rec.Kind, rec.Principal, rec.PrincipalKind = now, kind, caller.Namespace, caller.Kind
+	rec.Thread, rec.Instance, rec.Client, rec.Credential = caller.Thread, caller.Instance, caller.Client, caller.CredentialID
+	rec.Outcome, rec.Code, rec.DurationMs = outcome, code, float64(now.Sub(started).Microseconds())/1000
 	r.journal.append(rec)
 }
 

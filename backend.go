@@ -65,12 +65,11 @@ func (b *mcpBackend) CallTool(ctx context.Context, req *transport.Request, name 
 	started := b.r.cfg.Now()
 	res, err := b.r.callTool(ctx, call)
 	outcome, code := toolOutcome(res, err)
-	b.r.audit(RecordAuditTool, req.Caller, started, func(rec *Record) {
-		rec.Tool = name
-		if t, ok := b.r.tools.get(name); ok && t.AuditArguments {
-			auditedArguments(rec, args)
-		}
-	}, outcome, code)
+	rec := Record{Tool: name}
+	if t, ok := b.r.tools.get(name); ok && t.AuditArguments {
+		auditedArguments(&rec, args)
+	}
+	b.r.audit(&rec, RecordAuditTool, req.Caller, started, outcome, code)
 	return res, err
 }
 
@@ -86,7 +85,8 @@ func (b *mcpBackend) ReadResource(ctx context.Context, req *transport.Request, u
 	if err != nil {
 		outcome, code = errOutcome(err)
 	}
-	b.r.audit(RecordAuditResource, req.Caller, started, func(rec *Record) { rec.URI = uri }, outcome, code)
+	rec := Record{URI: uri}
+	b.r.audit(&rec, RecordAuditResource, req.Caller, started, outcome, code)
 	return res, err
 }
 
@@ -102,7 +102,8 @@ func (b *mcpBackend) GetPrompt(ctx context.Context, req *transport.Request, name
 	if err != nil {
 		outcome, code = errOutcome(err)
 	}
-	b.r.audit(RecordAuditPrompt, req.Caller, started, func(rec *Record) { rec.Prompt = name }, outcome, code)
+	rec := Record{Prompt: name}
+	b.r.audit(&rec, RecordAuditPrompt, req.Caller, started, outcome, code)
 	return res, err
 }
 

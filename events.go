@@ -91,7 +91,7 @@ func (r *Runtime) changed(changes []memdb.Change) {
 	}
 	for _, list := range [][]Record{before, creds, after} {
 		for _, rec := range list {
-			r.journal.append(rec)
+			r.journal.append(&rec)
 		}
 	}
 }
@@ -185,5 +185,5 @@ func (r *Runtime) mcpSessionEvent(e transport.SessionEvent) {
 	} else {
 		rec.Kind, rec.Reason = RecordMCPClosed, e.Reason
 	}
-	r.journal.append(rec)
+	r.journal.append(&rec)
 }

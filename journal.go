@@ -83,19 +83,22 @@ func newJournal(size int) *journal {
 	return &journal{ring: make([]Record, 0, size), next: 1, wake: make(chan struct{})}
 }
 
-func (j *journal) append(rec Record) {
+// append numbers rec and keeps a copy of it: rec stays the caller's (on
+// its stack, as a rule).
+func (j *journal) append(rec *Record) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
 		return
 	}
-	rec.ID = j.next
+	id := j.next
 	j.next++
 	if len(j.ring) < cap(j.ring) {
-		j.ring = append(j.ring, rec)
+		j.ring = append(j.ring, *rec)
 	} else {
-		j.ring[int((rec.ID-1)%uint64(cap(j.ring)))] = rec
+		j.ring[int((id-1)%uint64(cap(j.ring)))] = *rec
 	}
+	j.ring[int((id-1)%uint64(cap(j.ring)))].ID = id
 	if j.waited {
 		close(j.wake)
 		j.wake = make(chan struct{})
@@ -112,12 +115,14 @@ func (j *journal) close() {
 	}
 }
 
-// since returns up to limit records with ids above after, oldest first.
-func (j *journal) since(after uint64, limit int) (page RecordPage, closed bool) {
+// since returns up to limit records with ids above after, oldest first,
+// appended to dst[:0] (dst's array reused when it has room).
+func (j *journal) since(dst []Record, after uint64, limit int) (page RecordPage, closed bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	page.Oldest = j.next - uint64(len(j.ring))
 	page.Newest = j.next - 1
+	page.Records = dst[:0]
 	for id := max(after+1, page.Oldest); id < j.next && len(page.Records) < limit; id++ {
 		page.Records = append(page.Records, j.ring[int((id-1)%uint64(cap(j.ring)))])
 	}
@@ -176,7 +181,14 @@ type RecordPage struct {
 // records. It is how the admin API's event stream reads, resumably; it
 // returns ErrClosed once the runtime closed and nothing is left to read.
 func (r *Runtime) Records(after uint64, limit int) (RecordPage, error) {
-	page, closed := r.journal.since(after, max(limit, 1))
+	return r.RecordsInto(nil, after, limit)
+}
+
+// RecordsInto is Records with the page's records appended to dst[:0], so
+// that a reader that reads on and on (the admin event stream) reuses one
+// array.
+func (r *Runtime) RecordsInto(dst []Record, after uint64, limit int) (RecordPage, error) {
+	page, closed := r.journal.since(dst, after, max(limit, 1))
 	if closed && len(page.Records) == 0 {
 		return page, ErrClosed
 	}
@@ -190,7 +202,7 @@ func (r *Runtime) Records(after uint64, limit int) (RecordPage, error) {
 func (r *Runtime) heard(evt any) {
 	if ce, ok := evt.(*credential.Event); ok {
 		for _, rec := range credentialRecords(ce, r.cfg.Now()) {
-			r.journal.append(rec)
+			r.journal.append(&rec)
 		}
 		return
 	}
@@ -199,7 +211,7 @@ func (r *Runtime) heard(evt any) {
 		return
 	}
 	if rec, ok := record(e, r.cfg.Now()); ok {
-		r.journal.append(rec)
+		r.journal.append(&rec)
 	}
 	te, ok := e.(*provider.TurnEnded)
 	if !ok {

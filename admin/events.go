@@ -99,31 +99,34 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	defer ticker.Stop()
 	linger := time.NewTimer(eventLinger)
 	defer linger.Stop()
-	var buf bytes.Buffer // one event's bytes, reused
+	ev := newEventWriter(w)
+	var records []mcpruntime.Record // one batch's, the array reused
 	for first := true; ; first = false {
-		page, err := s.rt.Records(pos, eventBatch)
+		page, err := s.rt.RecordsInto(records, pos, eventBatch)
 		if err != nil {
 			return // closed
 		}
+		records = page.Records
 		_ = rc.SetWriteDeadline(time.Now().Add(writeStall)) // a server that cannot: no bound but the client's
 		if page.Oldest > pos+1 {
 			missed := gapJSON{From: pos + 1, To: page.Oldest - 1}
 			if !first { // fell behind while streaming: dropped, it says so, and ends
-				writeEvent(w, &buf, "", "dropped", missed)
+				ev.write(0, "dropped", missed)
 				fl.Flush()
 				return
 			}
-			if !writeEvent(w, &buf, "", "gap", missed) {
+			if !ev.write(0, "gap", missed) {
 				return
 			}
 			pos = page.Oldest - 1
 		}
-		for _, rec := range page.Records {
+		for i := range page.Records {
+			rec := &page.Records[i]
 			pos = rec.ID
-			if !f.match(&rec) {
+			if !f.match(rec) {
 				continue
 			}
-			if !writeEvent(w, &buf, strconv.FormatUint(rec.ID, 10), rec.Kind, rec) {
+			if !ev.write(rec.ID, rec.Kind, rec) {
 				return
 			}
 		}
@@ -155,25 +158,39 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	}
 }
 
-// writeEvent writes one SSE event, built in buf; false once the client is
-// gone.
-func writeEvent(w http.ResponseWriter, buf *bytes.Buffer, id, kind string, v any) bool {
-	buf.Reset()
-	if id != "" {
-		buf.WriteString("id: ")
-		buf.WriteString(id)
-		buf.WriteByte('\n')
+// eventWriter writes a stream's SSE events, each built in one buffer,
+// with one JSON encoder, both reused from event to event.
+type eventWriter struct {
+	w   http.ResponseWriter
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+func newEventWriter(w http.ResponseWriter) *eventWriter {
+	ew := &eventWriter{w: w}
+	ew.enc = json.NewEncoder(&ew.buf)
+	ew.enc.SetEscapeHTML(false)
+	return ew
+}
+
+// write writes one event — its id (0: none), kind and v as its data —
+// and reports false once the client is gone.
+func (ew *eventWriter) write(id uint64, kind string, v any) bool {
+	b := &ew.buf
+	b.Reset()
+	if id != 0 {
+		b.WriteString("id: ")
+		b.Write(strconv.AppendUint(b.AvailableBuffer(), id, 10))
+		b.WriteByte('\n')
 	}
-	buf.WriteString("event: ")
-	buf.WriteString(kind)
-	buf.WriteString("\ndata: ")
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil { // a line of JSON, and its newline
+	b.WriteString("event: ")
+	b.WriteString(kind)
+	b.WriteString("\ndata: ")
+	if err := ew.enc.Encode(v); err != nil { // a line of JSON, and its newline
 		return false
 	}
-	buf.WriteByte('\n')
-	_, err := w.Write(buf.Bytes())
+	b.WriteByte('\n')
+	_, err := ew.w.Write(b.Bytes())
 	return err == nil
 }
 
