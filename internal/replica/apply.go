@@ -20,9 +20,13 @@ import (
 // snapshot is read in pages, all at one revision R0, so that neither etcd
 // nor the node holds it whole as one message (hundreds of MB at a
 // long-running host's size), and each page is read and decoded while the
-// store takes the one before. Should etcd compact R0 away before the last
-// page is read (auto-compaction by revision, under a heavy write load),
-// the load fails, and with it the node's start.
+// store takes the one before. A first read of the keys alone (at R0)
+// cuts the key space into the pages' exact ranges: etcd counts every key
+// from a range's start to its end on each read, so pages of one open
+// range with a limit would cost it O(N²/snapshotPage) index visits. Should
+// etcd compact R0 away before the last page is read (auto-compaction by
+// revision, under a heavy write load), the load fails, and with it the
+// node's start.
 const snapshotPage = 2048
 
 // snapshotRow is one decoded row of the snapshot.
@@ -47,19 +51,22 @@ func (n *Node) loadSnapshot(ctx context.Context) (int64, error) {
 	)
 	go func() {
 		defer close(pages)
-		key, end := Prefix, clientv3.GetPrefixRangeEnd(Prefix)
-		for {
-			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(snapshotPage)}
-			if r0 != 0 {
-				opts = append(opts, clientv3.WithRev(r0))
+		keys, err := n.cli.Get(ctx, Prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			fetchErr = fmt.Errorf("load snapshot: %w", err)
+			return
+		}
+		r0 = keys.Header.Revision
+		end := clientv3.GetPrefixRangeEnd(Prefix)
+		for i := 0; i < len(keys.Kvs); i += snapshotPage {
+			to := end
+			if j := i + snapshotPage; j < len(keys.Kvs) {
+				to = string(keys.Kvs[j].Key)
 			}
-			resp, err := n.cli.Get(ctx, key, opts...)
+			resp, err := n.cli.Get(ctx, string(keys.Kvs[i].Key), clientv3.WithRange(to), clientv3.WithRev(r0))
 			if err != nil {
-				fetchErr = fmt.Errorf("load snapshot: %w", err)
+				fetchErr = fmt.Errorf("load snapshot at %d: %w", r0, err)
 				return
-			}
-			if r0 == 0 {
-				r0 = resp.Header.Revision
 			}
 			rows, err := n.decodePage(resp.Kvs)
 			if err != nil {
@@ -72,10 +79,6 @@ func (n *Node) loadSnapshot(ctx context.Context) (int64, error) {
 				fetchErr = ctx.Err()
 				return
 			}
-			if !resp.More || len(resp.Kvs) == 0 {
-				return
-			}
-			key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		}
 	}()
 	err := n.store.Apply(func(w *memdb.Writer) error {
