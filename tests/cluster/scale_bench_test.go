@@ -55,24 +55,32 @@ const scaleJoiner = "n4"
 // BenchmarkClusterScale measures the cluster at a long-running host's
 // size: threads, credentials (most of them revoked) and client grants
 // bulk-written into etcd in the layout internal/replica uses, homed on
-// three runtime nodes in this process. It reports, as a table and as
-// metrics:
+// three runtime nodes in this process, which start one by one as after a
+// restart of the whole cluster (each loads the store and takes its own
+// threads); the live provider credentials are written once they run. It
+// reports, as a table and as metrics:
 //
+//   - restart: each node's mcpruntime.New (its replica loaded, its own
+//     threads and grants taken);
 //   - join: a fourth node's mcpruntime.New (replica loaded from etcd,
-//     registered, the adoption pass) until it serves, and its heap
-//     (runtime.ReadMemStats after GC, before and after the join), with
-//     the replica's bytes per thread, credential and grant measured by
-//     loading each table into a store of its own;
+//     registered, the adoption pass) until it serves, the process's CPU
+//     time meanwhile, and the node's heap (runtime.ReadMemStats after
+//     GC, before and after the join); and the replica's bytes per thread,
+//     credential and grant, each table's rows applied as the applier
+//     applies them into a store of its own before anything else runs;
 //   - revoke: p50 and p99 of ReleaseProviderSession (a credential's revoke
 //     through the runtime's API, with the barrier across the three healthy
 //     nodes) of threads at that size;
 //   - idle: the etcd requests each node makes per second while nothing
-//     happens (a gRPC client interceptor on each node's etcd client;
-//     etcd's own count of requests received, divided by the nodes, beside
-//     it);
+//     happens (a gRPC client interceptor on each node's etcd client counts
+//     each unary call and each message sent on a stream), and etcd's own
+//     count beside it;
 //   - failover: a home stopped dead (its replica paused: no lease
 //     renewal, as a killed process) until the survivors have adopted its
-//     share of the threads and grants and run their actors.
+//     share of the threads and grants and run their actors, and until a
+//     credential minted on one of them authenticates on the other;
+//   - the fence lapses ("node stopped serving") meanwhile, the peak RSS
+//     and the machine's load average (what else ran).
 //
 // `make cluster-scale` runs it (-benchtime=1x). No threshold is
 // asserted; docs/cluster.md ("Scale") has the figures.
@@ -87,23 +95,26 @@ func BenchmarkClusterScale(b *testing.B) {
 
 // scaleFigures are one run's measurements.
 type scaleFigures struct {
-	load, selfAdopt, liveLoad        time.Duration
-	join, joinNew                    time.Duration
-	joinHeap                         int64
-	perThread, perCred, perGrant     float64 // replica bytes
-	revokeP50, revokeP99, revokeMax  time.Duration
-	idlePerNode                      map[string]map[string]float64 // node → method → per second
-	idleServer                       float64                       // etcd's count per second, all nodes
-	failDetect, failAdopt, failServe time.Duration
-	joinCPU, failCPU, selfAdoptCPU   time.Duration     // the process's CPU time (every node and etcd)
-	loadLapses, failLapses           int64             // fence lapses while the rows were written and taken, during the failover
-	adopted                          map[string][2]int // survivor → threads, grants adopted
-	peakRSS                          string
+	load, startAll, startCPU, liveLoad time.Duration
+	restart                            []time.Duration // each node's New: its store loaded, its own threads taken
+	join, joinNew                      time.Duration
+	joinHeap                           int64
+	perThread, perCred, perGrant       float64 // replica bytes
+	revokeP50, revokeP99, revokeMax    time.Duration
+	idlePerNode                        map[string]map[string]float64 // node → method → per second
+	idleServer                         map[string]float64            // etcd's count per second by method, all nodes
+	failDetect, failAdopt, failServe   time.Duration
+	joinCPU, failCPU                   time.Duration     // the process's CPU time (every node and etcd)
+	loadavg                            [2]string         // /proc/loadavg at the start and the end: what else ran
+	loadLapses, failLapses             int64             // fence lapses while the rows were written and taken, during the failover
+	adopted                            map[string][2]int // survivor → threads, grants adopted
+	peakRSS                            string
 }
 
 func runScale(b *testing.B) {
 	T, G := *scaleThreads, *scaleGrants
 	var f scaleFigures
+	f.loadavg[0] = loadavg()
 	rows := scaleRows(T, G, *scaleMessages)
 	// Before anything else runs in the process, so that nothing else's
 	// heap moves under the measurement.
@@ -115,56 +126,56 @@ func runScale(b *testing.B) {
 	defer admin.Close()
 	ctx := context.Background()
 
-	rpcs := map[string]*rpcCounter{}
-	nodes := map[string]*scaleNode{}
-	for _, id := range scaleNodes {
-		rpcs[id] = &rpcCounter{}
-		nodes[id] = startScaleNode(b, endpoint, id, rpcs[id])
-	}
-	for _, id := range scaleNodes {
-		waitFor(b, id+" serving with every member", func() bool {
-			st := nodes[id].rt.Node()
-			return st.Serving && len(st.Members) == len(scaleNodes)
-		})
-	}
-
 	// The rows every node keeps, homed round-robin, bulk-written in
-	// transactions of etcd's default limit (128 operations).
-	lapsed := lapses.n.Load()
+	// transactions of etcd's default limit (128 operations) before any
+	// node runs: a long-running host's store.
 	start := time.Now()
 	stop := profilePhase(b, "load")
-	bulkPut(b, admin, rows.base)
+	bulkPut(b, admin, rows.base, 8)
 	stop()
 	f.load = time.Since(start)
 
-	// Each home takes its threads and grants as a restarted node does
-	// (the adoption pass, run when a member leaves): a member that only
-	// registers and leaves. Their live provider credentials come after,
-	// since a home taking a thread over revokes them.
-	start, cpu := time.Now(), cpuTime()
-	stop = profilePhase(b, "selfadopt")
-	lease, err := admin.Grant(ctx, 60)
+	// The nodes start one by one, as after a restart of the whole
+	// cluster: each loads the store and takes its own threads and grants
+	// (the adoption pass of a node that finds itself their home), while
+	// the others are registered already (by the test, under a lease of its
+	// own, until their own registration replaces it) so that none takes
+	// another's. Their live provider credentials come after, since a home
+	// taking a thread over revokes them.
+	lease, err := admin.Grant(ctx, 600)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := admin.Put(ctx, replica.ServingPrefix+"scale-trigger", `{"id":"scale-trigger"}`, clientv3.WithLease(lease.ID)); err != nil {
-		b.Fatal(err)
+	for _, id := range scaleNodes {
+		if _, err := admin.Put(ctx, replica.ServingPrefix+id, `{"id":"`+id+`"}`, clientv3.WithLease(lease.ID)); err != nil {
+			b.Fatal(err)
+		}
 	}
+	rpcs := map[string]*rpcCounter{}
+	nodes := map[string]*scaleNode{}
+	start, cpu := time.Now(), cpuTime()
+	stop = profilePhase(b, "start")
+	for _, id := range scaleNodes {
+		rpcs[id] = &rpcCounter{}
+		nodes[id] = startScaleNode(b, endpoint, id, rpcs[id])
+		f.restart = append(f.restart, nodes[id].newTook)
+	}
+	f.startAll, f.startCPU = time.Since(start), cpuTime()-cpu
+	stop()
 	if _, err := admin.Revoke(ctx, lease.ID); err != nil {
 		b.Fatal(err)
 	}
 	for i, id := range scaleNodes {
 		wantThreads, wantGrants := homed(T, i), homed(G, i)
-		waitForLong(b, id+" to run its homed threads and grants", 10*time.Minute, func() bool {
-			st := nodes[id].rt.Stats()
-			return st.Threads == wantThreads && st.Clients == wantGrants
+		waitFor(b, id+" serving with every member, its threads and grants running", func() bool {
+			st, n := nodes[id].rt.Node(), nodes[id].rt.Stats()
+			return st.Serving && len(st.Members) == len(scaleNodes) && n.Threads == wantThreads && n.Clients == wantGrants
 		})
 	}
-	f.selfAdopt, f.selfAdoptCPU = time.Since(start), cpuTime()-cpu
-	stop()
 
+	lapsed := lapses.n.Load()
 	start = time.Now()
-	last := bulkPut(b, admin, rows.live)
+	last := bulkPut(b, admin, rows.live, 2)
 	for _, id := range scaleNodes {
 		waitForLong(b, id+" to apply the live credentials", 5*time.Minute, func() bool { return nodes[id].rt.Node().Applied >= last })
 	}
@@ -194,7 +205,12 @@ func runScale(b *testing.B) {
 			}
 		}
 	}
-	f.idleServer = float64(serverAfter-serverBefore) / idle.Seconds()
+	f.idleServer = map[string]float64{}
+	for m, n := range serverAfter {
+		if d := n - serverBefore[m]; d > 0 {
+			f.idleServer[m] = float64(d) / idle.Seconds()
+		}
+	}
 
 	// Join: a fourth node, from New until it serves.
 	heapBefore := heapAlloc()
@@ -293,6 +309,7 @@ func runScale(b *testing.B) {
 	}
 	f.failServe = time.Since(start)
 	f.peakRSS = procStatus("VmHWM")
+	f.loadavg[1] = loadavg()
 
 	reportScale(b, T, G, f)
 }
@@ -484,6 +501,16 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// loadavg is the machine's load averages (1, 5, 15 min), from
+// /proc/loadavg.
+func loadavg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(raw))[:3], " ")
+}
+
 // procStatus is a field of /proc/self/status ("" where there is none).
 func procStatus(field string) string {
 	raw, err := os.ReadFile("/proc/self/status")
@@ -514,24 +541,12 @@ func reportScale(b *testing.B, T, G int, f scaleFigures) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
 	s := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 	var idle []string
-	ids := slices.Sorted(func(yield func(string) bool) {
-		for id := range f.idlePerNode {
-			if !yield(id) {
-				return
-			}
-		}
-	})
+	ids := slices.Sorted(maps.Keys(f.idlePerNode))
 	var total float64
 	for _, id := range ids {
 		var sum float64
 		var parts []string
-		for _, m := range slices.Sorted(func(yield func(string) bool) {
-			for m := range f.idlePerNode[id] {
-				if !yield(m) {
-					return
-				}
-			}
-		}) {
+		for _, m := range slices.Sorted(maps.Keys(f.idlePerNode[id])) {
 			sum += f.idlePerNode[id][m]
 			parts = append(parts, fmt.Sprintf("%s %.1f", m, f.idlePerNode[id][m]))
 		}
@@ -539,21 +554,15 @@ func reportScale(b *testing.B, T, G int, f scaleFigures) {
 		idle = append(idle, fmt.Sprintf("%s %.1f/s (%s)", id, sum, strings.Join(parts, ", ")))
 	}
 	var adopted []string
-	for _, id := range slices.Sorted(func(yield func(string) bool) {
-		for id := range f.adopted {
-			if !yield(id) {
-				return
-			}
-		}
-	}) {
+	for _, id := range slices.Sorted(maps.Keys(f.adopted)) {
 		adopted = append(adopted, fmt.Sprintf("%s %d threads + %d grants", id, f.adopted[id][0], f.adopted[id][1]))
 	}
 	w := os.Stdout
-	fmt.Fprintf(w, "\ncluster scale: %d threads, %d credentials (%d live), %d client grants; 3 nodes + 1 joining, etcd embedded (fsync off), GOMAXPROCS %d\n",
-		T, 3*T, T, G, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "\n%s\ncluster scale: %d threads, %d credentials (%d live), %d client grants; 3 nodes + 1 joining, etcd embedded (fsync off), GOMAXPROCS %d\n",
+		time.Now().UTC().Format(time.RFC3339), T, 3*T, T, G, runtime.GOMAXPROCS(0))
 	rowsOut := [][2]string{
-		{"bulk load into etcd (base rows)", s(f.load)},
-		{"homes take their threads (adoption pass, 3 nodes at once)", s(f.selfAdopt) + " (CPU " + s(f.selfAdoptCPU) + ")"},
+		{"bulk load into etcd (all but the live provider credentials)", s(f.load)},
+		{"restart: each node's New (store loaded, its own threads taken)", durations(f.restart) + " (all three: CPU " + s(f.startCPU) + ")"},
 		{"live credentials written and applied on 3 nodes", s(f.liveLoad)},
 		{"join: New returned", s(f.joinNew)},
 		{"join: New until serving", s(f.join) + " (CPU " + s(f.joinCPU) + ")"},
@@ -561,12 +570,13 @@ func reportScale(b *testing.B, T, G int, f scaleFigures) {
 		{"replica heap per thread / credential / grant", fmt.Sprintf("%.0f / %.0f / %.0f B", f.perThread, f.perCred, f.perGrant)},
 		{"revoke (release) p50 / p99 / max, 3 healthy nodes", ms(f.revokeP50) + " / " + ms(f.revokeP99) + " / " + ms(f.revokeMax)},
 		{"idle etcd requests per node (client count)", strings.Join(idle, "; ")},
-		{"idle etcd requests, etcd's count / nodes", fmt.Sprintf("%.1f/s (client sum / nodes %.1f/s)", f.idleServer/float64(len(ids)), total/float64(len(ids)))},
+		{"idle etcd requests, etcd's count / nodes", perNode(f.idleServer, len(ids)) + fmt.Sprintf(" (the clients' count / nodes: %.1f/s)", total/float64(len(ids)))},
 		{"failover: survivors see the home gone", s(f.failDetect)},
 		{"failover: home's threads and grants adopted, actors running", s(f.failAdopt) + " (CPU " + s(f.failCPU) + "; " + strings.Join(adopted, ", ") + ")"},
 		{"failover: a new credential of an adopted thread authenticates", s(f.failServe)},
 		{"fence lapses: while rows were written and taken / in the failover", fmt.Sprintf("%d / %d", f.loadLapses, f.failLapses)},
 		{"peak RSS of the test process", f.peakRSS},
+		{"machine load average (1, 5, 15 min) at start / end", f.loadavg[0] + " / " + f.loadavg[1]},
 	}
 	for _, r := range rowsOut {
 		fmt.Fprintf(w, "  %-62s %s\n", r[0], r[1])
@@ -592,9 +602,36 @@ func (c *lapseCounter) Handle(_ context.Context, r slog.Record) error {
 		c.n.Add(1)
 	}
 	if r.Level >= slog.LevelError {
-		fmt.Fprintln(os.Stderr, r.Level, r.Message)
+		var attrs []string
+		r.Attrs(func(a slog.Attr) bool {
+			attrs = append(attrs, a.String())
+			return true
+		})
+		fmt.Fprintln(os.Stderr, r.Level, r.Message, strings.Join(attrs, " "))
 	}
 	return nil
+}
+
+// durations formats durations in seconds, "a / b / c s".
+func durations(ds []time.Duration) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, fmt.Sprintf("%.2f", d.Seconds()))
+	}
+	return strings.Join(parts, " / ") + " s"
+}
+
+// perNode formats per-method rates divided by nodes: "total/s (method
+// rate, …)".
+func perNode(rates map[string]float64, nodes int) string {
+	var sum float64
+	var parts []string
+	for _, m := range slices.Sorted(maps.Keys(rates)) {
+		r := rates[m] / float64(nodes)
+		sum += r
+		parts = append(parts, fmt.Sprintf("%s %.1f", m, r))
+	}
+	return fmt.Sprintf("%.1f/s (%s)", sum, strings.Join(parts, ", "))
 }
 
 // scaleNode is one runtime node of the scale benchmark.
@@ -767,31 +804,35 @@ func (s *countedStream) SendMsg(m any) error {
 	return s.ClientStream.SendMsg(m)
 }
 
-// etcdRequests is etcd's own count of the requests it received: unary
-// calls handled and messages received on streams (grpc_server_handled_total
-// of unary calls, grpc_server_msg_received_total of streams), from the
-// default Prometheus registry the embedded server registers them in.
-func etcdRequests(b *testing.B) int64 {
+// etcdRequests is etcd's own count of the requests it received, by
+// method: unary calls handled and messages received on streams
+// (grpc_server_handled_total of unary calls, grpc_server_msg_received_total
+// of streams), from the default Prometheus registry the embedded server
+// registers them in.
+func etcdRequests(b *testing.B) map[string]int64 {
 	mfs, err := prometheus.DefaultGatherer.Gather()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var n float64
+	out := map[string]int64{}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
-			typ := ""
+			typ, method := "", ""
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "grpc_type" {
+				switch l.GetName() {
+				case "grpc_type":
 					typ = l.GetValue()
+				case "grpc_method":
+					method = l.GetValue()
 				}
 			}
 			switch {
 			case mf.GetName() == "grpc_server_handled_total" && typ == "unary":
-				n += m.GetCounter().GetValue()
+				out[method] += int64(m.GetCounter().GetValue())
 			case mf.GetName() == "grpc_server_msg_received_total" && typ != "unary":
-				n += m.GetCounter().GetValue()
+				out[method] += int64(m.GetCounter().GetValue())
 			}
 		}
 	}
-	return int64(n)
+	return out
 }

@@ -59,7 +59,7 @@ func TestSnapshotInPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bulkPut(t, admin, kvs)
+	bulkPut(t, admin, kvs, 8)
 
 	cli := newClient(t, endpoint)
 	defer cli.Close()
@@ -102,9 +102,9 @@ func TestSnapshotInPages(t *testing.T) {
 type scaleKV struct{ key, val string }
 
 // bulkPut writes kvs in transactions of 128 puts (etcd's default
-// --max-txn-ops), eight at a time, and returns the revision of the last.
-func bulkPut(b tb, cli *clientv3.Client, kvs []scaleKV) int64 {
-	const perTxn, inFlight = 128, 8
+// --max-txn-ops), inFlight at a time, and returns the revision of the last.
+func bulkPut(b tb, cli *clientv3.Client, kvs []scaleKV, inFlight int) int64 {
+	const perTxn = 128
 	var (
 		mu   sync.Mutex
 		last int64
