@@ -1,6 +1,7 @@
 package mcpruntime
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -193,7 +194,7 @@ func (r *Runtime) adoptAll(batches [][]adoptee, kind string, take func(*memdb.Wr
 		})
 	}
 	for _, batch := range batches {
-		if r.base.Err() != nil {
+		if !r.adopting() {
 			break
 		}
 		next <- batch
@@ -205,8 +206,9 @@ func (r *Runtime) adoptAll(batches [][]adoptee, kind string, take func(*memdb.Wr
 // adoptBatch writes one batch: again while it is stale (another adopter
 // took some of its rows, which the next attempt finds and leaves), and
 // in halves when it fails otherwise (etcd refused a transaction that
-// large); a row that fails alone is logged and left. It returns the rows
-// taken.
+// large) — unless the write ran out of time (etcd unreachable: halves
+// would only wait longer) or the node stopped adopting; a row that fails
+// alone is logged and left. It returns the rows taken.
 func (r *Runtime) adoptBatch(kind string, batch []adoptee, take func(*memdb.Writer, adoptee) (bool, error)) []adoptee {
 	var taken []adoptee
 	var err error
@@ -224,21 +226,36 @@ func (r *Runtime) adoptBatch(kind string, batch []adoptee, take func(*memdb.Writ
 			}
 			return nil
 		})
-		if !errors.Is(err, memdb.ErrStale) || r.base.Err() != nil {
+		if !errors.Is(err, memdb.ErrStale) || !r.adopting() {
 			break
 		}
 	}
 	switch {
 	case err == nil:
 		return taken
-	case r.base.Err() != nil:
+	case !r.adopting():
 		return nil
-	case len(batch) > 1:
+	case len(batch) > 1 && !errors.Is(err, context.DeadlineExceeded):
 		half := len(batch) / 2
 		return append(r.adoptBatch(kind, batch[:half], take), r.adoptBatch(kind, batch[half:], take)...)
 	}
-	r.cfg.Logger.Warn("adopt "+kind, kind, batch[0].id, "from", batch[0].from, "err", err)
+	r.cfg.Logger.Warn("adopt "+kind, kind, batch[0].id, "rows", len(batch), "from", batch[0].from, "err", err)
 	return nil
+}
+
+// adopting reports whether adoption goes on: the runtime is open and the
+// node has not stopped for good (a node that lost its membership can
+// write nothing).
+func (r *Runtime) adopting() bool {
+	if r.base.Err() != nil {
+		return false
+	}
+	select {
+	case <-r.cluster.Stopped():
+		return false
+	default:
+		return true
+	}
 }
 
 func (r *Runtime) hasThread(id string) bool {

@@ -99,7 +99,8 @@ type scaleFigures struct {
 	restart                            []time.Duration // each node's New: its store loaded, its own threads taken
 	join, joinNew                      time.Duration
 	joinHeap                           int64
-	perThread, perCred, perGrant       float64 // replica bytes
+	perThread, perCred, perGrant       float64       // replica bytes
+	storeLoad, storeLoadCPU            time.Duration // the rows decoded and inserted into a fresh store, in a small heap
 	revokeP50, revokeP99, revokeMax    time.Duration
 	idlePerNode                        map[string]map[string]float64 // node → method → per second
 	idleServer                         map[string]float64            // etcd's count per second by method, all nodes
@@ -118,7 +119,7 @@ func runScale(b *testing.B) {
 	rows := scaleRows(T, G, *scaleMessages)
 	// Before anything else runs in the process, so that nothing else's
 	// heap moves under the measurement.
-	f.perThread, f.perCred, f.perGrant = replicaBytes(b, rows)
+	f.perThread, f.perCred, f.perGrant, f.storeLoad, f.storeLoadCPU = replicaBytes(b, rows)
 
 	etcd := startEtcdServer(b)
 	endpoint := etcd.Clients[0].Addr().String()
@@ -258,6 +259,7 @@ func runScale(b *testing.B) {
 		st := s.rt.Stats()
 		base[s.id] = [2]int{st.Threads, st.Clients}
 	}
+	threads0, grants0 := lapses.threads.Load(), lapses.grants.Load()
 	start, cpu, lapsed = time.Now(), cpuTime(), lapses.n.Load()
 	stop = profilePhase(b, "failover")
 	n1.rep.Pause()
@@ -271,19 +273,19 @@ func runScale(b *testing.B) {
 	})
 	f.failDetect = time.Since(start)
 	waitForLong(b, "the survivors to adopt n1's threads and grants", 10*time.Minute, func() bool {
-		threads, grants := 0, 0
-		for _, s := range survivors {
-			st := s.rt.Stats()
-			threads, grants = threads+st.Threads, grants+st.Clients
-		}
-		return threads == T && grants == G
+		return lapses.threads.Load()-threads0 >= int64(homed(T, 0)) && lapses.grants.Load()-grants0 >= int64(homed(G, 0))
 	})
 	f.failAdopt, f.failCPU, f.failLapses = time.Since(start), cpuTime()-cpu, lapses.n.Load()-lapsed
 	stop()
 	f.adopted = map[string][2]int{}
+	threads, grants := 0, 0
 	for _, s := range survivors {
 		st := s.rt.Stats()
 		f.adopted[s.id] = [2]int{st.Threads - base[s.id][0], st.Clients - base[s.id][1]}
+		threads, grants = threads+st.Threads, grants+st.Clients
+	}
+	if threads != T || grants != G {
+		b.Fatalf("the survivors run %d threads and %d grants, want %d and %d", threads, grants, T, G)
 	}
 	// One of n1's threads served by its adopter: a new credential minted
 	// there authenticates on the other survivor.
@@ -312,6 +314,28 @@ func runScale(b *testing.B) {
 	f.loadavg[1] = loadavg()
 
 	reportScale(b, T, G, f)
+
+	// Down, within bounds: a graceful Shutdown revokes each thread's
+	// credentials in a write of its own (minutes at this size); once their
+	// registrations are gone, the nodes have lost their membership and
+	// those writes fail at once.
+	for _, id := range scaleNodes {
+		if _, err := admin.Delete(ctx, replica.ServingPrefix+id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, id := range scaleNodes {
+		n := nodes[id]
+		n.rep.Resume()
+		select {
+		case <-n.rep.Stopped():
+		case <-time.After(30 * time.Second):
+			b.Fatalf("%s still a member 30 s after its registration was deleted", id)
+		}
+		wg.Go(func() { n.shutdown(b) })
+	}
+	wg.Wait()
 }
 
 // profilePhase starts a CPU profile of phase when -scale.profile is
@@ -446,13 +470,19 @@ func scaleRows(T, G, msgs int) scaleData {
 // replicaBytes measures the heap a replica spends per thread, credential
 // and grant: each table's rows applied, as the applier applies them, into
 // a store of its own, the heap read after GC before and after each.
-func replicaBytes(b *testing.B, d scaleData) (perThread, perCred, perGrant float64) {
+//
+// It also returns how long the three loads took, in all and in CPU: the
+// replica's load of the rows (decoded and inserted as the applier does)
+// in a process of its own, without etcd's part.
+func replicaBytes(b *testing.B, d scaleData) (perThread, perCred, perGrant float64, took, cpu time.Duration) {
 	store, err := memdb.New()
 	if err != nil {
 		b.Fatal(err)
 	}
 	per := func(table string, kvs []scaleKV) float64 {
 		before := heapAlloc()
+		start, cpu0 := time.Now(), cpuTime()
+		defer func() { took, cpu = took+time.Since(start), cpu+cpuTime()-cpu0 }()
 		err := store.Apply(func(w *memdb.Writer) error {
 			for i, kv := range kvs {
 				rec, err := memdb.NewRecord(table)
@@ -474,7 +504,8 @@ func replicaBytes(b *testing.B, d scaleData) (perThread, perCred, perGrant float
 		if err != nil {
 			b.Fatal(err)
 		}
-		return float64(heapAlloc()-before) / float64(len(kvs))
+		after := heapAlloc()
+		return float64(after-before) / float64(len(kvs))
 	}
 	perThread = per(memdb.TableThreads, d.threads)
 	perCred = per(memdb.TableCredentials, d.credentials)
@@ -568,6 +599,7 @@ func reportScale(b *testing.B, T, G int, f scaleFigures) {
 		{"join: New until serving", s(f.join) + " (CPU " + s(f.joinCPU) + ")"},
 		{"join: heap of the joining node", fmt.Sprintf("%.0f MiB", float64(f.joinHeap)/(1<<20))},
 		{"replica heap per thread / credential / grant", fmt.Sprintf("%.0f / %.0f / %.0f B", f.perThread, f.perCred, f.perGrant)},
+		{"the rows decoded and inserted into a fresh store, nothing else running", s(f.storeLoad) + " (CPU " + s(f.storeLoadCPU) + ")"},
 		{"revoke (release) p50 / p99 / max, 3 healthy nodes", ms(f.revokeP50) + " / " + ms(f.revokeP99) + " / " + ms(f.revokeMax)},
 		{"idle etcd requests per node (client count)", strings.Join(idle, "; ")},
 		{"idle etcd requests, etcd's count / nodes", perNode(f.idleServer, len(ids)) + fmt.Sprintf(" (the clients' count / nodes: %.1f/s)", total/float64(len(ids)))},
@@ -591,15 +623,36 @@ func reportScale(b *testing.B, T, G int, f scaleFigures) {
 // errors; the benchmark's nodes log to it.
 var lapses = &lapseCounter{}
 
-type lapseCounter struct{ n atomic.Int64 }
+type lapseCounter struct {
+	n atomic.Int64
+	// threads and grants count the rows the nodes' adoption passes took
+	// (their "threads adopted" and "client grants adopted" records, logged
+	// once a batch's actors run): the failover waits on them rather than
+	// on Runtime.Stats, whose count of live credentials would cost the
+	// survivors more than the adoption it waits for.
+	threads, grants atomic.Int64
+}
 
-func (c *lapseCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (c *lapseCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
 func (c *lapseCounter) WithAttrs([]slog.Attr) slog.Handler           { return c }
 func (c *lapseCounter) WithGroup(string) slog.Handler                { return c }
 
 func (c *lapseCounter) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == "node stopped serving" {
+	switch r.Message {
+	case "node stopped serving":
 		c.n.Add(1)
+	case "threads adopted", "client grants adopted":
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key != "count" {
+				return true
+			}
+			if r.Message == "threads adopted" {
+				c.threads.Add(a.Value.Int64())
+			} else {
+				c.grants.Add(a.Value.Int64())
+			}
+			return false
+		})
 	}
 	if r.Level >= slog.LevelError {
 		var attrs []string
