@@ -98,6 +98,11 @@ cluster-bench: ## three nodes: calls/s and p99 through the home and a forwarding
 	cd tests/cluster && $(GO) test -run '^$$' -bench 'Revoke/one-paused' -benchtime=10x -count=2 .
 	cd tests/cluster && $(GO) test -run '^$$' -bench 'ClusterOAuth' -benchtime=300x -count=3 .
 
+.PHONY: cluster-scale
+cluster-scale: ## three nodes at a long-running host's size (100 000 threads, 300 000 credentials of which 100 000 live, 10 000 client grants, bulk-written into etcd): join time and heap, revoke p50/p99, idle etcd requests per node, failover; a table (tests/cluster; minutes, ~12 GB; SCALE_ARGS='-scale.threads=10000 -scale.grants=1000' for a smaller run)
+	cd tests/cluster && $(GO) test -c -o ../../bin/cluster-scale.test .
+	cd tests/cluster && ../../bin/cluster-scale.test -test.run '^$$' -test.bench '^BenchmarkClusterScale$$' -test.benchtime=1x -test.count=1 -test.timeout 30m $(SCALE_ARGS)
+
 .PHONY: lint
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt: files above need formatting"; exit 1)

@@ -15,13 +15,16 @@
 //
 // # The applier
 //
-// A node loads the credentials prefix at revision R0 into a fresh
-// [memdb.Store], then applies one watch from R0+1 (WithPrevKV,
-// WithProgressNotify, WithRequireLeader). Each watch response is applied
-// in one store write, so the store's commit hooks
-// ([memdb.Store.OnCredentialsChanged], and through them the liveness
-// monitor that closes streams) run for it; only then does the applied
-// revision advance. A progress notification advances it to its header
+// A node loads the layout's prefix at revision R0 into a fresh
+// [memdb.Store] (in pages, each read at R0 and decoded while the store
+// takes the one before, all in one store write), then applies one watch
+// from R0+1 (WithPrevKV, WithProgressNotify, WithRequireLeader). Each
+// watch response is applied in one store write — together with the
+// responses already waiting behind it, up to applyCoalesce events, so
+// that a replica that lags catches up in larger writes — so the store's
+// commit hooks ([memdb.Store.OnCredentialsChanged], and through them the
+// liveness monitor that closes streams) run for it; only then does the
+// applied revision advance. A progress notification advances it to its header
 // revision: etcd (3.5.13 and later)
 // promises that every event up to that revision was delivered. So a
 // waiter of [Node.WaitApplied](R) returns only after the hooks of every
