@@ -54,12 +54,13 @@ run_one() {
 		printf 'INVALID\tbuild failed: %s (see %s)\n' "$(grep -m1 -E '\.go:[0-9]+:[0-9]+: ' "$dir/test.log" || echo '?')" "$dir/test.log" >"$out/$name.result"
 		return 0
 	fi
-	# The killers: the first three top-level tests that failed, each with
-	# its time (a kill near a test's hang bound is a hang detected, not an
-	# assertion); a test binary's own timeout names the tests it caught
-	# running.
+	# The killers: the top-level tests that failed, the quickest three
+	# first, each with its time (a kill near a test's hang bound is a hang
+	# detected, not an assertion), and how many more; a test binary's own
+	# timeout names the tests it caught running.
 	local killers hung
-	killers="$(grep -oE '^--- FAIL: [^ ]+ \([0-9.]+s\)' "$dir/test.log" | sed 's/^--- FAIL: //' | awk '!seen[$1]++' | head -3 | sed ':a;N;$!ba;s/\n/, /g' || true)"
+	killers="$(grep -oE '^--- FAIL: [^ ]+ \([0-9.]+s\)' "$dir/test.log" | sed 's/^--- FAIL: //' | awk '!seen[$1]++' |
+		sort -t'(' -k2 -g | awk 'NR <= 3 { printf "%s%s", (NR > 1 ? ", " : ""), $0 } END { if (NR > 3) printf " +%d more", NR - 3 }' || true)"
 	hung="$(awk '/^[[:space:]]*running tests:$/ { f = 1; next } f && /^\t/ { sub(/^\t+/, ""); print; next } { f = 0 }' "$dir/test.log" | head -3 | sed ':a;N;$!ba;s/\n/, /g' || true)"
 	if [ -n "$hung" ]; then
 		killers="${killers:+$killers; }hung: $hung"
