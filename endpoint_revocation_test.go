@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/memdb"
 	ht "github.com/agenthost/mcpruntime/transport/transporttest"
@@ -118,15 +120,19 @@ func TestHTTPStreamClosesOnRevoke(t *testing.T) {
 }
 
 // TestHTTPStreamProgressResponseClosesOnRevoke: a tools/call answered as
-// an event stream is a stream opened under the caller's token too: it ends
-// once the revocation returned, and the call's context is cancelled.
+// an event stream is a stream opened under the caller's token too: its
+// context is cancelled by the time the revocation returned — the stream's
+// credential watch runs inside the revoking write, so this is checked
+// without waiting — and the stream then ends. (A refresh that revokes the
+// previous token leaves the grant's session: only the stream's own watch
+// can end its call.)
 func TestHTTPStreamProgressResponseClosesOnRevoke(t *testing.T) {
 	for _, test := range revocations() {
 		t.Run(test.name, func(t *testing.T) {
 			rt := quietRuntime(t, mcpruntime.Config{})
 			registerInproc(t, rt, "A")
 			createThreads(t, rt, "T", "U")
-			tool := registerBlockingTool(t, rt, "block_progress", true)
+			calls := registerCtxTool(t, rt, "block_progress")
 			tok, revoke := test.setup(t, rt)
 			e := newMCPEnv(t, rt, mcpruntime.MCPOptions{})
 			sid := e.Initialize(tok)
@@ -134,16 +140,42 @@ func TestHTTPStreamProgressResponseClosesOnRevoke(t *testing.T) {
 			if st == nil {
 				t.Fatalf("tools/call with progress = %s, want 200 text/event-stream", res)
 			}
-			tool.WaitStarted(t, test.name)
+			var call context.Context
+			select {
+			case call = <-calls:
+			case <-time.After(hangAfter): // detects a hang only
+				t.Fatal("the tool never started")
+			}
 			ht.WaitUntil(t, "first progress event", func() bool {
 				return slices.ContainsFunc(st.Snapshot(), func(l string) bool { return strings.Contains(l, "notifications/progress") })
 			})
 
 			noErr(t, revoke())
+			if call.Err() == nil {
+				t.Fatalf("%s returned, and the streaming call's context is live", test.name)
+			}
 			st.WantEnd(t, test.name)
-			tool.WantCancelled(t, test.name)
 		})
 	}
+}
+
+// registerCtxTool registers a read tool name that reports progress (its
+// answer becomes an event stream), then hands its context to the test on
+// the returned channel and runs until that context is done.
+func registerCtxTool(t *testing.T, rt *mcpruntime.Runtime, name string) <-chan context.Context {
+	t.Helper()
+	calls := make(chan context.Context, 16)
+	noErr(t, rt.RegisterTool(mcpruntime.Tool{
+		Tool:   mcp.Tool{Name: name},
+		Access: mcpruntime.AccessRead,
+		Handler: func(ctx context.Context, call *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
+			call.Progress(1, 0, "started")
+			calls <- ctx
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	}))
+	return calls
 }
 
 // TestHTTPStreamClosesOnExpiry: a credential that expires (no turn within

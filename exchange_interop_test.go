@@ -2,6 +2,7 @@ package mcpruntime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -164,9 +165,10 @@ func TestInteropGoSDKCancelClosesDialog(t *testing.T) {
 			select { // the dialog stays open until the server says otherwise
 			case <-ctx.Done():
 				close(closed)
+				return nil, ctx.Err()
 			case <-stop: // the test failed: let the client close
+				return nil, errors.New("the test ended")
 			}
-			return nil, ctx.Err()
 		},
 	})
 	cs := sdkConnectClient(t, ts, tok, client)

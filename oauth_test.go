@@ -141,6 +141,9 @@ func TestOAuthRefreshKeepsSessions(t *testing.T) {
 		t.Fatalf("refresh = %d %v", status, next)
 	}
 	second := next["access_token"].(string)
+	// The refresh kept the first token (checked when it returned, without
+	// a wait): its stream has nothing to end it.
+	assertLive(t, e.rt, "the first token once the refresh returned", first)
 	e.WantPing("the refreshed token on the first token's session", second, sid)
 	if !st.IsOpen() {
 		t.Fatal("the first token's stream closed on refresh")

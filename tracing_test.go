@@ -103,9 +103,11 @@ func TestTracing(t *testing.T) {
 	registerInproc(t, rt, "A")
 	createThreads(t, rt, "T")
 	_, _, tok := liveOn(t, rt, "T", "A")
+	inTrace := make(chan trace.SpanContext, 1) // the span the handler's ctx carries
 	noErr(t, rt.RegisterTool(mcpruntime.Tool{
 		Tool: mcp.Tool{Name: "traced"}, Access: mcpruntime.AccessRead,
 		Handler: func(ctx context.Context, _ *mcpruntime.ToolCall) (*mcp.CallToolResult, error) {
+			inTrace <- trace.SpanContextFromContext(ctx)
 			_, span := trace.SpanFromContext(ctx).TracerProvider().Tracer("host").Start(ctx, "host.work")
 			span.End()
 			return textResult("done", nil), nil
@@ -119,6 +121,16 @@ func TestTracing(t *testing.T) {
 	h.Set("traceparent", "00-"+traceID+"-"+parentID+"-01")
 	res := e.Do(http.MethodPost, h, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"traced","arguments":{"secret":"s3cr3t"}}}`)
 	ht.WantStatus(t, "traced call", res, http.StatusOK)
+	// The handler ran before the answer: what its ctx carried is known now,
+	// without waiting for the exporter.
+	select {
+	case sc := <-inTrace:
+		if got := sc.TraceID().String(); got != traceID {
+			t.Fatalf("the handler's span is in trace %s, want the client's %s", got, traceID)
+		}
+	default:
+		t.Fatal("the traced call answered 200 without running its handler")
+	}
 	req, tool, host := recv.wait(t, "POST /mcp", traceID), recv.wait(t, "tools/call traced", traceID), recv.wait(t, "host.work", traceID)
 	for _, s := range []*tracepb.Span{req, tool, host} {
 		for _, kv := range s.Attributes {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
 	"github.com/agenthost/mcpruntime/actors/provider/driver"
@@ -39,31 +40,40 @@ func runOf(t *testing.T, rt *mcpruntime.Runtime, thread string) *mcpruntime.Run 
 // TestStartTurnIsTheAgentsTurn: a run with an input is the agent's turn —
 // the agent gets the prompt under the run's id, its credential may mutate
 // while the turn runs, and once the agent reports the turn ended the run
-// is over and the same post is refused (SPEC §3.7).
+// is over and the same post is refused (SPEC §3.7). The run's end follows
+// the report off the reporting goroutine, so the test runs in a synctest
+// bubble: once the bubble is quiet after the report, the run must be over
+// — checked at that moment, not waited for.
 func TestStartTurnIsTheAgentsTurn(t *testing.T) {
-	ctx := context.Background()
-	rt, agent, p := agentRuntime(t, mcpruntime.Config{})
+	synctest.Test(t, func(t *testing.T) {
+		drainDeadLetterThrottle(t)
+		ctx := context.Background()
+		rt, agent, p := agentRuntime(t, mcpruntime.Config{})
 
-	run, err := rt.StartTurn(ctx, "T", "A", "post hello")
-	noErr(t, err)
-	s := agent.Session("T")
-	if got := s.Turns(); !slices.Equal(got, []driver.Turn{{Thread: "T", ID: run, Input: "post hello"}}) {
-		t.Fatalf("turns the agent got = %+v, want the input under run %s", got, run)
-	}
-	if r := runOf(t, rt, "T"); r == nil || r.ID != run || r.Instance != "A" {
-		t.Fatalf("thread's run = %+v, want %s of A", r, run)
-	}
-	_, err = rt.Post(ctx, p, "T", "during the turn")
-	noErr(t, err)
+		run, err := rt.StartTurn(ctx, "T", "A", "post hello")
+		noErr(t, err)
+		s := agent.Session("T")
+		if got := s.Turns(); !slices.Equal(got, []driver.Turn{{Thread: "T", ID: run, Input: "post hello"}}) {
+			t.Fatalf("turns the agent got = %+v, want the input under run %s", got, run)
+		}
+		if r := runOf(t, rt, "T"); r == nil || r.ID != run || r.Instance != "A" {
+			t.Fatalf("thread's run = %+v, want %s of A", r, run)
+		}
+		_, err = rt.Post(ctx, p, "T", "during the turn")
+		noErr(t, err)
 
-	s.End(run, driver.TurnCompleted)
-	waitUntil(t, "the run to end with the turn", func() bool { return runOf(t, rt, "T") == nil })
-	if _, err := rt.Post(ctx, p, "T", "after the turn"); !errors.Is(err, mcpruntime.ErrNotLive) {
-		t.Fatalf("post after the turn ended = %v, want ErrNotLive", err)
-	}
-	if got := s.Interrupts(); len(got) != 0 {
-		t.Errorf("a turn that ended by itself was interrupted: %q", got)
-	}
+		s.End(run, driver.TurnCompleted)
+		synctest.Wait()
+		if r := runOf(t, rt, "T"); r != nil {
+			t.Fatalf("thread's run once the turn's end was heard = %+v, want none", r)
+		}
+		if _, err := rt.Post(ctx, p, "T", "after the turn"); !errors.Is(err, mcpruntime.ErrNotLive) {
+			t.Fatalf("post after the turn ended = %v, want ErrNotLive", err)
+		}
+		if got := s.Interrupts(); len(got) != 0 {
+			t.Errorf("a turn that ended by itself was interrupted: %q", got)
+		}
+	})
 }
 
 // TestEndRunInterruptsTheTurn: the host ending the run asks the agent to

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	mcpruntime "github.com/agenthost/mcpruntime"
@@ -368,55 +369,65 @@ func (w *stallWriter) Write(p []byte) (int, error) {
 // holds the runtime up — every write the runtime is asked for while the
 // stream is stuck returns, none waits for the reader — and once the reader
 // is left behind by the journal's bound its stream gets a last event
-// "dropped" naming what it missed, and ends.
+// "dropped" naming what it missed, and ends. It runs in a synctest
+// bubble, whose clock moves only once everything waits: the stream's own
+// timers (its linger) come before the test's minute, in every run, so a
+// stream that follows on instead of ending is that minute passing, not a
+// wall-clock bound.
 func TestEventStreamSlowReaderDropped(t *testing.T) {
-	rt, err := mcpruntime.New(mcpruntime.Config{Journal: 16, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
-	srv := admin.New(rt, admin.Options{Token: adminToken, Logger: quiet()})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/admin/v1/events?after=0", nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	w := &stallWriter{header: http.Header{}, stalled: make(chan struct{}), release: make(chan struct{})}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.ServeHTTP(w, req)
-	}()
-	const threads = 300
-	for i := range threads {
-		if _, err := rt.CreateThread(context.Background(), fmt.Sprintf("t%d", i), mcpruntime.ThreadOptions{}); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		// Registered first, run last: protoactor's dead-letter throttle
+		// waits out its interval on a goroutine of its own, and the bubble
+		// ends only once every goroutine in it has.
+		t.Cleanup(func() { time.Sleep(time.Second) })
+		rt, err := mcpruntime.New(mcpruntime.Config{Journal: 16, Logger: quiet()})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if i == 0 {
-			<-w.stalled // the reader is stuck from the first record on
+		t.Cleanup(func() { rt.Close() })
+		srv := admin.New(rt, admin.Options{Token: adminToken, Logger: quiet()})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/admin/v1/events?after=0", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		w := &stallWriter{header: http.Header{}, stalled: make(chan struct{}), release: make(chan struct{})}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			srv.ServeHTTP(w, req)
+		}()
+		const threads = 300
+		for i := range threads {
+			if _, err := rt.CreateThread(context.Background(), fmt.Sprintf("t%d", i), mcpruntime.ThreadOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				<-w.stalled // the reader is stuck from the first record on
+			}
 		}
-	}
-	close(w.release)
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("the stream did not end")
-	}
-	w.mu.Lock()
-	out := w.buf.String()
-	w.mu.Unlock()
-	i := strings.LastIndex(out, "event: dropped\ndata: ")
-	if i < 0 || !strings.HasSuffix(out, "\n\n") {
-		t.Fatalf("stream did not end with a dropped event:\n%s", out)
-	}
-	var missed struct{ From, To uint64 }
-	if err := json.Unmarshal([]byte(strings.TrimSpace(out[i+len("event: dropped\ndata: "):])), &missed); err != nil {
-		t.Fatal(err)
-	}
-	// It had read a batch before its first write stuck: it writes that
-	// batch, then finds itself behind the bound.
-	if missed.From < 2 || missed.To < threads-16 || missed.From > missed.To {
-		t.Errorf("dropped = %+v, want from after the first record to at least %d", missed, threads-16)
-	}
+		close(w.release)
+		select {
+		case <-done:
+		case <-time.After(time.Minute): // the bubble's clock
+			t.Fatal("the stream did not end")
+		}
+		w.mu.Lock()
+		out := w.buf.String()
+		w.mu.Unlock()
+		i := strings.LastIndex(out, "event: dropped\ndata: ")
+		if i < 0 || !strings.HasSuffix(out, "\n\n") {
+			t.Fatalf("stream did not end with a dropped event:\n%s", out)
+		}
+		var missed struct{ From, To uint64 }
+		if err := json.Unmarshal([]byte(strings.TrimSpace(out[i+len("event: dropped\ndata: "):])), &missed); err != nil {
+			t.Fatal(err)
+		}
+		// It had read a batch before its first write stuck: it writes that
+		// batch, then finds itself behind the bound.
+		if missed.From < 2 || missed.To < threads-16 || missed.From > missed.To {
+			t.Errorf("dropped = %+v, want from after the first record to at least %d", missed, threads-16)
+		}
+	})
 }
 
 // TestEventStreamNoFollow: ?follow=false sends the records the journal held

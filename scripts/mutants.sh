@@ -54,13 +54,14 @@ run_one() {
 		printf 'INVALID\tbuild failed: %s (see %s)\n' "$(grep -m1 -E '\.go:[0-9]+:[0-9]+: ' "$dir/test.log" || echo '?')" "$dir/test.log" >"$out/$name.result"
 		return 0
 	fi
-	# The killers: the first three top-level tests that failed, each with
-	# its time (a kill near a test's hang bound is a hang detected, not an
-	# assertion); a test binary's own timeout names the tests it caught
-	# running.
+	# The killers: the top-level tests that failed, the quickest three
+	# first, each with its time (a kill near a test's hang bound is a hang
+	# detected, not an assertion), and how many more; a test binary's own
+	# timeout names the tests it caught running.
 	local killers hung
-	killers="$(grep -oE '^--- FAIL: [^ ]+ \([0-9.]+s\)' "$dir/test.log" | sed 's/^--- FAIL: //' | awk '!seen[$1]++' | head -3 | sed ':a;N;$!ba;s/\n/, /g' || true)"
-	hung="$(awk '/^running tests:/ { f = 1; next } f && /^\t/ { sub(/^\t/, ""); print; next } { f = 0 }' "$dir/test.log" | head -3 | sed ':a;N;$!ba;s/\n/, /g' || true)"
+	killers="$(grep -oE '^--- FAIL: [^ ]+ \([0-9.]+s\)' "$dir/test.log" | sed 's/^--- FAIL: //' | awk '!seen[$1]++' |
+		sort -t'(' -k2 -g | awk 'NR <= 3 { printf "%s%s", (NR > 1 ? ", " : ""), $0 } END { if (NR > 3) printf " +%d more", NR - 3 }' || true)"
+	hung="$(awk '/^[[:space:]]*running tests:$/ { f = 1; next } f && /^\t/ { sub(/^\t+/, ""); print; next } { f = 0 }' "$dir/test.log" | head -3 | sed ':a;N;$!ba;s/\n/, /g' || true)"
 	if [ -n "$hung" ]; then
 		killers="${killers:+$killers; }hung: $hung"
 	fi
@@ -88,8 +89,31 @@ fi
 out="$(mktemp -d "${TMPDIR:-/tmp}/mutants.XXXXXX")"
 start=$SECONDS
 echo "mutants: ${#mutants[@]} mutants, $JOBS at a time, logs in $out"
-# The unmutated tree must pass, or every mutant would look killed.
-if ! timeout "$TIMEOUT" "$GO" test -count=1 -timeout "$((TIMEOUT - 10))s" "${BASE_PKGS[@]}" ./memdb/ >"$out/baseline.log" 2>&1; then
+# The unmutated tree must pass every suite a mutant runs, or the mutants
+# of a failing package would look killed: the base packages, each mutated
+# file's own package (an agent driver's needs its CLI: make test-deps), and
+# the multi-node suite when a mutant names it.
+base=("${BASE_PKGS[@]}" ./memdb/) cluster=0
+for mut in "${mutants[@]}"; do
+	if grep -q '^suite: cluster$' "$mut"; then
+		cluster=1
+		continue
+	fi
+	pkgdir="./$(dirname "$(sed -n 's/^file: *//p' "$mut")")/"
+	[ "$pkgdir" = "././" ] && pkgdir=./
+	case " ${base[*]} " in
+	*" $pkgdir "*) ;;
+	*) base+=("$pkgdir") ;;
+	esac
+done
+# Each test binary gets a mutant's bound; the whole baseline, more
+# packages than any one mutant runs, three times that.
+baseline_ok=1
+timeout "$((TIMEOUT * 3))" "$GO" test -count=1 -timeout "$((TIMEOUT - 10))s" "${base[@]}" >"$out/baseline.log" 2>&1 || baseline_ok=0
+if [ "$baseline_ok" -eq 1 ] && [ "$cluster" -eq 1 ]; then
+	(cd tests/cluster && timeout "$TIMEOUT" "$GO" test -count=1 -timeout "$((TIMEOUT - 10))s" ./...) >>"$out/baseline.log" 2>&1 || baseline_ok=0
+fi
+if [ "$baseline_ok" -eq 0 ]; then
 	echo "mutants: the unmutated suite fails; see $out/baseline.log" >&2
 	grep -E '^(--- FAIL|FAIL|panic:)|\[build failed\]' "$out/baseline.log" | head -10 >&2 || true
 	exit 1

@@ -215,6 +215,27 @@ func TestBrokenLogFailsClosed(t *testing.T) {
 	}
 }
 
+// TestRefusedWriteFailsItsCommit: a commit is answered only once its rows
+// are written and synced (SPEC §3.8: durable before it returns). A write
+// the file itself refuses — a key longer than bbolt takes, refused inside
+// the write, past every hook — fails its commit with the file's error, is
+// not applied to the store, and breaks the log. A commit answered before
+// its write would have returned nil, every time.
+func TestRefusedWriteFailsItsCommit(t *testing.T) {
+	l, mem := open(t, filepath.Join(t.TempDir(), "state.db"))
+	defer l.Close()
+	long := strings.Repeat("t", bolt.MaxKeySize+1)
+	if err := post(mem, long, "a", 10); !errors.Is(err, bolt.ErrKeyTooLarge) {
+		t.Fatalf("a commit whose row the file refuses = %v, want the file's %v", err, bolt.ErrKeyTooLarge)
+	}
+	if _, err := mem.Read().Thread(long); !errors.Is(err, memdb.ErrNotFound) {
+		t.Errorf("the refused thread in the store: %v, want ErrNotFound", err)
+	}
+	if !l.Broken() {
+		t.Error("Broken() = false after a refused write")
+	}
+}
+
 // TestOpenRefuses: a file held by another Log, damaged, truncated, not a
 // state file or of a newer format is a clear error naming it, and is left
 // as it was.
