@@ -140,11 +140,17 @@ func (s *Server) askClient(ctx context.Context, out *callWriter, e *session.Entr
 	reason := ""
 	defer func() {
 		if left := e.Asks().End(round); reason != "" && len(left) > 0 {
-			if !out.cancelAsks(left, reason) {
-				// The call's stream is gone (the client cancelled the call, or
-				// dropped its stream): the session's standalone stream, which
-				// the client still has, carries the notice, so its dialog
-				// closes.
+			// The notice goes on the call's stream (kept there for its
+			// resumption), and on the session's standalone stream, which the
+			// client still has, when the call's stream is gone (the client
+			// dropped it) or the client cancelled the call: a client that
+			// cancelled stops reading the call's stream at once, while its
+			// connection may still take writes, so a write that succeeded
+			// there says nothing of its being read. A notice that reaches the
+			// client twice names a request it no longer has the second time:
+			// ignored, as MCP asks.
+			onCall := out.cancelAsks(left, reason)
+			if !onCall || errors.Is(context.Cause(ctx), session.ErrCancelled) {
 				for _, a := range left {
 					s.queue(e, cancelNotice(a, reason), "")
 				}
