@@ -52,7 +52,7 @@ crash-long: ## the crash test, long: 2000 SIGKILLs of the real binary mid-write,
 	CRASH_KILLS=2000 $(GO) test -race -run '^TestCrashRestart$$' -count=1 -timeout 60m -v ./cmd/runtime
 
 .PHONY: fuzz
-fuzz: ## fuzz JSON-RPC decoding (messages, batches, event ids), the 2026-07-28 ladder, header values and request states, the HTTP handler, the lifecycle state machine and the OAuth endpoints, 30 s each
+fuzz: ## fuzz JSON-RPC decoding (messages, batches, event ids), the 2026-07-28 ladder, header values and request states, the HTTP handler, the lifecycle state machine, the OAuth endpoints and the arguments' fast path's JSON check, 30 s each
 	$(GO) test -run '^$$' -fuzz=FuzzHandler -fuzztime=30s ./transport/
 	$(GO) test -run '^$$' -fuzz=FuzzDecodeMessage -fuzztime=30s ./transport/
 	$(GO) test -run '^$$' -fuzz=FuzzSplitBatch -fuzztime=30s ./transport/
@@ -64,6 +64,7 @@ fuzz: ## fuzz JSON-RPC decoding (messages, batches, event ids), the 2026-07-28 l
 	$(GO) test -run '^$$' -fuzz=FuzzRegister -fuzztime=30s ./internal/oauth/
 	$(GO) test -run '^$$' -fuzz=FuzzToken -fuzztime=30s ./internal/oauth/
 	$(GO) test -run '^$$' -fuzz=FuzzAuthorize -fuzztime=30s ./internal/oauth/
+	$(GO) test -run '^$$' -fuzz=FuzzValidJSON -fuzztime=30s ./internal/fastschema/
 
 .PHONY: mutants
 mutants: ## run the suite against each deliberate bug in scripts/mutants/; fails if one survives

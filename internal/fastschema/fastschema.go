@@ -176,7 +176,7 @@ func (s *Schema) index(name []byte) int {
 // Valid reports whether args surely match the schema. False says only that
 // the fast path cannot tell: ask the full validator.
 func (s *Schema) Valid(args []byte) bool {
-	if s == nil || !json.Valid(args) {
+	if s == nil || !validJSON(args) {
 		return false
 	}
 	i := skipSpace(args, 0)
@@ -301,4 +301,166 @@ func skipValue(b []byte, i int) int {
 		}
 	}
 	return i
+}
+
+// validJSON reports whether b is one JSON value (RFC 8259), white space
+// around it allowed: json.Valid's grammar, checked without json.Valid's
+// pooled scanner, so that no path allocates (a pool may drop its items).
+// Strings are not checked for valid UTF-8, as json.Valid does not.
+func validJSON(b []byte) bool {
+	i, ok := scanValue(b, skipSpace(b, 0), 0)
+	return ok && skipSpace(b, i) == len(b)
+}
+
+// maxDepth bounds the nesting validJSON follows, as encoding/json does.
+const maxDepth = 10000
+
+// scanValue returns the index just past the value at b[i] and whether it
+// is one.
+func scanValue(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) || depth > maxDepth {
+		return i, false
+	}
+	switch c := b[i]; {
+	case c == '{':
+		i = skipSpace(b, i+1)
+		if i < len(b) && b[i] == '}' {
+			return i + 1, true
+		}
+		for {
+			if i >= len(b) || b[i] != '"' {
+				return i, false
+			}
+			var ok bool
+			if i, ok = scanString(b, i); !ok {
+				return i, false
+			}
+			i = skipSpace(b, i)
+			if i >= len(b) || b[i] != ':' {
+				return i, false
+			}
+			if i, ok = scanValue(b, skipSpace(b, i+1), depth+1); !ok {
+				return i, false
+			}
+			i = skipSpace(b, i)
+			switch {
+			case i < len(b) && b[i] == ',':
+				i = skipSpace(b, i+1)
+			case i < len(b) && b[i] == '}':
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == '[':
+		i = skipSpace(b, i+1)
+		if i < len(b) && b[i] == ']' {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if i, ok = scanValue(b, i, depth+1); !ok {
+				return i, false
+			}
+			i = skipSpace(b, i)
+			switch {
+			case i < len(b) && b[i] == ',':
+				i = skipSpace(b, i+1)
+			case i < len(b) && b[i] == ']':
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == '"':
+		return scanString(b, i)
+	case c == '-' || c >= '0' && c <= '9':
+		return scanNumber(b, i)
+	case c == 't':
+		return literal(b, i, "true")
+	case c == 'f':
+		return literal(b, i, "false")
+	case c == 'n':
+		return literal(b, i, "null")
+	}
+	return i, false
+}
+
+func literal(b []byte, i int, word string) (int, bool) {
+	if len(b)-i >= len(word) && string(b[i:i+len(word)]) == word {
+		return i + len(word), true
+	}
+	return i, false
+}
+
+// scanString checks the string at b[i]: no control character, only the
+// escapes JSON has.
+func scanString(b []byte, i int) (int, bool) {
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return i + 1, true
+		case c < 0x20:
+			return i, false
+		case c == '\\':
+			i++
+			if i >= len(b) {
+				return i, false
+			}
+			switch b[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if len(b)-i < 5 {
+					return i, false
+				}
+				for _, h := range b[i+1 : i+5] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return i, false
+					}
+				}
+				i += 4
+			default:
+				return i, false
+			}
+		}
+	}
+	return i, false
+}
+
+// scanNumber checks the number at b[i]: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func scanNumber(b []byte, i int) (int, bool) {
+	digits := func(i int) (int, bool) {
+		start := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i, i > start
+	}
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i, _ = digits(i)
+	default:
+		return i, false
+	}
+	var ok bool
+	if i < len(b) && b[i] == '.' {
+		if i, ok = digits(i + 1); !ok {
+			return i, false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i, ok = digits(i); !ok {
+			return i, false
+		}
+	}
+	return i, true
 }

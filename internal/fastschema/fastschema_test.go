@@ -243,3 +243,37 @@ func TestFastPathIsSound(t *testing.T) {
 		}
 	})
 }
+
+// TestValidJSONIsJSONValid: the fast path's own JSON check agrees with
+// json.Valid on every input, well-formed or not (FuzzValidJSON goes on
+// from here).
+func TestValidJSONIsJSONValid(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var in []byte
+		if rapid.Bool().Draw(t, "json") {
+			in = []byte(genArgs(t))
+			// A mangled byte or two, now and then.
+			for range rapid.IntRange(0, 2).Draw(t, "mangles") {
+				if len(in) > 0 {
+					in[rapid.IntRange(0, len(in)-1).Draw(t, "at")] = rapid.SampledFrom([]byte(`{}[]":,\\ 0-.eE+tfnu"a`)).Draw(t, "byte")
+				}
+			}
+		} else {
+			in = rapid.SliceOfN(rapid.SampledFrom([]byte(`{}[]":,\\ 0123-.eE+truefalsn\t\x01\xff`)), 0, 24).Draw(t, "bytes")
+		}
+		if got, want := fastschema.ValidJSON(in), json.Valid(in); got != want {
+			t.Fatalf("ValidJSON(%q) = %v, json.Valid %v", in, got, want)
+		}
+	})
+}
+
+func FuzzValidJSON(f *testing.F) {
+	for _, seed := range []string{`{}`, `{"a":[1,2.5e-3,"\\u00e9",true,null]}`, `[`, `01`, `"\\x"`, `1.`, `-`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if got, want := fastschema.ValidJSON(in), json.Valid(in); got != want {
+			t.Fatalf("ValidJSON(%q) = %v, json.Valid %v", in, got, want)
+		}
+	})
+}

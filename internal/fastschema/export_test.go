@@ -1,0 +1,4 @@
+package fastschema
+
+// ValidJSON is validJSON, for the tests.
+var ValidJSON = validJSON
