@@ -239,8 +239,10 @@ func (a *instanceActor) opened(ctx actor.Context, msg *childOpened) {
 		c.owners = map[string]string{c.binding.CredentialID: c.binding.Thread}
 		c.lastActive = now
 		a.put(c.record)
-		answer(ctx, fault.Fault{})
+		// Published before the open is answered: whoever the answer reaches
+		// finds the session's record in the journal already.
 		ctx.ActorSystem().EventStream.Publish(&SessionOpened{Session: *c.record.Clone()})
+		answer(ctx, fault.Fault{})
 		a.armIdle(ctx)
 	}
 }
