@@ -137,18 +137,27 @@ func TestProcesses(t *testing.T) {
 		t.Fatalf("start a run of t1 on n2: %d %v, want 409 not_home naming n1", status, body)
 	}
 
-	// A message in t1, posted by a (its run), read through n2.
+	// A message in t1, posted by a (its run) through n2, which forwards
+	// the mutation to t1's home, then read through n2, which answers the
+	// read itself — after the post it forwarded, from a replica proven
+	// current since (read-your-writes, SPEC §5d.6).
 	n1.mustAdmin(http.StatusCreated, "POST", "/threads/t1/runs", map[string]any{"instance": "a"})
-	callTool(t, n1, tokA, "thread_post", map[string]any{"text": "hello from a"})
 	const proxied = `mcpruntime_forwarded_requests_total{outcome="proxied"}`
+	const readHere = `mcpruntime_forwarded_requests_total{outcome="read_here"}`
 	before := n2.metric(proxied)
-	read := callTool(t, n2, tokB, "thread_read", map[string]any{})
-	if !strings.Contains(read, "hello from a") {
-		t.Fatalf("thread_read of t1 through n2: %s, want t1's message", read)
-	}
+	callTool(t, n2, tokA, "thread_post", map[string]any{"text": "hello from a"})
 	if got := n2.metric(proxied); got != before+1 {
-		t.Fatalf("n2 forwarded %v requests for the thread_read, want 1 (to t1's home)", got-before)
+		t.Fatalf("n2 forwarded %v requests for the thread_post, want 1 (to t1's home)", got-before)
 	}
+	read := callTool(t, n2, tokA, "thread_read", map[string]any{})
+	if !strings.Contains(read, "hello from a") {
+		t.Fatalf("thread_read of t1 by a through n2 right after its post there: %s, want the message", read)
+	}
+	waitFor(t, "n2 to answer a read of t1's principal itself", func() bool {
+		before := n2.metric(readHere)
+		read := callTool(t, n2, tokA, "thread_read", map[string]any{})
+		return strings.Contains(read, "hello from a") && n2.metric(readHere) == before+1
+	})
 
 	// A 2025 session of b, opened through n2, lives on t1's home and
 	// answers through n3; another principal naming it, through n2, gets
