@@ -105,9 +105,10 @@ cluster-scale: ## three nodes at a long-running host's size (100 000 threads, 30
 	cd tests/cluster && ../../bin/cluster-scale.test -test.run '^$$' -test.bench '^BenchmarkClusterScale$$' -test.benchtime=1x -test.count=1 -test.timeout 30m $(SCALE_ARGS)
 
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet, and every mutant of scripts/mutants/ still applies
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo "gofmt: files above need formatting"; exit 1)
 	$(GO) vet $(PKGS)
+	bash scripts/mutants.sh --check
 
 .PHONY: check
 check: lint test ## lint and test

@@ -81,6 +81,16 @@ run_one() {
 	printf 'KILLED\t%s\n' "$killers" >"$out/$name.result"
 }
 
+# --check: every mutant still applies, its text found exactly once (no
+# test runs, nothing is built: a mutant that applies but no longer
+# compiles shows as INVALID in a run). `make lint` runs it, so a change
+# that moves a mutant's text fails CI instead of the next `make mutants`.
+if [ "${1:-}" = "--check" ]; then
+	shift
+	[ $# -gt 0 ] || set -- scripts/mutants/*.mut
+	exec python3 scripts/mutants/apply.py --check "$root" "$@"
+fi
+
 if [ "${1:-}" = "--one" ]; then
 	run_one "$2" "$3"
 	exit 0

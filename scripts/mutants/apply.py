@@ -3,6 +3,8 @@
 
 usage: apply.py MUTANT_FILE REPO_ROOT OUT_FILE
 prints the repository-relative path of the mutated file.
+       apply.py --check REPO_ROOT MUTANT_FILE...
+checks that each applies (the first that does not fails, exit 2).
 
 A mutant file is:
     # comment lines
@@ -61,8 +63,8 @@ def parse(path):
     return target, pairs
 
 
-def main():
-    mutant, root, out = sys.argv[1:4]
+def mutate(mutant, root):
+    """The mutated text of the mutant's file, and the file's path."""
     target, pairs = parse(mutant)
     with open("%s/%s" % (root, target)) as f:
         src = f.read()
@@ -75,6 +77,19 @@ def main():
         src = src.replace(old, new, 1)
     if src == orig:
         die("%s: mutant leaves %s unchanged" % (mutant, target))
+    return target, src
+
+
+def main():
+    if sys.argv[1:2] == ["--check"]:
+        # --check ROOT MUTANT...: each applies; nothing is written.
+        root = sys.argv[2]
+        for mutant in sys.argv[3:]:
+            mutate(mutant, root)
+        print("mutants: all %d apply" % len(sys.argv[3:]))
+        return
+    mutant, root, out = sys.argv[1:4]
+    target, src = mutate(mutant, root)
     with open(out, "w") as f:
         f.write(src)
     print(target)
