@@ -342,14 +342,9 @@ func scanValue(b []byte, i, depth int) (int, bool) {
 			if i, ok = scanValue(b, skipSpace(b, i+1), depth+1); !ok {
 				return i, false
 			}
-			i = skipSpace(b, i)
-			switch {
-			case i < len(b) && b[i] == ',':
-				i = skipSpace(b, i+1)
-			case i < len(b) && b[i] == '}':
-				return i + 1, true
-			default:
-				return i, false
+			var done bool
+			if i, done, ok = afterElement(b, i, '}'); done || !ok {
+				return i, ok
 			}
 		}
 	case c == '[':
@@ -362,14 +357,9 @@ func scanValue(b []byte, i, depth int) (int, bool) {
 			if i, ok = scanValue(b, i, depth+1); !ok {
 				return i, false
 			}
-			i = skipSpace(b, i)
-			switch {
-			case i < len(b) && b[i] == ',':
-				i = skipSpace(b, i+1)
-			case i < len(b) && b[i] == ']':
-				return i + 1, true
-			default:
-				return i, false
+			var done bool
+			if i, done, ok = afterElement(b, i, ']'); done || !ok {
+				return i, ok
 			}
 		}
 	case c == '"':
@@ -463,4 +453,18 @@ func scanNumber(b []byte, i int) (int, bool) {
 		}
 	}
 	return i, true
+}
+
+// afterElement reads what follows an element of an object or an array at
+// b[i:]: a comma (the next element's start, not done), or the closing
+// byte (done, just past it); anything else is not JSON.
+func afterElement(b []byte, i int, closing byte) (next int, done, ok bool) {
+	i = skipSpace(b, i)
+	switch {
+	case i < len(b) && b[i] == ',':
+		return skipSpace(b, i+1), false, true
+	case i < len(b) && b[i] == closing:
+		return i + 1, true, true
+	}
+	return i, false, false
 }
