@@ -78,6 +78,7 @@ func TestRuntimeClusterMachine(t *testing.T) {
 		}
 		m := newClusterMachine(t, endpoint)
 		t.Repeat(m.actions())
+		m.closingKill(t)
 	})
 	s, o := &machineStats, &oauthStats
 	t.Logf("OAuth: sign-ins %d (over three nodes %d), refreshes %d (through another node %d), reuses %d, replays %d, refresh races %d, spent pairing codes refused %d, grant tokens authenticated %d, refused %d, calls %d, grants adopted %d",
@@ -324,19 +325,24 @@ func (m *clusterMachine) probeNotHome(t *rapid.T, th *mThread, call func(rt *mcp
 	machineStats.notHome.Add(1)
 }
 
-func (m *clusterMachine) create(t *rapid.T) {
+func (m *clusterMachine) create(t *rapid.T) { m.newThread(t) }
+
+// newThread creates a thread on a drawn healthy node, which becomes its home.
+func (m *clusterMachine) newThread(t *rapid.T) *mThread {
 	m.bounded()
 	n := m.healthyNode(t, "node")
 	id := m.id()
-	th, err := n.rt.CreateThread(context.Background(), id, mcpruntime.ThreadOptions{})
+	got, err := n.rt.CreateThread(context.Background(), id, mcpruntime.ThreadOptions{})
 	if err != nil {
 		t.Fatalf("CreateThread(%s) on %s: %v", id, n.id, err)
 	}
-	if th.Home != n.id {
-		t.Fatalf("CreateThread(%s) on %s: home %q, want the creator", id, n.id, th.Home)
+	if got.Home != n.id {
+		t.Fatalf("CreateThread(%s) on %s: home %q, want the creator", id, n.id, got.Home)
 	}
 	m.wrote(n)
-	m.threads[id] = &mThread{id: id, home: n.id, pairs: map[string]*mPair{}}
+	th := &mThread{id: id, home: n.id, pairs: map[string]*mPair{}}
+	m.threads[id] = th
+	return th
 }
 
 // createRace creates one new id on two nodes at once: exactly one wins and
@@ -1145,6 +1151,31 @@ func (m *clusterMachine) kill(t *rapid.T) {
 	}
 	machineStats.kills.Add(1)
 	machineStats.adopted.Add(int64(len(orphans)))
+}
+
+// closingKill ends a case that drew no kill that ran with one, and checks
+// after it, so that every case exercises a node's loss and its threads'
+// and credentials' adoption on whatever state its steps left: a kill drawn
+// at random needs a thread homed and a live credential first, and twelve
+// cases do not always draw one after those. It resumes the paused and
+// stalled nodes (the kill would) and, when nothing is left to revoke,
+// opens a session of a new thread first.
+func (m *clusterMachine) closingKill(t *rapid.T) {
+	if m.victim.Load() >= 0 {
+		return
+	}
+	for i, f := range m.fault {
+		if f == paused || f == stalled {
+			m.nodes[i].rep.Resume()
+			m.fault[i] = healthy
+			waitFor(t, m.nodes[i].id+" serving again after resume", m.nodes[i].rep.Serving)
+		}
+	}
+	if m.liveCreds() == 0 {
+		m.openOn(t, m.newThread(t), m.instance(t))
+	}
+	m.kill(t)
+	m.check(t)
 }
 
 func (m *clusterMachine) liveCreds() int {
