@@ -60,9 +60,13 @@ func (r *Runtime) builtinTools() []Tool {
 	}
 }
 
-// structured is a result of v: v as structuredContent, its JSON as the one
-// text block. The result, its block and its content slice are one
-// allocation (the built-ins are on the hot path).
+// structured is a result of v: v's JSON as structuredContent (a
+// json.RawMessage, so that the endpoint writes those bytes instead of
+// encoding v again) and as the one text block. The result, its block and
+// its content slice are one allocation (the built-ins are on the hot
+// path). v is a typed value whose fields are in the order of their JSON
+// names, so the object is written as encoding/json writes a map: keys
+// sorted.
 func structured(v any) *mcp.CallToolResult {
 	b, _ := json.Marshal(v)
 	one := &struct {
@@ -72,34 +76,47 @@ func structured(v any) *mcp.CallToolResult {
 	}{}
 	one.text.Text = string(b)
 	one.content[0] = &one.text
-	one.res.Content, one.res.StructuredContent = one.content[:], v
+	one.res.Content, one.res.StructuredContent = one.content[:], json.RawMessage(b)
 	return &one.res
+}
+
+// providerCapabilities and clientCapabilities are runtime_capabilities'
+// answer to a provider credential and to a client grant.
+type providerCapabilities struct {
+	Capabilities  []string `json:"capabilities"`
+	Instance      string   `json:"instance"`
+	NamespaceKind string   `json:"namespaceKind"`
+	ThreadID      string   `json:"threadId"`
+	Tools         []string `json:"tools"`
+}
+
+type clientCapabilities struct {
+	Access        string   `json:"access"`
+	Capabilities  []string `json:"capabilities"`
+	ClientID      string   `json:"clientId"`
+	NamespaceKind string   `json:"namespaceKind"`
+	Tools         []string `json:"tools"`
 }
 
 func (r *Runtime) toolCapabilities(ctx context.Context, call *ToolCall) (*mcp.CallToolResult, error) {
 	c := call.Caller
-	kind := "provider"
-	if !c.Provider() {
-		kind = "client"
-	}
-	var callable []string
 	tools, order := r.tools.snapshot()
+	callable := make([]string, 0, len(order))
 	for _, name := range order {
-		if r.permit(tools[name], c) == nil && r.liveFor(tools[name].Access, c) {
+		if t := tools[name]; refusalOf(t, c) == mayCall && r.liveFor(t.Access, c) {
 			callable = append(callable, name)
 		}
 	}
-	out := map[string]any{
-		"namespaceKind": kind,
-		"capabilities":  nonNil(c.Capabilities),
-		"tools":         nonNil(callable),
+	caps := c.Capabilities
+	if caps == nil {
+		caps = []string{}
 	}
 	if c.Provider() {
-		out["threadId"], out["instance"] = c.Thread, c.Instance
-	} else {
-		out["clientId"], out["access"] = c.Client, c.Access
+		return structured(providerCapabilities{Capabilities: caps, Instance: c.Instance, NamespaceKind: "provider",
+			ThreadID: c.Thread, Tools: callable}), nil
 	}
-	return structured(out), nil
+	return structured(clientCapabilities{Access: c.Access, Capabilities: caps, ClientID: c.Client, NamespaceKind: "client",
+		Tools: callable}), nil
 }
 
 // liveFor reports whether a mutate tool would currently pass its liveness
@@ -111,11 +128,18 @@ func (r *Runtime) liveFor(a Access, c Principal) bool {
 	return credential.CheckLive(r.store.Read(), c, r.cfg.Now()) == nil
 }
 
+// nonNil is a copy of s, [] for nil (JSON's empty array, not null).
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
 	}
 	return slices.Clone(s)
+}
+
+// threadPage is thread_list's answer.
+type threadPage struct {
+	NextCursor string          `json:"nextCursor,omitempty"`
+	Threads    []threadSummary `json:"threads"`
 }
 
 type threadSummary struct {
@@ -142,16 +166,34 @@ func (r *Runtime) toolThreadList(ctx context.Context, call *ToolCall) (*mcp.Call
 	for i, t := range page.Threads {
 		out[i] = threadSummary{ThreadID: t.ID, Status: t.Status, Instance: t.Instance}
 	}
-	res := map[string]any{"threads": out}
-	if page.NextCursor != "" {
-		res["nextCursor"] = page.NextCursor
-	}
-	return structured(res), nil
+	return structured(threadPage{NextCursor: page.NextCursor, Threads: out}), nil
 }
 
 type threadArgs struct {
 	ThreadID string `json:"threadId"`
 	Text     string `json:"text"`
+}
+
+// threadView is thread_read's answer: a thread with its recent messages.
+type threadView struct {
+	ActiveRun *activeRun `json:"activeRun,omitempty"`
+	Instance  string     `json:"instance"`
+	Messages  []Message  `json:"messages"`
+	Status    string     `json:"status"`
+	ThreadID  string     `json:"threadId"`
+}
+
+type activeRun struct {
+	Instance string `json:"instance"`
+	RunID    string `json:"runId"`
+}
+
+// postedMessage is thread_post's answer.
+type postedMessage struct {
+	Author   string `json:"author"`
+	Seq      uint64 `json:"seq"`
+	Text     string `json:"text"`
+	ThreadID string `json:"threadId"`
 }
 
 func (r *Runtime) toolThreadRead(ctx context.Context, call *ToolCall) (*mcp.CallToolResult, error) {
@@ -171,11 +213,10 @@ func (r *Runtime) toolThreadRead(ctx context.Context, call *ToolCall) (*mcp.Call
 		return nil, err
 	}
 	const recent = 50
-	out := map[string]any{"threadId": t.ID, "status": t.Status, "instance": t.Instance}
+	out := threadView{Instance: t.Instance, Messages: t.Messages[max(0, len(t.Messages)-recent):], Status: t.Status, ThreadID: t.ID}
 	if t.Run != nil {
-		out["activeRun"] = map[string]string{"runId": t.Run.ID, "instance": t.Run.Instance}
+		out.ActiveRun = &activeRun{Instance: t.Run.Instance, RunID: t.Run.ID}
 	}
-	out["messages"] = t.Messages[max(0, len(t.Messages)-recent):]
 	return structured(out), nil
 }
 
@@ -188,7 +229,7 @@ func (r *Runtime) toolThreadPost(ctx context.Context, call *ToolCall) (*mcp.Call
 	if err != nil {
 		return nil, err
 	}
-	return structured(map[string]any{"seq": m.Seq, "threadId": orDefault(args.ThreadID, call.Caller.Thread), "text": m.Text, "author": m.Author}), nil
+	return structured(postedMessage{Author: m.Author, Seq: m.Seq, Text: m.Text, ThreadID: orDefault(args.ThreadID, call.Caller.Thread)}), nil
 }
 
 func orDefault(s, def string) string {

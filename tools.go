@@ -321,25 +321,48 @@ func (r *Runtime) Tools() []ToolInfo {
 // capability. A mutate tool's liveness is checked again, atomically, when
 // it applies its effect.
 func (r *Runtime) permit(t *registeredTool, caller Principal) *mcp.CallToolResult {
-	if t.Capability != "" && !slices.Contains(caller.Capabilities, t.Capability) {
+	switch refusalOf(t, caller) {
+	case lacksCapability:
 		return Refuse(CodeCapabilityDenied, fmt.Sprintf("tool %s needs capability %q", t.Name, t.Capability))
+	case needsThread:
+		return Refuse(CodeThreadCredentialRequired, fmt.Sprintf("tool %s needs a provider credential with a thread", t.Name))
+	case needsReadWrite:
+		return Refuse(CodeCapabilityDenied, fmt.Sprintf("tool %s needs a read-write client grant", t.Name))
+	}
+	return nil
+}
+
+// refusal is why a caller may not call a tool (its class and capability),
+// or mayCall: permit words it, runtime_capabilities only asks.
+type refusal uint8
+
+const (
+	mayCall refusal = iota
+	lacksCapability
+	needsThread
+	needsReadWrite
+)
+
+func refusalOf(t *registeredTool, caller Principal) refusal {
+	if t.Capability != "" && !slices.Contains(caller.Capabilities, t.Capability) {
+		return lacksCapability
 	}
 	switch t.Access {
 	case AccessReadAsCaller:
 		if !caller.Provider() {
-			return Refuse(CodeThreadCredentialRequired, fmt.Sprintf("tool %s needs a provider credential with a thread", t.Name))
+			return needsThread
 		}
 	case AccessMutate:
 		if !caller.Provider() {
 			if !t.AllowClients {
-				return Refuse(CodeThreadCredentialRequired, fmt.Sprintf("tool %s needs a provider credential with a thread", t.Name))
+				return needsThread
 			}
 			if caller.Access != memdb.AccessReadWrite {
-				return Refuse(CodeCapabilityDenied, fmt.Sprintf("tool %s needs a read-write client grant", t.Name))
+				return needsReadWrite
 			}
 		}
 	}
-	return nil
+	return mayCall
 }
 
 // CallTool runs one tools/call for caller, as the MCP endpoint does, for

@@ -4,7 +4,9 @@
 #
 #   bash bench/profile.sh [IMPL [SESSIONS]]     (defaults: runtime 256)
 #
-# Environment: PROFILE_SECONDS (20, the CPU profile's length), OUT (a new
+# Environment: MODE (calls, the load's mode: calls or churn), TOOL (echo,
+# the tool served and called: echo or runtime_capabilities),
+# PROFILE_SECONDS (20, the CPU profile's length), OUT (a new
 # temporary directory). Writes cpu.pb.gz, allocs.pb.gz and the `go tool
 # pprof -top` listings (cpu.txt, cpu-cum.txt, alloc_space.txt,
 # alloc_objects.txt) to OUT, and prints the load's result line, which has
@@ -17,6 +19,8 @@ set -euo pipefail
 impl=${1:-runtime}
 sessions=${2:-256}
 secs=${PROFILE_SECONDS:-20}
+mode=${MODE:-calls}
+tool=${TOOL:-echo}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/mcpprof.XXXXXX")}
 mkdir -p "$OUT"
@@ -44,7 +48,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"${server_cpu[@]}" "$OUT/server" -impl "$impl" >"$OUT/server.out" 2>"$OUT/server.log" &
+"${server_cpu[@]}" "$OUT/server" -impl "$impl" -tool "$tool" >"$OUT/server.out" 2>"$OUT/server.log" &
 server_pid=$!
 for _ in $(seq 100); do
 	[ -s "$OUT/server.out" ] && break
@@ -55,7 +59,7 @@ read -r _ addr _ control <"$OUT/server.out"
 # Load for the profile plus margins: 2 s warm-up, 2 s before the first
 # snapshot, 2 s after the last.
 "${load_cpu[@]}" "$OUT/load" -impl "$impl" -addr "$addr" -control "$control" \
-	-mode calls -sessions "$sessions" -warmup 2s -duration "$((secs + 4))s" >"$OUT/load.out" &
+	-mode "$mode" -tool "$tool" -sessions "$sessions" -warmup 2s -duration "$((secs + 4))s" >"$OUT/load.out" &
 load_pid=$!
 sleep 4
 curl -fsS -o "$OUT/cpu.pb.gz" "http://$control/debug/pprof/profile?seconds=$secs"

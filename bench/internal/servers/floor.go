@@ -68,15 +68,15 @@ type floorCallResult struct {
 	IsError           bool           `json:"isError"`
 }
 
-// floorCapabilities is the stand-in runtime_capabilities's result: the map
-// as structuredContent and its JSON as the text block.
+// floorCapabilities is the stand-in runtime_capabilities's result: its
+// JSON, encoded once, as structuredContent and as the text block (as the
+// runtime's built-ins answer).
 func floorCapabilities() (floorCallResult, error) {
-	v := capabilities()
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(capabilities())
 	if err != nil {
 		return floorCallResult{}, err
 	}
-	return floorCallResult{Content: []floorContent{{Type: "text", Text: string(b)}}, StructuredContent: v}, nil
+	return floorCallResult{Content: []floorContent{{Type: "text", Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil
 }
 
 func (s *floorServer) serve(w http.ResponseWriter, r *http.Request) {

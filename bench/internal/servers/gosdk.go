@@ -46,8 +46,8 @@ func goSDKEcho(_ context.Context, _ *mcp.CallToolRequest, args echoArgs) (*mcp.C
 }
 
 // goSDKCapabilities is the stand-in runtime_capabilities: the SDK puts the
-// map in structuredContent and its JSON in a text block.
-func goSDKCapabilities(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, map[string]any, error) {
+// typed result in structuredContent and its JSON in a text block.
+func goSDKCapabilities(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, standInCapabilities, error) {
 	return nil, capabilities(), nil
 }
 

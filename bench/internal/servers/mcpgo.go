@@ -42,15 +42,14 @@ func mcpGoEcho(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult,
 	return mcp.NewToolResultText(text), nil
 }
 
-// mcpGoCapabilities is the stand-in runtime_capabilities: the map as
-// structuredContent and its JSON as the text block.
+// mcpGoCapabilities is the stand-in runtime_capabilities: its JSON,
+// encoded once, as structuredContent and as the text block.
 func mcpGoCapabilities(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	v := capabilities()
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(capabilities())
 	if err != nil {
 		return nil, err
 	}
-	return mcp.NewToolResultStructured(v, string(b)), nil
+	return mcp.NewToolResultStructured(json.RawMessage(b), string(b)), nil
 }
 
 func (s *mcpGoServer) Handler() http.Handler { return s.handler }

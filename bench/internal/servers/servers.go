@@ -111,17 +111,28 @@ const capabilitiesDescription = "Who the caller is, its capabilities, and which 
 // no client grants; it has the length of the runtime's ids.
 const standInClientID = "cl_00000000000000000000000000000000"
 
-// capabilities is the stand-in runtime_capabilities's result for a
-// read-only client, the keys and values of the runtime's answer to a
-// read-only client grant when it serves its built-ins only. A fresh map
-// per call, as the runtime builds one.
-func capabilities() map[string]any {
-	return map[string]any{
-		"namespaceKind": "client",
-		"capabilities":  []string{},
-		"tools":         []string{"runtime_capabilities", "thread_list", "thread_read"},
-		"clientId":      standInClientID,
-		"access":        "read-only",
+// standInCapabilities is the stand-in runtime_capabilities's result for a
+// read-only client: the keys and values of the runtime's answer to a
+// read-only client grant when it serves its built-ins only, as the
+// runtime builds it — a typed value, its fields in the order of their
+// JSON names.
+type standInCapabilities struct {
+	Access        string   `json:"access"`
+	Capabilities  []string `json:"capabilities"`
+	ClientID      string   `json:"clientId"`
+	NamespaceKind string   `json:"namespaceKind"`
+	Tools         []string `json:"tools"`
+}
+
+// capabilities is a fresh stand-in result per call, as the runtime builds
+// one.
+func capabilities() standInCapabilities {
+	return standInCapabilities{
+		Access:        "read-only",
+		Capabilities:  []string{},
+		ClientID:      standInClientID,
+		NamespaceKind: "client",
+		Tools:         []string{"runtime_capabilities", "thread_list", "thread_read"},
 	}
 }
 
