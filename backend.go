@@ -53,7 +53,7 @@ func (b *mcpBackend) CanRead(p Principal, uri string) bool { return b.r.CanRead(
 
 // exchange is what a handler has of the request besides its arguments.
 func exchange(req *transport.Request) Exchange {
-	return Exchange{out: req.Out, caps: req.ClientCapabilities, inputs: req.InputResponses, state: req.State}
+	return Exchange{req: req}
 }
 
 // CallTool serves tools/call: the hot path.

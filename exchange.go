@@ -21,10 +21,12 @@ import (
 // waits; in the 2026-07-28 era the client calls again with them. The same
 // handler serves both (SPEC §5b.6).
 type Exchange struct {
-	out    transport.Output // nil: nothing goes back (Runtime.CallTool without progress)
-	caps   *mcp.ClientCapabilities
-	inputs mcp.InputResponseMap
-	state  string
+	// req is the endpoint's request, read in place rather than copied (a
+	// handler's call is one allocation of the hot path; copying its four
+	// fields made it a size class bigger). Runtime.CallTool gives one
+	// with an Out when it has a progress callback; nil otherwise: nothing
+	// goes back and nothing was answered.
+	req *transport.Request
 }
 
 // Input returns the client's answer to the input request the previous
@@ -38,7 +40,10 @@ type Exchange struct {
 // on a first round, or when the client gave no answer for key. Elicitation,
 // Sampling and Roots answer each kind as its own type.
 func (x *Exchange) Input(key string) (mcp.InputResponse, bool) {
-	v, ok := x.inputs[key]
+	if x.req == nil {
+		return nil, false
+	}
+	v, ok := x.req.InputResponses[key]
 	return v, ok && v != nil
 }
 
@@ -95,23 +100,28 @@ func (x *Exchange) Roots(key string) (*mcp.ListRootsResult, bool) {
 // State returns the state the handler returned with its input requests in
 // the previous round; "" on the first. The runtime carries it (sealed, in
 // the 2026-07-28 era) and never shows it to the client.
-func (x *Exchange) State() string { return x.state }
+func (x *Exchange) State() string {
+	if x.req == nil {
+		return ""
+	}
+	return x.req.State
+}
 
 // ClientCapabilities returns what the client declared: at initialize in a
 // 2025 session, on the request itself in the 2026-07-28 era. Never nil.
 func (x *Exchange) ClientCapabilities() *mcp.ClientCapabilities {
-	if x.caps == nil {
+	if x.req == nil || x.req.ClientCapabilities == nil {
 		return &mcp.ClientCapabilities{}
 	}
-	return x.caps
+	return x.req.ClientCapabilities
 }
 
 // Progress reports progress to the client if the request carried a
 // progress token; else it does nothing. total and message are optional (0,
 // "").
 func (x *Exchange) Progress(progress, total float64, message string) {
-	if x.out != nil {
-		x.out.Progress(progress, total, message)
+	if out := x.output(); out != nil {
+		out.Progress(progress, total, message)
 	}
 }
 
@@ -120,8 +130,8 @@ func (x *Exchange) Progress(progress, total float64, message string) {
 // request's logLevel in the 2026-07-28 era); else, and when the client did
 // not ask, nothing.
 func (x *Exchange) Log(level mcp.LoggingLevel, logger string, data any) {
-	if x.out != nil {
-		x.out.Log(level, logger, data)
+	if out := x.output(); out != nil {
+		out.Log(level, logger, data)
 	}
 }
 
@@ -129,9 +139,17 @@ func (x *Exchange) Log(level mcp.LoggingLevel, logger string, data any) {
 // 2025-11-25 client resumes with GET and Last-Event-ID and gets the rest
 // there. The handler goes on.
 func (x *Exchange) CloseStream() {
-	if x.out != nil {
-		x.out.CloseStream()
+	if out := x.output(); out != nil {
+		out.CloseStream()
 	}
+}
+
+// output is the request's stream back to the client; nil: none.
+func (x *Exchange) output() transport.Output {
+	if x.req == nil {
+		return nil
+	}
+	return x.req.Out
 }
 
 // InputRequired returns the result of a tool handler that needs the client

@@ -377,7 +377,7 @@ func refusalOf(t *registeredTool, caller Principal) refusal {
 func (r *Runtime) CallTool(ctx context.Context, caller Principal, name string, args json.RawMessage, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
 	call := &ToolCall{Caller: caller, Name: name, Arguments: args, rt: r}
 	if progress != nil {
-		call.out = progressOutput(progress)
+		call.req = &transport.Request{Out: progressOutput(progress)}
 	}
 	return r.callTool(ctx, call)
 }
