@@ -388,6 +388,27 @@ func (r *Reader) CredentialsByNamespace(namespace string) ([]*Credential, error)
 	return list[Credential](r, TableCredentials, IndexNamespace, namespace)
 }
 
+// EachCredentialViewByNamespace calls yield with each credential of one
+// namespace until it returns false: CredentialsByNamespace without the
+// copies, the store's own records, which yield must not change or keep
+// (records are never changed in place; a write puts a new one). It is the
+// liveness monitor's read, made as every MCP session starts.
+func (r *Reader) EachCredentialViewByNamespace(namespace string, yield func(*Credential) bool) error {
+	it, err := r.txn.Get(TableCredentials, IndexNamespace, namespace)
+	if err != nil {
+		return fmt.Errorf("list %s by %s: %w", TableCredentials, IndexNamespace, err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		if r.reads != nil {
+			r.reads.add(TableCredentials, RowID(raw))
+		}
+		if !yield(raw.(*Credential)) {
+			return nil
+		}
+	}
+	return nil
+}
+
 // CountCredentialsByState counts the credentials in state.
 func (r *Reader) CountCredentialsByState(state string) (int, error) {
 	return count(r, TableCredentials, IndexState, state)

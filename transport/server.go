@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -370,8 +371,9 @@ type Server struct {
 	unhookGen func()
 	closing   sync.Once
 	closed    atomic.Bool // Close has begun
-	// sessionProps spawns every session actor of the endpoint.
+	// sessionProps spawns every session actor of the endpoint, on workers.
 	sessionProps *actor.Props
+	workers      *session.Workers
 	sweepMu      sync.Mutex  // guards the two fields below
 	sweepTimer   *time.Timer // next idle sweep; nil without idle eviction
 	sweepStopped bool        // Close was called
@@ -409,6 +411,9 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options,
 	s.unhookGen = store.OnCredentialsChanged(s.credentialsChanged)
 	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace,
 		session.StreamLimits{Events: s.opts.ReplayEvents, Bytes: s.opts.ReplayBytes})
+	// As many workers as there are CPUs to run them: a session's turns are
+	// short, and a turn with no idle worker gets a goroutine of its own.
+	s.workers = session.NewWorkers(runtime.GOMAXPROCS(0), sessionThroughput)
 	s.sessionProps = session.NewProps(&session.Config{
 		Store:       store,
 		Table:       s.sessions,
@@ -418,6 +423,7 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options,
 		OnEnd:       s.opts.Observer.SessionClosed,
 		OnEvent:     s.opts.OnSession,
 		Logger:      s.opts.Logger,
+		Dispatcher:  s.workers,
 	})
 	s.limits.init(s.opts.MaxRequestsPerNamespace, s.opts.MaxRequests, s.opts.MaxBodyBytesInFlight)
 	s.rates = ratelimit.New(s.opts.RatePerNamespace, s.opts.BurstPerNamespace)
@@ -485,6 +491,7 @@ func (s *Server) Close() {
 			s.endSession(e.PID())
 		}
 		s.live.Close()
+		s.workers.Close() // after the sessions stopped: later turns get goroutines of their own
 		s.unhookGen()
 		if s.proxy != nil {
 			s.proxy.close()
@@ -497,6 +504,10 @@ func (s *Server) Close() {
 		s.sweepMu.Unlock()
 	})
 }
+
+// sessionThroughput is how many messages a session's mailbox takes per
+// turn: protoactor's default dispatcher's.
+const sessionThroughput = 300
 
 // endSession ends a session for the endpoint's shutdown and waits until its
 // actor stopped. The Delete is answered once the session ended, or not

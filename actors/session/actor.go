@@ -34,6 +34,9 @@ type Config struct {
 	// actor: it must not block. Nil: nobody is told.
 	OnEvent func(Lifecycle)
 	Logger  *slog.Logger
+	// Dispatcher runs the session actors' mailboxes; nil: protoactor's
+	// default (a goroutine per turn). The endpoint passes its [Workers].
+	Dispatcher actor.Dispatcher
 }
 
 // Lifecycle is an MCP session's start (Opened) or end (Reason, one of the
@@ -53,12 +56,16 @@ type Lifecycle struct {
 // the spawner sends right after spawning, before anyone else knows the
 // actor: one Props for all sessions, and per session only the actor.
 func NewProps(cfg *Config) *actor.Props {
+	opts := []actor.PropsOption{actor.WithMailbox(newMailbox)}
+	if cfg.Dispatcher != nil {
+		opts = append(opts, actor.WithDispatcher(cfg.Dispatcher))
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		a := &mcpSessionActor{cfg: cfg}
 		a.behavior = actor.NewBehavior()
 		a.behavior.Become(a.starting)
 		return a
-	}, actor.WithMailbox(newMailbox))
+	}, opts...)
 }
 
 // mcpSessionActor is one MCP session. Its phases are behaviours: starting

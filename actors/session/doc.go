@@ -71,6 +71,13 @@
 // its registry entry), the ownership record with its index's radix-tree
 // nodes, the Table's maps and the liveness watch.
 //
+// # Dispatch
+//
+// The endpoint runs every session's mailbox on its [Workers]: a few
+// long-lived goroutines, one taking a turn when it is idle, a goroutine of
+// its own otherwise, so that no turn waits for a worker and a turn that
+// blocked would hold only its own.
+//
 // # Invariants
 //
 //   - A session never changes owner.

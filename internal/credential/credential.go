@@ -354,19 +354,23 @@ func NamespaceLive(r *memdb.Reader, namespace string, now time.Time) (bool, time
 	if kind == principal.KindProvider {
 		return Live(r, id, now)
 	}
-	rows, _ := r.CredentialsByNamespace(namespace)
-	live, last := false, time.Time{}
-	for _, c := range rows {
+	live, forever, last := false, false, time.Time{}
+	_ = r.EachCredentialViewByNamespace(namespace, func(c *memdb.Credential) bool {
 		if c.Kind == memdb.KindRefresh || !c.LiveAt(now) {
-			continue
+			return true
 		}
 		if c.Expires.IsZero() {
-			return true, time.Time{}
+			forever = true
+			return false
 		}
 		live = true
 		if c.Expires.After(last) {
 			last = c.Expires
 		}
+		return true
+	})
+	if forever {
+		return true, time.Time{}
 	}
 	return live, last
 }
