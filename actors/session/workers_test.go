@@ -32,11 +32,18 @@ func TestWorkersNeverWait(t *testing.T) {
 	// Every worker is held: three more turns run anyway, each while the
 	// workers still wait.
 	ran := make(chan struct{}, 3)
+	go func() {
+		for range 3 {
+			w.Schedule(func() { ran <- struct{}{} })
+		}
+	}()
 	for range 3 {
-		w.Schedule(func() { ran <- struct{}{} })
-	}
-	for range 3 {
-		<-ran
+		select {
+		case <-ran:
+		case <-time.After(10 * time.Second):
+			close(release)
+			t.Fatal("a turn waited for a held worker")
+		}
 	}
 	w.mu.Lock()
 	started := w.started
