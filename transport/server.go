@@ -411,9 +411,10 @@ func New(b Backend, store *memdb.Store, system *actor.ActorSystem, opts Options,
 	s.unhookGen = store.OnCredentialsChanged(s.credentialsChanged)
 	s.sessions = session.NewTable(s.opts.MaxSessions, s.opts.MaxSessionsPerNamespace,
 		session.StreamLimits{Events: s.opts.ReplayEvents, Bytes: s.opts.ReplayBytes})
-	// As many workers as there are CPUs to run them: a session's turns are
-	// short, and a turn with no idle worker gets a goroutine of its own.
-	s.workers = session.NewWorkers(runtime.GOMAXPROCS(0), sessionThroughput)
+	// Four workers per CPU that runs goroutines: a session's turns are
+	// short, a burst of them on one CPU waits for that CPU anyway, and a
+	// turn with no idle worker gets a goroutine of its own.
+	s.workers = session.NewWorkers(4*runtime.GOMAXPROCS(0), sessionThroughput)
 	s.sessionProps = session.NewProps(&session.Config{
 		Store:       store,
 		Table:       s.sessions,
