@@ -231,6 +231,40 @@ func TestToolRows(t *testing.T) {
 	}
 }
 
+// TestRaisedBinaryRatios: the binary with its caps raised, which the
+// performance targets are of, gets its ratio to mcp-go and to the floor
+// beside its ratio to the runtime.
+func TestRaisedBinaryRatios(t *testing.T) {
+	const caps = "runtime_capabilities"
+	tb := buildTable([]result.Result{
+		{Impl: "runtime", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 800},
+		{Impl: "binary-raised", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 900},
+		{Impl: "mcpgo", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 600},
+		{Impl: "floor", Mode: result.ModeCalls, Sessions: 16, Tool: caps, Rate: 1000},
+	})
+	var r row
+	for _, x := range tb.rows {
+		if x.label == "calls n=16 [runtime_capabilities] calls/s" {
+			r = x
+		}
+	}
+	for _, tc := range []struct {
+		over string
+		want float64
+	}{{"runtime", 1.125}, {"mcpgo", 1.5}, {"floor", 0.9}} {
+		if q, ok := r.ratio("binary-raised", tc.over); !ok || q.v != tc.want {
+			t.Errorf("binary-raised/%s = %+v, %v; want %v", tc.over, q, ok, tc.want)
+		}
+	}
+	var b strings.Builder
+	if err := render(&b, tb); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| binary-raised/rt | rt/gosdk | rt/mcpgo | rt/floor | binary-raised/mcpgo | binary-raised/floor | better |"; !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
+	}
+}
+
 func TestToolNote(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
