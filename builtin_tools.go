@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agenthost/mcpruntime/internal/credential"
+	"github.com/agenthost/mcpruntime/internal/jsonenc"
 )
 
 // The built-in tools of SPEC §4. Hosts add their own with RegisterTool.
@@ -61,22 +62,22 @@ func (r *Runtime) builtinTools() []Tool {
 }
 
 // structured is a result of v: v's JSON as structuredContent (a
-// json.RawMessage, so that the endpoint writes those bytes instead of
-// encoding v again) and as the one text block. The result, its block and
-// its content slice are one allocation (the built-ins are on the hot
-// path). v is a typed value whose fields are in the order of their JSON
-// names, so the object is written as encoding/json writes a map: keys
-// sorted.
+// jsonenc.Encoded, so that the endpoint copies those bytes instead of
+// encoding, or rescanning, them again) and as the one text block. The
+// result, its block and its content slice are one allocation (the
+// built-ins are on the hot path). v is a typed value whose fields are in
+// the order of their JSON names, so the object is written as encoding/json
+// writes a map: keys sorted.
 func structured(v any) *mcp.CallToolResult {
-	b, _ := json.Marshal(v)
+	enc, _ := jsonenc.Marshal(v) // the built-ins' values are strings and slices of them
 	one := &struct {
 		res     mcp.CallToolResult
 		text    mcp.TextContent
 		content [1]mcp.Content
 	}{}
-	one.text.Text = string(b)
+	one.text.Text = string(enc.Bytes())
 	one.content[0] = &one.text
-	one.res.Content, one.res.StructuredContent = one.content[:], json.RawMessage(b)
+	one.res.Content, one.res.StructuredContent = one.content[:], enc
 	return &one.res
 }
 

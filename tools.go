@@ -14,6 +14,7 @@ import (
 
 	"github.com/agenthost/mcpruntime/actors/thread"
 	"github.com/agenthost/mcpruntime/internal/fastschema"
+	"github.com/agenthost/mcpruntime/internal/jsonenc"
 	"github.com/agenthost/mcpruntime/internal/ratelimit"
 	"github.com/agenthost/mcpruntime/memdb"
 	"github.com/agenthost/mcpruntime/transport"
@@ -373,13 +374,31 @@ func refusalOf(t *registeredTool, caller Principal) refusal {
 // A handler that fails with ctx's error once ctx is done was cancelled, not
 // failed: CallTool returns that error, not an isError result. A handler
 // that needs the client answers a result with InputRequests, returned as it
-// is (nobody is there to ask).
+// is (nobody is there to ask). A built-in's structuredContent is a
+// json.RawMessage.
 func (r *Runtime) CallTool(ctx context.Context, caller Principal, name string, args json.RawMessage, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
 	call := &ToolCall{Caller: caller, Name: name, Arguments: args, rt: r}
 	if progress != nil {
 		call.req = &transport.Request{Out: progressOutput(progress)}
 	}
-	return r.callTool(ctx, call)
+	res, err := r.callTool(ctx, call)
+	if enc, ok := structuredEncoded(res); ok {
+		raw := *res
+		raw.StructuredContent = json.RawMessage(enc.Bytes())
+		res = &raw
+	}
+	return res, err
+}
+
+// structuredEncoded is res's structuredContent if it is already encoded
+// (the built-ins'): the endpoint copies it as it is, an embedder calling
+// CallTool gets it as the json.RawMessage it can decode.
+func structuredEncoded(res *mcp.CallToolResult) (jsonenc.Encoded, bool) {
+	if res == nil {
+		return jsonenc.Encoded{}, false
+	}
+	enc, ok := res.StructuredContent.(jsonenc.Encoded)
+	return enc, ok
 }
 
 // callTool is CallTool for a call the caller built (the endpoint's, with
@@ -480,9 +499,14 @@ func validateStructured(sch *jsonschema.Schema, v any) error {
 	if v == nil {
 		return errors.New("no structuredContent")
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
+	var b []byte
+	if enc, ok := v.(jsonenc.Encoded); ok {
+		b = enc.Bytes()
+	} else {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return err
+		}
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	if err != nil {

@@ -654,6 +654,11 @@ func TestRuntimeCapabilities(t *testing.T) {
 		if res.IsError {
 			t.Fatalf("runtime_capabilities = %+v", res)
 		}
+		// An embedder gets the built-in's structured content as the JSON it
+		// can decode, the same bytes as the text block.
+		if raw, ok := res.StructuredContent.(json.RawMessage); !ok || string(raw) != resultText(res) {
+			t.Fatalf("runtime_capabilities structuredContent %T %s, want a json.RawMessage of its text %s", res.StructuredContent, res.StructuredContent, resultText(res))
+		}
 		return toolsStructured(t, "runtime_capabilities", res)
 	}
 	readTools := []any{"host_mine", "host_x", "runtime_capabilities", "thread_list", "thread_read"}

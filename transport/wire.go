@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/mcpruntime/internal/jsonenc"
 )
 
 // The hot path's encoding. A tools/call result is an *mcp.CallToolResult,
@@ -149,13 +151,18 @@ func appendToolResult(b []byte, r *mcp.CallToolResult) ([]byte, bool) {
 		b = append(b, '}')
 	}
 	b = append(b, ']')
-	if r.StructuredContent != nil {
-		sc, err := json.Marshal(r.StructuredContent)
+	switch sc := r.StructuredContent.(type) {
+	case nil:
+	case jsonenc.Encoded: // json.Marshal's bytes already: no second scan
+		b = append(b, `,"structuredContent":`...)
+		b = append(b, sc.Bytes()...)
+	default:
+		enc, err := json.Marshal(sc)
 		if err != nil {
 			return b, false // let encoding/json report it the usual way
 		}
 		b = append(b, `,"structuredContent":`...)
-		b = append(b, sc...)
+		b = append(b, enc...)
 	}
 	if r.IsError {
 		b = append(b, `,"isError":true`...)

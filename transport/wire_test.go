@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agenthost/mcpruntime/internal/jsonenc"
 )
 
 // FuzzToolResultEncoding: the hand-written encoding of a tools/call
@@ -52,6 +54,18 @@ func FuzzToolResultEncoding(f *testing.F) {
 		}
 		if !ok || string(got) != string(want) {
 			t.Fatalf("appendToolResult = %s (ok %v)\nwant %s", got, ok, want)
+		}
+		if r.StructuredContent != nil {
+			// Encoded once (as the built-ins answer): copied, the same bytes.
+			enc, err := jsonenc.Marshal(r.StructuredContent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pre := *r
+			pre.StructuredContent = enc
+			if got, ok := appendToolResult(nil, &pre); !ok || string(got) != string(want) {
+				t.Fatalf("appendToolResult(encoded) = %s (ok %v)\nwant %s", got, ok, want)
+			}
 		}
 		resp, ok := appendResultResponse(nil, json.RawMessage(`"id-1"`), r)
 		wantResp, _ := json.Marshal(resultResponse(json.RawMessage(`"id-1"`), r))
