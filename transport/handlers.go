@@ -15,9 +15,12 @@ import (
 	"github.com/agenthost/mcpruntime/internal/token"
 )
 
+// Header names in net/http's canonical form, so that Header.Get and Set
+// find them without building the canonical key again (MCP spells the
+// protocol header MCP-Protocol-Version; header names are case-insensitive).
 const (
 	headerSession  = "Mcp-Session-Id"
-	headerProtocol = "MCP-Protocol-Version"
+	headerProtocol = "Mcp-Protocol-Version"
 )
 
 // The gate every request passes: one node of several (docs/cluster.md)

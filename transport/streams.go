@@ -26,7 +26,7 @@ import (
 // versions get ids and resumption too, but no priming event (their clients
 // may not expect an event without data) and no CloseStream.
 
-const headerLastEventID = "Last-Event-ID"
+const headerLastEventID = "Last-Event-Id" // Last-Event-ID, canonical
 
 // sseRetry is the reconnection delay a resumable stream asks of its
 // client, the retry field of its priming event: a second.

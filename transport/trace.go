@@ -47,10 +47,10 @@ func (s *Server) traceHTTP(r *http.Request, sw *statusWriter) (*http.Request, fu
 		attribute.String("url.path", clip(r.URL.Path)),
 		attribute.String("network.protocol.name", "http"),
 	}
-	if v := r.Header.Get("MCP-Protocol-Version"); v != "" {
+	if v := r.Header.Get(headerProtocol); v != "" {
 		attrs = append(attrs, attribute.String("mcp.protocol.version", clip(v)))
 	}
-	if v := r.Header.Get("Mcp-Session-Id"); v != "" {
+	if v := r.Header.Get(headerSession); v != "" {
 		attrs = append(attrs, attribute.String("mcp.session.id", clip(v)))
 	}
 	ctx, span := s.tracer.Start(ctx, r.Method+" "+s.opts.Path, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
