@@ -221,6 +221,10 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int64
 	switch {
 	case err == nil:
 		bodyRead(w)
+		// All of it was read: closing it now spares net/http the drain it
+		// runs, when the response begins, for a body left open (a read to
+		// EOF through an io.LimitReader it allocates).
+		_ = r.Body.Close()
 		if s.opts.BodyTimeout > 0 {
 			// Cleared at once: net/http's background read of the
 			// connection, started at the body's end, would otherwise hit the
