@@ -382,23 +382,16 @@ func (r *Runtime) CallTool(ctx context.Context, caller Principal, name string, a
 		call.req = &transport.Request{Out: progressOutput(progress)}
 	}
 	res, err := r.callTool(ctx, call)
-	if enc, ok := structuredEncoded(res); ok {
-		raw := *res
-		raw.StructuredContent = json.RawMessage(enc.Bytes())
-		res = &raw
+	if res != nil {
+		// A built-in's encoded structuredContent, which the endpoint copies
+		// as it is, reaches an embedder as the json.RawMessage it decodes.
+		if enc, ok := res.StructuredContent.(jsonenc.Encoded); ok {
+			raw := *res
+			raw.StructuredContent = json.RawMessage(enc.Bytes())
+			res = &raw
+		}
 	}
 	return res, err
-}
-
-// structuredEncoded is res's structuredContent if it is already encoded
-// (the built-ins'): the endpoint copies it as it is, an embedder calling
-// CallTool gets it as the json.RawMessage it can decode.
-func structuredEncoded(res *mcp.CallToolResult) (jsonenc.Encoded, bool) {
-	if res == nil {
-		return jsonenc.Encoded{}, false
-	}
-	enc, ok := res.StructuredContent.(jsonenc.Encoded)
-	return enc, ok
 }
 
 // callTool is CallTool for a call the caller built (the endpoint's, with
@@ -499,14 +492,9 @@ func validateStructured(sch *jsonschema.Schema, v any) error {
 	if v == nil {
 		return errors.New("no structuredContent")
 	}
-	var b []byte
-	if enc, ok := v.(jsonenc.Encoded); ok {
-		b = enc.Bytes()
-	} else {
-		var err error
-		if b, err = json.Marshal(v); err != nil {
-			return err
-		}
+	b, err := jsonenc.JSON(v)
+	if err != nil {
+		return err
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	if err != nil {

@@ -151,18 +151,13 @@ func appendToolResult(b []byte, r *mcp.CallToolResult) ([]byte, bool) {
 		b = append(b, '}')
 	}
 	b = append(b, ']')
-	switch sc := r.StructuredContent.(type) {
-	case nil:
-	case jsonenc.Encoded: // json.Marshal's bytes already: no second scan
-		b = append(b, `,"structuredContent":`...)
-		b = append(b, sc.Bytes()...)
-	default:
-		enc, err := json.Marshal(sc)
+	if r.StructuredContent != nil {
+		sc, err := jsonenc.JSON(r.StructuredContent) // a built-in's bytes as they are, no second scan
 		if err != nil {
 			return b, false // let encoding/json report it the usual way
 		}
 		b = append(b, `,"structuredContent":`...)
-		b = append(b, enc...)
+		b = append(b, sc...)
 	}
 	if r.IsError {
 		b = append(b, `,"isError":true`...)

@@ -32,6 +32,15 @@ func (e Encoded) Bytes() []byte {
 	return e.b
 }
 
+// JSON is v's encoding: an Encoded's bytes as they are, any other
+// value's from json.Marshal.
+func JSON(v any) ([]byte, error) {
+	if e, ok := v.(Encoded); ok {
+		return e.Bytes(), nil
+	}
+	return json.Marshal(v)
+}
+
 // MarshalJSON makes an Encoded encode as the value it holds wherever
 // encoding/json meets it.
 func (e Encoded) MarshalJSON() ([]byte, error) {

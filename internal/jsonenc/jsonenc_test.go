@@ -7,7 +7,8 @@ import (
 
 // TestEncodedIsMarshal: an Encoded holds json.Marshal's bytes for its
 // value (HTML and line separators escaped, compact), writes them
-// unchanged inside another value, and the zero Encoded is null.
+// unchanged inside another value and through JSON (as JSON writes any
+// other value), and the zero Encoded is null.
 func TestEncodedIsMarshal(t *testing.T) {
 	v := map[string]any{"b": []any{1, "<a & b>"}, "a": "\u2028 x"}
 	want, err := json.Marshal(v)
@@ -26,6 +27,12 @@ func TestEncodedIsMarshal(t *testing.T) {
 	}{e})
 	if err != nil || string(outer) != `{"x":`+string(want)+`}` {
 		t.Fatalf("inside a struct: %s, %v", outer, err)
+	}
+	if b, err := JSON(e); err != nil || string(b) != string(want) {
+		t.Fatalf("JSON(Encoded) = %s, %v; want %s", b, err, want)
+	}
+	if b, err := JSON(v); err != nil || string(b) != string(want) {
+		t.Fatalf("JSON(value) = %s, %v; want %s", b, err, want)
 	}
 	if b, err := json.Marshal(Encoded{}); err != nil || string(b) != "null" {
 		t.Fatalf("zero Encoded = %s, %v; want null", b, err)
